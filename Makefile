@@ -1,0 +1,115 @@
+# errand: one non-recursive build into build/.
+#   make            build everything (build/bin/*)
+#   make deps       install the Debian packages the build, demo and tests need
+#   make demo       a world, one session, what it reached and what it was refused
+#   make check      every selftest, as root, in worlds of its own
+#   make SANITIZE=1 build with ASan and UBSan
+
+CC      ?= gcc
+CLANG   ?= clang
+BPFTOOL ?= bpftool
+BUILD   := build
+
+PKGS := libnl-route-3.0 libnftables jansson libbpf
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wformat=2 -Wimplicit-fallthrough
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE \
+	-I. -Ibpf -I$(BUILD)/bpf $(PKG_CFLAGS)
+LDFLAGS += -pie -Wl,-z,relro,-z,now
+ifeq ($(SANITIZE),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -Ibpf
+
+# Debian 12 packages for build, demo and tests. Kept in one place: make deps
+# installs them and deps-check asks for them when one is missing.
+DEB_PACKAGES := gcc make pkg-config clang llvm bpftool libbpf-dev libxdp-dev \
+	libnl-3-dev libnl-route-3-dev libjansson-dev libnftables-dev nftables \
+	iproute2 util-linux procps
+
+LIB_SRCS      := $(wildcard lib/*.c)
+AGENT_SRCS    := $(filter-out agent/errandctl.c,$(wildcard agent/*.c))
+LAUNCH_SRCS   := $(wildcard launcher/*.c)
+TOOL_SRCS     := $(wildcard selftests/tools/*.c)
+UNIT_SRCS     := $(wildcard selftests/unit/*.c)
+
+LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+AGENT_OBJS  := $(AGENT_SRCS:%.c=$(BUILD)/%.o)
+LAUNCH_OBJS := $(LAUNCH_SRCS:%.c=$(BUILD)/%.o)
+
+BPF_OBJS  := $(BUILD)/bpf/egress.bpf.o
+SKELETONS := $(BUILD)/bpf/egress.skel.h
+
+BINS  := $(BUILD)/bin/errandctl $(BUILD)/bin/errand-launch
+TOOLS := $(TOOL_SRCS:selftests/tools/%.c=$(BUILD)/selftests/%)
+UNITS := $(UNIT_SRCS:selftests/unit/%.c=$(BUILD)/selftests/unit-%)
+
+.PHONY: all deps deps-check demo check bench format-check clean
+all: $(BINS) $(TOOLS) $(UNITS)
+
+$(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h bpf/vmlinux.h
+	@mkdir -p $(@D)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $*_bpf > $@.tmp && mv $@.tmp $@
+
+# Every C object may include a skeleton, so skeletons come first.
+$(BUILD)/%.o: %.c $(SKELETONS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/bin/errandctl: $(BUILD)/agent/errandctl.o $(AGENT_OBJS) $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+$(BUILD)/selftests/%: $(BUILD)/selftests/tools/%.o $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+$(BUILD)/selftests/unit-%: $(BUILD)/selftests/unit/%.o $(AGENT_OBJS) $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+deps:
+	@if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root (it installs Debian packages with apt-get)" >&2; exit 1; fi
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(DEB_PACKAGES)
+
+# Installs only when a package is missing, so demo and check work as the first
+# command typed on a fresh machine and cost nothing after.
+deps-check:
+	@missing=$$(for p in $(DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then echo "installing missing packages: $$missing"; $(MAKE) --no-print-directory deps; fi
+
+demo: deps-check
+	@$(MAKE) --no-print-directory all
+	@selftests/demo.sh
+
+check: deps-check
+	@$(MAKE) --no-print-directory all
+	@selftests/run
+
+bench: deps-check
+	@$(MAKE) --no-print-directory all
+	@bench/egress.sh
+
+format-check:
+	@clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' | grep -v vmlinux.h)
+
+clean:
+	rm -rf $(BUILD)

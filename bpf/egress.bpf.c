@@ -1,0 +1,542 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* Per-session egress enforcement. The cgroup sock_addr hooks decide every
+ * connect and datagram send of the session's processes; the tc program on the
+ * host side of the session's veth is the backstop that holds against raw
+ * sockets and processes outside the cgroup. One object, so both read the same
+ * maps; userspace loads one copy per session and pins it under
+ * /sys/fs/bpf/errand/<session>/, so a key can never name another session. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "egress.h"
+
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define ETH_P_ARP 0x0806
+#define TC_ACT_OK 0
+#define TC_ACT_SHOT 2
+#define IP_MF 0x2000
+#define IP_OFFSET 0x1FFF
+#define SOCK_STREAM 1
+#define SOCK_DGRAM 2
+#define AF_INET 2
+#define AF_INET6 10
+#define EGRESS_PORTS_MAX 16
+
+/* Load-time settings, written by userspace through skel->rodata. */
+const volatile __u32 mode = EGRESS_MODE_NONE;
+const volatile __u64 sess_cgid = 0;
+const volatile __u32 sess_addr4 = 0; /* network order: the session side of the veth */
+const volatile __u32 gw_addr4 = 0;   /* network order: the gateway, where the responder listens */
+const volatile __u16 dns_port = DNS_PORT;
+const volatile __u16 egress_ports[EGRESS_PORTS_MAX] = {};
+const volatile __u32 n_egress_ports = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, EGRESS_ALLOW_MAX);
+	__type(key, struct allow_key);
+	__type(value, struct allow_val);
+} allow SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, EGRESS_FLOWS_MAX);
+	__type(key, struct flow_key);
+	__type(value, struct flow_val);
+} flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, EGRESS_FORBID_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm4_key);
+	__type(value, __u8);
+} forbid4 SEC(".maps"), public4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, EGRESS_FORBID_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct lpm6_key);
+	__type(value, __u8);
+} forbid6 SEC(".maps"), public6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, EGRESS_SELF_MAX);
+	__type(key, struct self_key);
+	__type(value, __u8);
+} self_addrs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, EGRESS_EVENTS_BYTES);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* The destination a DNS socket named before it was sent to the responder, so
+ * recvmsg and getpeername can give it back and resolvers accept the answer. */
+struct dns_orig {
+	__u8 addr[16];
+	__u16 port; /* network order */
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct dns_orig);
+} dns_origs SEC(".maps");
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline void map_v4(__u8 out[16], __u32 addr4)
+{
+	__builtin_memset(out, 0, 10);
+	out[10] = 0xff;
+	out[11] = 0xff;
+	__builtin_memcpy(out + 12, &addr4, 4);
+}
+
+static __always_inline bool is_v4_mapped(const __u8 a[16])
+{
+	for (int i = 0; i < 10; i++)
+		if (a[i])
+			return false;
+	return a[10] == 0xff && a[11] == 0xff;
+}
+
+static __always_inline void emit(const __u8 addr[16], __u16 port, __u8 proto, __u8 reason,
+				 __u8 hook)
+{
+	struct egress_event *e;
+
+	count(CNT_REFUSED);
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(CNT_EVENTS_LOST);
+		return;
+	}
+	e->ts_ns = bpf_ktime_get_boot_ns();
+	e->cgroup_id = sess_cgid;
+	__builtin_memcpy(e->addr, addr, 16);
+	e->port = port;
+	e->proto = proto;
+	e->reason = reason;
+	e->hook = hook;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline bool v4_in(void *trie, __u32 addr4)
+{
+	struct lpm4_key k = { .prefixlen = 32 };
+
+	__builtin_memcpy(k.addr, &addr4, 4);
+	return bpf_map_lookup_elem(trie, &k) != NULL;
+}
+
+static __always_inline bool v4_forbidden(__u32 addr4)
+{
+	return v4_in(&forbid4, addr4) && !v4_in(&public4, addr4);
+}
+
+/* A native IPv6 address: forbidden by its own range, or by the IPv4 address
+ * that a NAT64, 6to4 or Teredo form carries. */
+static __always_inline bool v6_forbidden(const __u8 a[16])
+{
+	struct lpm6_key k = { .prefixlen = 128 };
+	__u32 embedded = 0;
+	bool has_v4 = false;
+
+	__builtin_memcpy(k.addr, a, 16);
+	if (bpf_map_lookup_elem(&forbid6, &k) && !bpf_map_lookup_elem(&public6, &k))
+		return true;
+	if (a[0] == 0x00 && a[1] == 0x64 && a[2] == 0xff && a[3] == 0x9b) {
+		/* NAT64 well-known prefix 64:ff9b::/96 */
+		__builtin_memcpy(&embedded, a + 12, 4);
+		has_v4 = true;
+	} else if (a[0] == 0x20 && a[1] == 0x02) {
+		/* 6to4 2002:AABB:CCDD::/48 */
+		__builtin_memcpy(&embedded, a + 2, 4);
+		has_v4 = true;
+	} else if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0) {
+		/* Teredo 2001::/32: the client address, obfuscated, is the last 32 bits */
+		__builtin_memcpy(&embedded, a + 12, 4);
+		embedded = ~embedded;
+		has_v4 = true;
+	}
+	return has_v4 && v4_forbidden(embedded);
+}
+
+static __always_inline bool addr_forbidden(const __u8 a[16])
+{
+	__u32 addr4;
+
+	if (is_v4_mapped(a)) {
+		__builtin_memcpy(&addr4, a + 12, 4);
+		return v4_forbidden(addr4);
+	}
+	return v6_forbidden(a);
+}
+
+static __always_inline bool port_open(__u16 port)
+{
+	for (__u32 i = 0; i < EGRESS_PORTS_MAX; i++) {
+		if (i >= n_egress_ports)
+			break;
+		if (egress_ports[i] == port)
+			return true;
+	}
+	return false;
+}
+
+/* The policy, shared by every hook and the backstop: 0 admits, anything else
+ * is the reason for refusing. addr is v4-mapped for IPv4. */
+static __always_inline __u8 verdict(const __u8 addr[16], __u16 port, __u32 *flags)
+{
+	struct allow_key k = { .port = port };
+	struct self_key sk;
+	struct allow_val *v;
+
+	*flags = 0;
+	if (mode == EGRESS_MODE_NONE)
+		return REASON_NO_NETWORK;
+	if (port == DOT_PORT)
+		return REASON_DOT;
+	__builtin_memcpy(sk.addr, addr, 16);
+	if (bpf_map_lookup_elem(&self_addrs, &sk))
+		return REASON_SELF;
+	__builtin_memcpy(k.addr, addr, 16);
+	v = bpf_map_lookup_elem(&allow, &k);
+	if (v) {
+		if (v->flags & ENTRY_F_PINNED) {
+			*flags = v->flags;
+			return REASON_NONE;
+		}
+		if (addr_forbidden(addr))
+			return REASON_FORBIDDEN;
+		if (v->expires_ns && v->expires_ns < bpf_ktime_get_boot_ns())
+			return REASON_EXPIRED;
+		*flags = v->flags;
+		return REASON_NONE;
+	}
+	if (addr_forbidden(addr))
+		return REASON_FORBIDDEN;
+	if (mode == EGRESS_MODE_OPEN)
+		return port_open(port) ? REASON_NONE : REASON_PORT;
+	return REASON_NOT_ALLOWED;
+}
+
+static __always_inline void dns_remember(struct bpf_sock_addr *ctx, const __u8 addr[16])
+{
+	struct dns_orig *o;
+	struct bpf_sock *sk = ctx->sk;
+
+	if (!sk)
+		return;
+	o = bpf_sk_storage_get(&dns_origs, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!o)
+		return;
+	__builtin_memcpy(o->addr, addr, 16);
+	o->port = ctx->user_port;
+}
+
+/* Shared body of connect4 and sendmsg4. */
+static __always_inline int decide4(struct bpf_sock_addr *ctx, __u8 hook)
+{
+	__u32 dst = ctx->user_ip4;
+	__u16 port = bpf_ntohs(ctx->user_port);
+	__u8 proto = ctx->type == SOCK_DGRAM ? IPPROTO_UDP : IPPROTO_TCP;
+	__u8 addr[16];
+	__u32 flags;
+	__u8 why;
+
+	map_v4(addr, dst);
+	/* Loopback is the session's own: its network namespace has no other. */
+	if ((bpf_ntohl(dst) >> 24) == 127)
+		return 1;
+	if (mode != EGRESS_MODE_NONE && port == DNS_PORT) {
+		dns_remember(ctx, addr);
+		ctx->user_ip4 = gw_addr4;
+		ctx->user_port = bpf_htons(dns_port);
+		count(CNT_DNS_REDIRECT);
+		return 1;
+	}
+	if (mode != EGRESS_MODE_NONE && proto == IPPROTO_UDP) {
+		emit(addr, port, proto, REASON_UDP, hook);
+		return 0;
+	}
+	why = verdict(addr, port, &flags);
+	if (why) {
+		emit(addr, port, proto, why, hook);
+		return 0;
+	}
+	count(CNT_ALLOWED);
+	return 1;
+}
+
+static __always_inline bool is_loopback6(const __u32 a[4])
+{
+	return a[0] == 0 && a[1] == 0 && a[2] == 0 && a[3] == bpf_htonl(1);
+}
+
+static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
+{
+	__u16 port = bpf_ntohs(ctx->user_port);
+	__u8 proto = ctx->type == SOCK_DGRAM ? IPPROTO_UDP : IPPROTO_TCP;
+	__u32 a32[4];
+	__u8 addr[16];
+	__u32 flags;
+	__u8 why;
+
+	a32[0] = ctx->user_ip6[0];
+	a32[1] = ctx->user_ip6[1];
+	a32[2] = ctx->user_ip6[2];
+	a32[3] = ctx->user_ip6[3];
+	__builtin_memcpy(addr, a32, 16);
+	if (is_loopback6(a32))
+		return 1;
+	if (is_v4_mapped(addr) && (addr[12] == 127))
+		return 1;
+	if (mode != EGRESS_MODE_NONE && port == DNS_PORT) {
+		/* The responder is IPv4: a dual-stack socket reaches it v4-mapped. */
+		dns_remember(ctx, addr);
+		ctx->user_ip6[0] = 0;
+		ctx->user_ip6[1] = 0;
+		ctx->user_ip6[2] = bpf_htonl(0xffff);
+		ctx->user_ip6[3] = gw_addr4;
+		ctx->user_port = bpf_htons(dns_port);
+		count(CNT_DNS_REDIRECT);
+		return 1;
+	}
+	if (mode != EGRESS_MODE_NONE && proto == IPPROTO_UDP) {
+		emit(addr, port, proto, REASON_UDP, hook);
+		return 0;
+	}
+	why = verdict(addr, port, &flags);
+	if (why) {
+		emit(addr, port, proto, why, hook);
+		return 0;
+	}
+	count(CNT_ALLOWED);
+	return 1;
+}
+
+SEC("cgroup/connect4")
+int errand_conn4(struct bpf_sock_addr *ctx)
+{
+	return decide4(ctx, HOOK_CONNECT4);
+}
+
+SEC("cgroup/sendmsg4")
+int errand_send4(struct bpf_sock_addr *ctx)
+{
+	return decide4(ctx, HOOK_SENDMSG4);
+}
+
+SEC("cgroup/connect6")
+int errand_conn6(struct bpf_sock_addr *ctx)
+{
+	return decide6(ctx, HOOK_CONNECT6);
+}
+
+SEC("cgroup/sendmsg6")
+int errand_send6(struct bpf_sock_addr *ctx)
+{
+	return decide6(ctx, HOOK_SENDMSG6);
+}
+
+/* Answers from the responder come back under the address the resolver asked. */
+static __always_inline void restore4(struct bpf_sock_addr *ctx)
+{
+	struct dns_orig *o;
+	__u32 a4;
+
+	if (ctx->user_ip4 != gw_addr4 || ctx->user_port != bpf_htons(dns_port) || !ctx->sk)
+		return;
+	o = bpf_sk_storage_get(&dns_origs, ctx->sk, 0, 0);
+	if (!o || !is_v4_mapped(o->addr))
+		return;
+	__builtin_memcpy(&a4, o->addr + 12, 4);
+	ctx->user_ip4 = a4;
+	ctx->user_port = o->port;
+}
+
+static __always_inline void restore6(struct bpf_sock_addr *ctx)
+{
+	struct dns_orig *o;
+	__u32 a32[4];
+
+	if (ctx->user_ip6[0] || ctx->user_ip6[1] || ctx->user_ip6[2] != bpf_htonl(0xffff) ||
+	    ctx->user_ip6[3] != gw_addr4 || ctx->user_port != bpf_htons(dns_port) || !ctx->sk)
+		return;
+	o = bpf_sk_storage_get(&dns_origs, ctx->sk, 0, 0);
+	if (!o)
+		return;
+	__builtin_memcpy(a32, o->addr, 16);
+	ctx->user_ip6[0] = a32[0];
+	ctx->user_ip6[1] = a32[1];
+	ctx->user_ip6[2] = a32[2];
+	ctx->user_ip6[3] = a32[3];
+	ctx->user_port = o->port;
+}
+
+SEC("cgroup/recvmsg4")
+int errand_recv4(struct bpf_sock_addr *ctx)
+{
+	restore4(ctx);
+	return 1;
+}
+
+SEC("cgroup/recvmsg6")
+int errand_recv6(struct bpf_sock_addr *ctx)
+{
+	restore6(ctx);
+	return 1;
+}
+
+SEC("cgroup/getpeername4")
+int errand_peer4(struct bpf_sock_addr *ctx)
+{
+	restore4(ctx);
+	return 1;
+}
+
+SEC("cgroup/getpeername6")
+int errand_peer6(struct bpf_sock_addr *ctx)
+{
+	restore6(ctx);
+	return 1;
+}
+
+/* Only TCP and UDP sockets may be made: raw and ICMP sockets would carry
+ * packets that no sock_addr hook sees. */
+SEC("cgroup/sock_create")
+int errand_sock(struct bpf_sock *sk)
+{
+	__u8 zero[16] = {};
+
+	if ((sk->type == SOCK_STREAM && sk->protocol == IPPROTO_TCP) ||
+	    (sk->type == SOCK_DGRAM && sk->protocol == IPPROTO_UDP))
+		return 1;
+	emit(zero, 0, (__u8)sk->protocol, REASON_SOCKET, HOOK_SOCK_CREATE);
+	return 0;
+}
+
+/* The backstop, on ingress of the host-side veth: what the session sends.
+ * XDP is not used here: on a veth, an attached XDP program makes the peer
+ * give up GSO and forces every segment through the XDP path, which costs bulk
+ * TCP far more than the tc hook's per-skb check (see BENCHMARKS.md). */
+SEC("tc")
+int errand_tc_in(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	__u8 zero[16] = {};
+	struct flow_key fk = {};
+	struct flow_val fv;
+	struct iphdr *ip;
+	__u16 sport, dport;
+	__u8 addr[16];
+	__u32 flags;
+	bool syn = false;
+	__u8 why;
+
+	if ((void *)(eth + 1) > end)
+		goto drop_proto;
+	if (eth->h_proto == bpf_htons(ETH_P_ARP))
+		return TC_ACT_OK;
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		emit(zero, 0, 0, REASON_IPV6, HOOK_TC);
+		goto drop;
+	}
+	if (eth->h_proto != bpf_htons(ETH_P_IP))
+		goto drop_proto;
+	ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > end || ip->ihl < 5)
+		goto drop_proto;
+	map_v4(addr, ip->daddr);
+	if (ip->saddr != sess_addr4) {
+		emit(addr, 0, ip->protocol, REASON_SPOOF, HOOK_TC);
+		goto drop;
+	}
+	if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)) {
+		emit(addr, 0, ip->protocol, REASON_FRAGMENT, HOOK_TC);
+		goto drop;
+	}
+	if (ip->protocol == IPPROTO_TCP) {
+		struct tcphdr *th = (void *)ip + ip->ihl * 4;
+
+		if ((void *)(th + 1) > end)
+			goto drop_proto;
+		sport = bpf_ntohs(th->source);
+		dport = bpf_ntohs(th->dest);
+		syn = th->syn && !th->ack;
+	} else if (ip->protocol == IPPROTO_UDP) {
+		struct udphdr *uh = (void *)ip + ip->ihl * 4;
+
+		if ((void *)(uh + 1) > end)
+			goto drop_proto;
+		sport = bpf_ntohs(uh->source);
+		dport = bpf_ntohs(uh->dest);
+	} else {
+		emit(addr, 0, ip->protocol, REASON_PROTO, HOOK_TC);
+		goto drop;
+	}
+
+	/* The responder, over UDP or TCP. */
+	if (ip->daddr == gw_addr4 && dport == dns_port && mode != EGRESS_MODE_NONE)
+		goto pass;
+	if (ip->protocol == IPPROTO_UDP) {
+		emit(addr, dport, IPPROTO_UDP, REASON_UDP, HOOK_TC);
+		goto drop;
+	}
+
+	__builtin_memcpy(fk.daddr, addr, 16);
+	fk.sport = sport;
+	fk.dport = dport;
+	fk.proto = IPPROTO_TCP;
+	if (syn) {
+		/* A SYN is always a new connection: judged afresh, never by an old flow. */
+		why = verdict(addr, dport, &flags);
+		if (why) {
+			emit(addr, dport, IPPROTO_TCP, why, HOOK_TC);
+			goto drop;
+		}
+		fv.last_ns = bpf_ktime_get_boot_ns();
+		bpf_map_update_elem(&flows, &fk, &fv, BPF_ANY);
+		goto pass;
+	}
+	if (bpf_map_lookup_elem(&flows, &fk))
+		goto pass;
+	/* A segment of a flow no SYN opened: dropped without an event, as the
+	 * retransmissions of a refused flow would flood the ring. */
+	count(CNT_TC_DROP);
+	return TC_ACT_SHOT;
+pass:
+	count(CNT_TC_PASS);
+	return TC_ACT_OK;
+drop_proto:
+	emit(zero, 0, 0, REASON_PROTO, HOOK_TC);
+drop:
+	count(CNT_TC_DROP);
+	return TC_ACT_SHOT;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

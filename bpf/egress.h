@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* Types shared by the egress BPF programs and errand's userspace: map keys and
+ * values, the refusal event record, reason codes and flag bits. Only fixed-size
+ * integer types, padding written out, every size asserted. */
+#ifndef ERRAND_BPF_EGRESS_H
+#define ERRAND_BPF_EGRESS_H
+
+#ifndef __bpf__
+#include <linux/types.h>
+#endif
+
+/* Pinned map names below /sys/fs/bpf/errand/<session>/ (15 characters at most). */
+#define EGRESS_MAP_ALLOW "allow"
+#define EGRESS_MAP_FLOWS "flows"
+#define EGRESS_MAP_FORBID4 "forbid4"
+#define EGRESS_MAP_FORBID6 "forbid6"
+#define EGRESS_MAP_PUBLIC4 "public4"
+#define EGRESS_MAP_PUBLIC6 "public6"
+#define EGRESS_MAP_SELF "self_addrs"
+#define EGRESS_MAP_EVENTS "events"
+#define EGRESS_MAP_COUNTERS "counters"
+
+#define EGRESS_ALLOW_MAX 4096
+#define EGRESS_FLOWS_MAX 65536
+#define EGRESS_FORBID_MAX 256
+#define EGRESS_SELF_MAX 256
+#define EGRESS_EVENTS_BYTES (256 * 1024)
+
+/* Session modes, set in rodata before load. */
+enum egress_mode {
+	EGRESS_MODE_NONE = 0,	    /* no network: every connect and send refused */
+	EGRESS_MODE_RESTRICTED = 1, /* only allow-map entries, DNS to the responder */
+	EGRESS_MODE_OPEN = 2,	    /* any public address on an allowed port */
+};
+
+/* Why something was refused. Stable numbers: they appear in logs and JSON. */
+enum egress_reason {
+	REASON_NONE = 0,
+	REASON_NO_NETWORK = 1,	 /* session has --egress none */
+	REASON_NOT_ALLOWED = 2,	 /* no allow-map entry for (address, port) */
+	REASON_EXPIRED = 3,	 /* entry present but its expiry has passed */
+	REASON_FORBIDDEN = 4,	 /* address in a forbidden range */
+	REASON_SELF = 5,	 /* one of the agent namespace's own addresses */
+	REASON_UDP = 6,		 /* UDP to anything but DNS */
+	REASON_PORT = 7,	 /* open mode: port not in egressPorts */
+	REASON_SPOOF = 8,	 /* packet source is not the session's address */
+	REASON_PROTO = 9,	 /* neither TCP nor UDP (ICMP, raw IP, other) */
+	REASON_FRAGMENT = 10,	 /* IP fragment */
+	REASON_NO_FLOW = 11,	 /* TCP segment of a flow no hook admitted */
+	REASON_SOCKET = 12,	 /* socket type refused at creation (raw, ICMP) */
+	REASON_IPV6 = 13,	 /* IPv6 packet on a v4-only session link */
+	REASON_DOT = 14,	 /* DNS over TLS (port 853) */
+	REASON_MAX
+};
+
+/* Where a refusal happened. */
+enum egress_hook {
+	HOOK_CONNECT4 = 1,
+	HOOK_CONNECT6 = 2,
+	HOOK_SENDMSG4 = 3,
+	HOOK_SENDMSG6 = 4,
+	HOOK_TC = 5,
+	HOOK_SOCK_CREATE = 6,
+};
+
+#define ENTRY_F_PINNED (1u << 0) /* the operator vouched: forbidden ranges do not apply */
+#define ENTRY_F_RELAY (1u << 1)	 /* redirect to the broker */
+
+/* allow map: an (address, port) the session may reach. IPv4 is stored
+ * v4-mapped (::ffff:a.b.c.d), so one key form serves both families. */
+struct allow_key {
+	__u8 addr[16];
+	__u16 port; /* host byte order */
+	__u16 pad;
+};
+_Static_assert(sizeof(struct allow_key) == 20, "allow_key size");
+
+struct allow_val {
+	__u64 expires_ns; /* CLOCK_BOOTTIME; 0 = never (pins) */
+	__u32 flags;	  /* ENTRY_F_* */
+	__u32 pad;
+};
+_Static_assert(sizeof(struct allow_val) == 16, "allow_val size");
+
+/* flows map: a TCP connection the backstop saw admitted, so it outlives its
+ * allow entry. Addresses v4-mapped like allow_key. */
+struct flow_key {
+	__u8 daddr[16];
+	__u16 sport; /* host byte order */
+	__u16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+_Static_assert(sizeof(struct flow_key) == 24, "flow_key size");
+
+struct flow_val {
+	__u64 last_ns;
+};
+_Static_assert(sizeof(struct flow_val) == 8, "flow_val size");
+
+/* LPM keys for the forbidden and treat-as-public ranges. */
+struct lpm4_key {
+	__u32 prefixlen;
+	__u8 addr[4];
+};
+_Static_assert(sizeof(struct lpm4_key) == 8, "lpm4_key size");
+
+struct lpm6_key {
+	__u32 prefixlen;
+	__u8 addr[16];
+};
+_Static_assert(sizeof(struct lpm6_key) == 20, "lpm6_key size");
+
+/* self_addrs map: the agent namespace's own addresses, v4-mapped. */
+struct self_key {
+	__u8 addr[16];
+};
+_Static_assert(sizeof(struct self_key) == 16, "self_key size");
+
+/* One refusal, as the ring buffer carries it. */
+struct egress_event {
+	__u64 ts_ns;	 /* CLOCK_BOOTTIME */
+	__u64 cgroup_id; /* the session's cgroup */
+	__u8 addr[16];	 /* destination, v4-mapped for IPv4 */
+	__u16 port;	 /* host byte order */
+	__u8 proto;	 /* IPPROTO_* */
+	__u8 reason;	 /* enum egress_reason */
+	__u8 hook;	 /* enum egress_hook */
+	__u8 pad[3];
+};
+_Static_assert(sizeof(struct egress_event) == 40, "egress_event size");
+
+/* counters map (per-CPU array) indices. */
+enum egress_counter {
+	CNT_ALLOWED = 0,
+	CNT_REFUSED = 1,
+	CNT_DNS_REDIRECT = 2,
+	CNT_TC_PASS = 3,
+	CNT_TC_DROP = 4,
+	CNT_EVENTS_LOST = 5,
+	CNT_MAX = 8
+};
+
+#define DNS_PORT 53
+#define DOT_PORT 853
+
+#endif
