@@ -1,0 +1,77 @@
+/* errand's configuration: one JSON file (DESIGN.md "Contracts"), read with
+ * jansson into struct errand_config. Keys later features enforce are
+ * accepted and kept; a key a letter or two off a known one is refused with
+ * the known one suggested; other unknown keys are warned about and ignored. */
+#ifndef ERRAND_CONFIG_H
+#define ERRAND_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lib/addr.h"
+#include "lib/hostrule.h"
+
+#define CONFIG_DEFAULT_PATH "/etc/errand/config.json"
+#define CONFIG_MAX_PORTS 16
+#define CONFIG_ERRLEN 512
+
+enum config_network {
+	NETWORK_RESTRICTED = 0, /* "restricted", the default */
+	NETWORK_NONE = 1,	/* "none": no network at all */
+};
+
+enum config_egress_mode {
+	EGRESS_RESTRICTED = 0, /* "restricted": only named hosts */
+	EGRESS_OPEN = 1,       /* "open": any public host on egressPorts */
+};
+
+struct pin {
+	char name[HOST_NAME_MAX_LEN + 1]; /* normalised */
+	struct addr addr;
+	uint16_t port; /* 0: whatever ports the host rules naming it give */
+};
+
+struct errand_config {
+	enum config_network network;	   /* sandbox.network */
+	enum config_egress_mode egress_mode; /* sandbox.egress.mode */
+	bool egress_given;		   /* a sandbox.egress block was written */
+	struct host_rule *allow;	   /* sandbox.egress.allow */
+	size_t n_allow;
+	struct pin *pins; /* sandbox.egress.pins: {"name": "IP[:PORT]"} */
+	size_t n_pins;
+	struct cidr *public_ranges; /* sandbox.egress.treatAsPublic */
+	size_t n_public;
+	uint16_t egress_ports[CONFIG_MAX_PORTS]; /* sandbox.egressPorts, default [443] */
+	size_t n_egress_ports;
+	struct cidr pool;	      /* sandbox.addressPool, default 10.213.0.0/16 (IPv4) */
+	bool require_full;	      /* sandbox.requireFullEnforcement, default true */
+	uid_t uid;		      /* sandbox.uid; default: errand-session, else 65534 */
+	gid_t gid;		      /* sandbox.gid */
+	char **dns_upstream;	      /* dns.upstream: addresses, NULL-terminated; may be NULL */
+	char *state_dir;	      /* paths.state, default /var/lib/errand */
+	char *run_dir;		      /* paths.run, default /run/errand */
+	char *bpf_dir;		      /* paths.bpf, default /sys/fs/bpf/errand */
+	char *cgroup_name;	      /* paths.cgroup, default "errand": below the cgroup2 mount */
+	char *path;		      /* the file it came from; NULL for defaults */
+};
+
+/* Fills cfg with the defaults. */
+void config_defaults(struct errand_config *cfg);
+/* Reads path into cfg (defaults first). A missing file at the default path is
+ * not an error (defaults stand); a missing file named explicitly is. Returns 0
+ * or -errno with one line in err naming the file, the key and what to change. */
+int config_load(const char *path, bool explicit_path, struct errand_config *cfg, char *err,
+		size_t errlen);
+/* Frees what cfg owns; NULL-safe; cfg itself is the caller's. */
+void config_free(struct errand_config *cfg);
+/* Appends one host rule / pin (for command-line flags). 0 or -ENOMEM. */
+int config_add_rule(struct errand_config *cfg, const struct host_rule *r);
+int config_add_pin(struct errand_config *cfg, const struct pin *p);
+/* Parses "NAME=IP[:PORT]" for --pin. 0 or -EINVAL with one line in err. */
+int pin_parse(const char *s, struct pin *out, char *err, size_t errlen);
+/* Edit distance for "did you mean": Damerau-Levenshtein, case-insensitive. */
+int config_key_distance(const char *a, const char *b);
+
+#endif
