@@ -3,6 +3,9 @@
 #ifndef ERRAND_UTIL_H
 #define ERRAND_UTIL_H
 
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -38,6 +41,19 @@ static inline int steal_fd(int *fd)
 
 	*fd = -1;
 	return v;
+}
+
+/* snprintf for paths and names: -ENAMETOOLONG instead of a silent cut. */
+__attribute__((format(printf, 3, 4))) static inline int path_fmt(char *buf, size_t len,
+								 const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, len, fmt, ap);
+	va_end(ap);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
 #endif

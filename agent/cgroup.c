@@ -1,0 +1,404 @@
+/* Session cgroups on the cgroup v2 mount: find the mount, make a session's
+ * directory, read its id for the BPF programs, and kill and remove it whole.
+ * See cgroup.h. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/cgroup.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+/* cgroup_session_remove waits this long for killed processes to leave. */
+#define KILL_WAIT_MS 2000
+#define POLL_MS 10
+
+/* Undoes the octal escapes (\040 for a space) mountinfo puts in paths. */
+static void unescape_mountinfo(char *s)
+{
+	char *w = s;
+
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
+		    r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
+			r += 3;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
+int cgroup2_mount(char *out, size_t len)
+{
+	cleanup_free char *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+	int ret = -ENOENT;
+
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f) {
+		ret = -errno;
+		log_warn("cgroup: open /proc/self/mountinfo (is /proc mounted?)");
+		return ret;
+	}
+	/* "id parent maj:min root mountpoint opts [optional...] - fstype source superopts" */
+	while (getline(&line, &cap, f) > 0) {
+		char *save = NULL, *root = NULL, *mnt = NULL, *tok;
+		int field = 0;
+		bool sep = false;
+
+		for (tok = strtok_r(line, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+			if (field == 3)
+				root = tok;
+			else if (field == 4)
+				mnt = tok;
+			field++;
+			if (sep)
+				break;
+			if (field > 5 && strcmp(tok, "-") == 0)
+				sep = true;
+		}
+		/* A cgroup2 mount of a subtree (root other than "/") would hide
+		 * the rest of the hierarchy; errand wants the whole of it. */
+		if (!sep || !tok || strcmp(tok, "cgroup2") != 0 || !root || strcmp(root, "/") != 0)
+			continue;
+		unescape_mountinfo(mnt);
+		if (strlen(mnt) >= len) {
+			ret = -ENAMETOOLONG;
+			break;
+		}
+		strcpy(out, mnt);
+		ret = 0;
+		break;
+	}
+	fclose(f);
+	return ret;
+}
+
+/* A single path component errand made: no slash, not "." or "..". */
+static bool valid_name(const char *s)
+{
+	return s && *s && !strchr(s, '/') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+int cgroup_session_create(const char *mount, const char *parent, const char *id, char *out,
+			  size_t len)
+{
+	char pdir[PATH_MAX], dir[PATH_MAX];
+	bool made_parent = false;
+	int n;
+
+	if (!mount || !*mount || !valid_name(parent) || !valid_name(id))
+		return -EINVAL;
+	n = snprintf(pdir, sizeof(pdir), "%s/%s", mount, parent);
+	if (n < 0 || (size_t)n >= sizeof(pdir))
+		return -ENAMETOOLONG;
+	n = snprintf(dir, sizeof(dir), "%s/%s", pdir, id);
+	if (n < 0 || (size_t)n >= sizeof(dir))
+		return -ENAMETOOLONG;
+	if ((size_t)n >= len)
+		return -ENAMETOOLONG;
+
+	if (mkdir(pdir, 0755) == 0) {
+		made_parent = true;
+	} else if (errno != EEXIST) {
+		int err = -errno;
+
+		log_warn("cgroup %s: mkdir (is cgroup2 mounted and writable?)", pdir);
+		return err;
+	}
+	if (mkdir(dir, 0755) < 0) {
+		int err = -errno;
+
+		if (err != -EEXIST)
+			log_warn("cgroup %s: mkdir", dir);
+		if (made_parent)
+			rmdir(pdir);
+		return err;
+	}
+	memcpy(out, dir, (size_t)n + 1);
+	return 0;
+}
+
+int cgroup_id(const char *path, uint64_t *id)
+{
+	/* A cgroup2 file handle is the 8-byte kernfs id, the same number
+	 * bpf_get_current_cgroup_id() returns; st_ino equals it on 64-bit
+	 * kernels, so it serves where handles are not supported. */
+	union {
+		struct file_handle fh;
+		char buf[sizeof(struct file_handle) + sizeof(uint64_t)];
+	} h;
+	struct stat st;
+	int mount_id;
+
+	memset(&h, 0, sizeof(h));
+	h.fh.handle_bytes = sizeof(uint64_t);
+	if (name_to_handle_at(AT_FDCWD, path, &h.fh, &mount_id, 0) == 0 &&
+	    h.fh.handle_bytes == sizeof(uint64_t)) {
+		uint64_t v;
+
+		memcpy(&v, h.fh.f_handle, sizeof(v));
+		*id = v;
+		return 0;
+	}
+	if (stat(path, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	*id = (uint64_t)st.st_ino;
+	return 0;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static int write_file(const char *path, const char *s)
+{
+	cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC);
+	size_t n = strlen(s);
+	ssize_t w;
+
+	if (fd < 0)
+		return -errno;
+	w = write(fd, s, n);
+	if (w < 0)
+		return -errno;
+	return (size_t)w == n ? 0 : -EIO;
+}
+
+/* 1 while any process is in the cgroup or below it, 0 when empty, or -errno. */
+static int populated(const char *dir)
+{
+	char path[PATH_MAX], buf[256];
+	cleanup_close int fd = -1;
+	ssize_t n;
+	char *p;
+
+	snprintf(path, sizeof(path), "%s/cgroup.events", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	p = strstr(buf, "populated ");
+	if (!p)
+		return -EIO;
+	return p[strlen("populated ")] == '1';
+}
+
+/* The names of the directories in dir, malloc'd and NULL-terminated, read in
+ * full before anything is removed so removals do not disturb the listing. */
+static int list_dirs(const char *dir, char ***out)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+	int err = 0;
+
+	d = opendir(dir);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		if (de->d_type != DT_DIR || !valid_name(de->d_name))
+			continue;
+		if (n + 2 > cap) {
+			char **nn;
+
+			cap = cap ? cap * 2 : 16;
+			nn = realloc(names, cap * sizeof(*names));
+			if (!nn) {
+				err = -ENOMEM;
+				break;
+			}
+			names = nn;
+		}
+		names[n] = strdup(de->d_name);
+		if (!names[n]) {
+			err = -ENOMEM;
+			break;
+		}
+		names[++n] = NULL;
+	}
+	closedir(d);
+	if (err) {
+		for (size_t i = 0; i < n; i++)
+			free(names[i]);
+		free(names);
+		return err;
+	}
+	if (!names) {
+		names = calloc(1, sizeof(*names));
+		if (!names)
+			return -ENOMEM;
+	}
+	*out = names;
+	return 0;
+}
+
+static void free_names(char **names)
+{
+	for (char **p = names; *p; p++)
+		free(*p);
+	free(names);
+}
+
+/* SIGKILLs every process listed in dir and the cgroups below it. For kernels
+ * before 5.14, which have no cgroup.kill. */
+static void kill_tree(const char *dir)
+{
+	char path[PATH_MAX];
+	char **names;
+	FILE *f;
+	int pid;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	f = fopen(path, "re");
+	if (f) {
+		while (fscanf(f, "%d", &pid) == 1)
+			if (pid > 0)
+				kill(pid, SIGKILL);
+		fclose(f);
+	}
+	if (list_dirs(dir, &names) < 0)
+		return;
+	for (char **p = names; *p; p++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, *p);
+		kill_tree(path);
+	}
+	free_names(names);
+}
+
+/* Removes dir and the cgroups below it, deepest first. A cgroup whose last
+ * processes are still exiting refuses rmdir with EBUSY for a moment. */
+static int rmdir_tree(const char *dir, long long deadline)
+{
+	char path[PATH_MAX];
+	char **names;
+	int ret = 0, r;
+
+	r = list_dirs(dir, &names);
+	if (r < 0)
+		return r == -ENOENT ? 0 : r;
+	for (char **p = names; *p && ret == 0; p++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, *p);
+		ret = rmdir_tree(path, deadline);
+	}
+	free_names(names);
+	if (ret < 0)
+		return ret;
+	while (rmdir(dir) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		if (errno != EBUSY || now_ms() >= deadline)
+			return -errno;
+		sleep_ms(POLL_MS);
+	}
+	return 0;
+}
+
+int cgroup_session_remove(const char *path)
+{
+	char kill_path[PATH_MAX];
+	long long deadline;
+	bool have_kill;
+	struct stat st;
+	int n, r;
+
+	if (!path || !*path)
+		return -EINVAL;
+	if (stat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	n = snprintf(kill_path, sizeof(kill_path), "%s/cgroup.kill", path);
+	if (n < 0 || (size_t)n >= sizeof(kill_path))
+		return -ENAMETOOLONG;
+
+	deadline = now_ms() + KILL_WAIT_MS;
+	/* cgroup.kill kills the whole subtree at once, forks in flight too;
+	 * without it, kill what is listed until nothing is left. */
+	r = write_file(kill_path, "1");
+	have_kill = r == 0;
+	if (r < 0 && r != -ENOENT) {
+		log_warnx("cgroup %s: write cgroup.kill: %s", path, strerror(-r));
+		return r;
+	}
+	for (;;) {
+		r = populated(path);
+		if (r == -ENOENT)
+			return 0; /* removed meanwhile */
+		if (r <= 0)
+			break;
+		if (now_ms() >= deadline) {
+			log_warnx("cgroup %s: processes still alive after %d ms; remove it by hand",
+				  path, KILL_WAIT_MS);
+			return -EBUSY;
+		}
+		if (!have_kill)
+			kill_tree(path);
+		sleep_ms(POLL_MS);
+	}
+	/* Empty now; rmdir may still see the last exits for a moment. */
+	r = rmdir_tree(path, now_ms() + KILL_WAIT_MS / 2);
+	if (r < 0)
+		log_warnx("cgroup %s: rmdir: %s", path, strerror(-r));
+	return r;
+}
+
+int cgroup_sweep(const char *mount, const char *parent, int (*keep)(const char *id, void *arg),
+		 void *arg)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	int count = 0, err = 0, n, r;
+	char **names;
+
+	if (!mount || !*mount || !valid_name(parent))
+		return -EINVAL;
+	n = snprintf(dir, sizeof(dir), "%s/%s", mount, parent);
+	if (n < 0 || (size_t)n >= sizeof(dir))
+		return -ENAMETOOLONG;
+	r = list_dirs(dir, &names);
+	if (r < 0)
+		return r == -ENOENT ? 0 : r;
+	for (char **p = names; *p; p++) {
+		if (keep && keep(*p, arg))
+			continue;
+		n = snprintf(path, sizeof(path), "%s/%s", dir, *p);
+		r = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : cgroup_session_remove(path);
+		if (r < 0) {
+			if (!err)
+				err = r;
+			continue;
+		}
+		count++;
+	}
+	free_names(names);
+	return err ? err : count;
+}

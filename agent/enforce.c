@@ -1,0 +1,387 @@
+/* Loads the egress programs for one session, fills their maps, attaches them
+ * to the session's cgroup and the host side of its veth, pins links and maps
+ * under the session's bpffs directory and verifies the attachment. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "agent/enforce.h"
+#include "egress.skel.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+struct enforce {
+	struct egress_bpf *skel;
+	struct ring_buffer *rb;
+	void (*fn)(const struct egress_event *ev, void *arg);
+	void *arg;
+};
+
+struct cgroup_hook {
+	const char *pin; /* link name in the pin directory */
+	enum bpf_attach_type type;
+};
+
+static struct bpf_program *hook_prog(struct egress_bpf *s, int i)
+{
+	struct bpf_program *progs[] = {
+		s->progs.errand_conn4, s->progs.errand_conn6, s->progs.errand_send4,
+		s->progs.errand_send6, s->progs.errand_recv4, s->progs.errand_recv6,
+		s->progs.errand_peer4, s->progs.errand_peer6, s->progs.errand_sock,
+	};
+
+	return progs[i];
+}
+
+static const struct cgroup_hook hooks[] = {
+	{ "connect4", BPF_CGROUP_INET4_CONNECT },
+	{ "connect6", BPF_CGROUP_INET6_CONNECT },
+	{ "sendmsg4", BPF_CGROUP_UDP4_SENDMSG },
+	{ "sendmsg6", BPF_CGROUP_UDP6_SENDMSG },
+	{ "recvmsg4", BPF_CGROUP_UDP4_RECVMSG },
+	{ "recvmsg6", BPF_CGROUP_UDP6_RECVMSG },
+	{ "getpeername4", BPF_CGROUP_INET4_GETPEERNAME },
+	{ "getpeername6", BPF_CGROUP_INET6_GETPEERNAME },
+	{ "sock_create", BPF_CGROUP_INET_SOCK_CREATE },
+};
+
+static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG && !log_verbose())
+		return 0;
+	if (level == LIBBPF_INFO && !log_verbose())
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+static int prog_id(int fd, __u32 *id)
+{
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		return -errno;
+	*id = info.id;
+	return 0;
+}
+
+static int fill_ranges(struct egress_bpf *s, const struct cidr *c, size_t n, bool public,
+		       char *err, size_t errlen)
+{
+	int fd4 = bpf_map__fd(public ? s->maps.public4 : s->maps.forbid4);
+	int fd6 = bpf_map__fd(public ? s->maps.public6 : s->maps.forbid6);
+	__u8 one = 1;
+
+	for (size_t i = 0; i < n; i++) {
+		int rc;
+
+		if (addr_is_v4(&c[i].a) && c[i].prefixlen >= 96) {
+			struct lpm4_key k = { .prefixlen = c[i].prefixlen - 96 };
+
+			memcpy(k.addr, c[i].a.b + 12, 4);
+			rc = bpf_map_update_elem(fd4, &k, &one, BPF_ANY);
+		} else {
+			struct lpm6_key k = { .prefixlen = c[i].prefixlen };
+
+			memcpy(k.addr, c[i].a.b, 16);
+			rc = bpf_map_update_elem(fd6, &k, &one, BPF_ANY);
+		}
+		if (rc) {
+			snprintf(err, errlen, "cannot fill the %s ranges map: %s",
+				 public ? "treat-as-public" : "forbidden", strerror(errno));
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+static int fill_maps(struct egress_bpf *s, const struct enforce_params *p, char *err,
+		     size_t errlen)
+{
+	const struct cidr *forbidden;
+	size_t n_forbidden;
+	__u8 one = 1;
+	int rc;
+
+	forbidden = forbidden_ranges(&n_forbidden);
+	rc = fill_ranges(s, forbidden, n_forbidden, false, err, errlen);
+	if (!rc)
+		rc = fill_ranges(s, p->public_ranges, p->n_public, true, err, errlen);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < p->n_self; i++) {
+		struct self_key k;
+
+		memcpy(k.addr, p->self[i].b, 16);
+		if (bpf_map_update_elem(bpf_map__fd(s->maps.self_addrs), &k, &one, BPF_ANY)) {
+			snprintf(err, errlen, "cannot fill the own-addresses map: %s",
+				 strerror(errno));
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+static int pin_maps(struct egress_bpf *s, const char *dir, char *err, size_t errlen)
+{
+	struct bpf_map *maps[] = { s->maps.allow,   s->maps.flows,	s->maps.forbid4,
+				   s->maps.forbid6, s->maps.public4,	s->maps.public6,
+				   s->maps.self_addrs, s->maps.events, s->maps.counters };
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, bpf_map__name(maps[i]));
+		if (bpf_map__pin(maps[i], path)) {
+			snprintf(err, errlen, "cannot pin map %s: %s", path, strerror(errno));
+			return -errno;
+		}
+	}
+	return 0;
+}
+
+/* BPF_PROG_QUERY on the cgroup: the program must be among those that run. */
+static int verify_cgroup(int cg_fd, enum bpf_attach_type type, __u32 want)
+{
+	__u32 ids[64], cnt = ARRAY_SIZE(ids), flags = 0;
+
+	if (bpf_prog_query(cg_fd, type, BPF_F_QUERY_EFFECTIVE, &flags, ids, &cnt))
+		return -errno;
+	for (__u32 i = 0; i < cnt; i++)
+		if (ids[i] == want)
+			return 0;
+	return -ENOENT;
+}
+
+static int attach_cgroup(struct egress_bpf *s, const struct enforce_params *p, char *err,
+			 size_t errlen)
+{
+	cleanup_close int cg_fd = open(p->cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char path[PATH_MAX];
+
+	if (cg_fd < 0) {
+		snprintf(err, errlen, "cannot open cgroup %s: %s", p->cgroup_path,
+			 strerror(errno));
+		return -errno;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
+		struct bpf_program *prog = hook_prog(s, (int)i);
+		struct bpf_link *link;
+		__u32 id = 0;
+		int rc;
+
+		link = bpf_program__attach_cgroup(prog, cg_fd);
+		if (!link) {
+			rc = -errno;
+			snprintf(err, errlen,
+				 "cannot attach %s to cgroup %s: %s; errand needs a kernel with "
+				 "cgroup BPF (CONFIG_CGROUP_BPF)",
+				 hooks[i].pin, p->cgroup_path, strerror(-rc));
+			return rc;
+		}
+		snprintf(path, sizeof(path), "%s/%s", p->pin_dir, hooks[i].pin);
+		rc = bpf_link__pin(link, path) ? -errno : 0;
+		/* The pin holds the link from here; our fd can go. */
+		bpf_link__disconnect(link);
+		bpf_link__destroy(link);
+		if (rc) {
+			snprintf(err, errlen, "cannot pin link %s: %s", path, strerror(-rc));
+			return rc;
+		}
+		rc = prog_id(bpf_program__fd(prog), &id);
+		if (!rc)
+			rc = verify_cgroup(cg_fd, hooks[i].type, id);
+		if (rc) {
+			snprintf(err, errlen,
+				 "enforcement not verified: %s is not attached to cgroup %s (%s)",
+				 hooks[i].pin, p->cgroup_path, strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* clsact on the host side of the veth. A legacy tc filter rather than a link:
+ * it lives as long as the device, so it needs no pin, and the kernels errand
+ * supports from 6.1 on all have it. */
+static int attach_tc(struct egress_bpf *s, const struct enforce_params *p, char *err,
+		     size_t errlen)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
+	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
+	int fd = bpf_program__fd(s->progs.errand_tc_in);
+	char path[PATH_MAX];
+	__u32 id = 0;
+	int rc;
+
+	rc = bpf_tc_hook_create(&hook);
+	if (rc && rc != -EEXIST) {
+		snprintf(err, errlen, "cannot add clsact to ifindex %d: %s", p->host_ifindex,
+			 strerror(-rc));
+		return rc;
+	}
+	opts.prog_fd = fd;
+	rc = bpf_tc_attach(&hook, &opts);
+	if (rc) {
+		snprintf(err, errlen, "cannot attach the tc backstop to ifindex %d: %s",
+			 p->host_ifindex, strerror(-rc));
+		return rc;
+	}
+	snprintf(path, sizeof(path), "%s/tc_ingress", p->pin_dir);
+	if (bpf_program__pin(s->progs.errand_tc_in, path)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot pin program %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	rc = prog_id(fd, &id);
+	if (!rc)
+		rc = bpf_tc_query(&hook, &query);
+	if (!rc && query.prog_id != id)
+		rc = -ENOENT;
+	if (rc) {
+		snprintf(err, errlen, "enforcement not verified: the tc backstop is not on ifindex %d (%s)",
+			 p->host_ifindex, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct enforce *e = ctx;
+
+	if (size < sizeof(struct egress_event))
+		return 0;
+	if (e->fn)
+		e->fn(data, e->arg);
+	return 0;
+}
+
+struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t errlen)
+{
+	struct enforce *e = calloc(1, sizeof(*e));
+	struct egress_bpf *s;
+	int rc;
+
+	if (!e) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	libbpf_set_print(libbpf_quiet);
+	s = e->skel = egress_bpf__open();
+	if (!s) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot open the egress BPF object: %s", strerror(-rc));
+		goto fail;
+	}
+	s->rodata->mode = p->mode;
+	s->rodata->sess_cgid = p->cgroup_id;
+	s->rodata->sess_addr4 = p->sess4;
+	s->rodata->gw_addr4 = p->gw4;
+	s->rodata->dns_port = p->dns_port;
+	for (size_t i = 0; i < p->n_ports && i < ARRAY_SIZE(s->rodata->egress_ports); i++)
+		s->rodata->egress_ports[i] = p->ports[i];
+	s->rodata->n_egress_ports = p->n_ports;
+	if (!p->host_ifindex)
+		bpf_program__set_autoload(s->progs.errand_tc_in, false);
+	rc = egress_bpf__load(s);
+	if (rc) {
+		snprintf(err, errlen,
+			 "cannot load the egress BPF programs: %s; errand needs a BTF kernel "
+			 "(6.1 or newer) with BPF enabled; run with -v for the verifier's log",
+			 strerror(-rc));
+		goto fail;
+	}
+	rc = fill_maps(s, p, err, errlen);
+	if (rc)
+		goto fail;
+	if (mkdir(p->pin_dir, 0700) && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot create %s: %s", p->pin_dir, strerror(-rc));
+		goto fail;
+	}
+	rc = pin_maps(s, p->pin_dir, err, errlen);
+	if (!rc)
+		rc = attach_cgroup(s, p, err, errlen);
+	if (!rc && p->host_ifindex)
+		rc = attach_tc(s, p, err, errlen);
+	if (rc)
+		goto fail_unpin;
+	e->rb = ring_buffer__new(bpf_map__fd(s->maps.events), on_event, e, NULL);
+	if (!e->rb) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot read the event ring buffer: %s", strerror(-rc));
+		goto fail_unpin;
+	}
+	return e;
+
+fail_unpin:
+	enforce_unpin(p->pin_dir);
+fail:
+	enforce_free(e);
+	errno = -rc;
+	return NULL;
+}
+
+int enforce_allow(struct enforce *e, const struct addr *a, uint16_t port, uint64_t expires_ns,
+		  uint32_t flags)
+{
+	struct allow_key k = { .port = port };
+	struct allow_val v = { .expires_ns = expires_ns, .flags = flags };
+
+	memcpy(k.addr, a->b, 16);
+	if (bpf_map_update_elem(bpf_map__fd(e->skel->maps.allow), &k, &v, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int enforce_events_fd(struct enforce *e)
+{
+	return ring_buffer__epoll_fd(e->rb);
+}
+
+int enforce_events_drain(struct enforce *e, void (*fn)(const struct egress_event *ev, void *arg),
+			 void *arg)
+{
+	e->fn = fn;
+	e->arg = arg;
+	return ring_buffer__consume(e->rb);
+}
+
+void enforce_free(struct enforce *e)
+{
+	if (!e)
+		return;
+	ring_buffer__free(e->rb);
+	egress_bpf__destroy(e->skel);
+	free(e);
+}
+
+int enforce_unpin(const char *pin_dir)
+{
+	DIR *d = opendir(pin_dir);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) && errno != ENOENT)
+			rc = -errno;
+	}
+	closedir(d);
+	if (rmdir(pin_dir) && errno != ENOENT)
+		rc = -errno;
+	return rc;
+}

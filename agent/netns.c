@@ -1,0 +1,281 @@
+/* Named network namespaces, kept as bind mounts of nsfs files the way
+ * iproute2 keeps /run/netns. Namespaces are per thread, so every unshare and
+ * setns happens in a short-lived helper thread; the caller's never moves. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "agent/netns.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+/* mkdir -p with mode 0755. */
+static int mkdir_p(const char *dir)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(dir);
+
+	if (n == 0 || n >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, dir, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Makes dir a shared mount point, binding it onto itself when it is not a
+ * mount point yet. Shared, so that mount namespaces made later (a session's
+ * launcher, say) still see namespace files mounted here after they forked. */
+static int make_shared(const char *dir)
+{
+	bool bound = false;
+
+	while (mount("none", dir, NULL, MS_SHARED | MS_REC, NULL) < 0) {
+		int err = -errno;
+
+		if (err != -EINVAL || bound) {
+			log_warnx("netns dir %s: make it a shared mount: %s", dir, strerror(-err));
+			return err;
+		}
+		if (mount(dir, dir, NULL, MS_BIND | MS_REC, NULL) < 0) {
+			err = -errno;
+			log_warnx("netns dir %s: bind it onto itself: %s", dir, strerror(-err));
+			return err;
+		}
+		bound = true;
+	}
+	return 0;
+}
+
+static bool is_nsfs(const char *path)
+{
+	struct statfs sfs;
+
+	return statfs(path, &sfs) == 0 && sfs.f_type == NSFS_MAGIC;
+}
+
+struct create_job {
+	const char *path;
+	int err;
+};
+
+static void *create_thread(void *p)
+{
+	struct create_job *job = p;
+
+	if (unshare(CLONE_NEWNET) < 0) {
+		job->err = -errno;
+		return NULL;
+	}
+	/* The mount holds the namespace after this thread is gone. */
+	if (mount("/proc/thread-self/ns/net", job->path, NULL, MS_BIND, NULL) < 0) {
+		job->err = -errno;
+		return NULL;
+	}
+	job->err = 0;
+	return NULL;
+}
+
+int netns_create(const char *path)
+{
+	struct create_job job = { .path = path, .err = -EIO };
+	char dir[PATH_MAX];
+	char *slash;
+	pthread_t t;
+	int fd, r;
+
+	if (!path || !*path || strlen(path) >= sizeof(dir))
+		return -EINVAL;
+	strcpy(dir, path);
+	slash = strrchr(dir, '/');
+	if (!slash || !slash[1])
+		return -EINVAL;
+	if (slash == dir)
+		slash[1] = '\0'; /* "/name": the directory is "/" */
+	else
+		*slash = '\0';
+
+	r = mkdir_p(dir);
+	if (r < 0) {
+		log_warnx("netns dir %s: mkdir: %s", dir, strerror(-r));
+		return r;
+	}
+	r = make_shared(dir);
+	if (r < 0)
+		return r;
+
+	/* O_EXCL: a file already there is a namespace or a leftover that
+	 * netns_sweep or netns_remove clears; either way not ours to reuse. */
+	fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+	if (fd < 0) {
+		r = -errno;
+		if (r != -EEXIST)
+			log_warnx("netns %s: create the mount point file: %s", path, strerror(-r));
+		return r;
+	}
+	close(fd);
+
+	r = pthread_create(&t, NULL, create_thread, &job);
+	if (r != 0) {
+		unlink(path);
+		return -r;
+	}
+	pthread_join(t, NULL);
+	if (job.err < 0) {
+		log_warnx("netns %s: create: %s", path, strerror(-job.err));
+		unlink(path);
+		return job.err;
+	}
+	return 0;
+}
+
+int netns_open(const char *path)
+{
+	int fd;
+
+	if (!path || !*path)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	return fd;
+}
+
+struct run_job {
+	int fd;
+	int (*fn)(void *arg);
+	void *arg;
+	int ret;
+};
+
+static void *run_thread(void *p)
+{
+	struct run_job *job = p;
+
+	/* The thread ends after fn, so it never has to find its way back. */
+	if (setns(job->fd, CLONE_NEWNET) < 0) {
+		job->ret = -errno;
+		return NULL;
+	}
+	job->ret = job->fn(job->arg);
+	return NULL;
+}
+
+int netns_run(const char *path, int (*fn)(void *arg), void *arg)
+{
+	cleanup_close int fd = -1;
+	struct run_job job;
+	pthread_t t;
+	int r;
+
+	if (!fn)
+		return -EINVAL;
+	fd = netns_open(path);
+	if (fd < 0)
+		return fd;
+	job = (struct run_job){ .fd = fd, .fn = fn, .arg = arg, .ret = -EIO };
+	r = pthread_create(&t, NULL, run_thread, &job);
+	if (r != 0)
+		return -r;
+	pthread_join(t, NULL);
+	return job.ret;
+}
+
+int netns_remove(const char *path)
+{
+	if (!path || !*path)
+		return -EINVAL;
+	/* Detach: a process still inside keeps the namespace, not the file. A
+	 * file mounted more than once (by hand, say) needs one umount each. */
+	for (int i = 0; i < 16; i++) {
+		if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+			continue;
+		if (errno == EINVAL || errno == ENOENT)
+			break;
+		log_warn("netns %s: umount", path);
+		return -errno;
+	}
+	if (unlink(path) < 0 && errno != ENOENT) {
+		int err = -errno;
+
+		log_warn("netns %s: unlink", path);
+		return err;
+	}
+	return 0;
+}
+
+int netns_sweep(const char *dir, int (*keep)(const char *id, void *arg), void *arg)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int count = 0, err = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (!dir || !*dir)
+		return -EINVAL;
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	/* Names first, removals after, so the listing is not disturbed. */
+	while ((de = readdir(d))) {
+		char **nn;
+
+		if (de->d_type == DT_DIR || strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		if (keep && keep(de->d_name, arg))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			nn = realloc(names, cap * sizeof(*names));
+			if (!nn) {
+				err = -ENOMEM;
+				break;
+			}
+			names = nn;
+		}
+		names[n] = strdup(de->d_name);
+		if (!names[n]) {
+			err = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	closedir(d);
+
+	for (size_t i = 0; i < n; i++) {
+		char path[PATH_MAX];
+		int r, len;
+
+		len = snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		r = len < 0 || (size_t)len >= sizeof(path) ? -ENAMETOOLONG : netns_remove(path);
+		if (r < 0 && !err)
+			err = r;
+		else if (r == 0)
+			count++;
+		free(names[i]);
+	}
+	free(names);
+	return err ? err : count;
+}
