@@ -50,6 +50,7 @@ BINS  := $(BUILD)/bin/errandctl $(BUILD)/bin/errand-launch
 TOOLS := $(TOOL_SRCS:selftests/tools/%.c=$(BUILD)/selftests/%)
 UNITS := $(UNIT_SRCS:selftests/unit/%.c=$(BUILD)/selftests/unit-%)
 
+.SECONDARY: $(SKELETONS) $(BPF_OBJS)
 .PHONY: all deps deps-check demo check bench format-check clean
 all: $(BINS) $(TOOLS) $(UNITS)
 
@@ -69,13 +70,14 @@ $(BUILD)/bin/errandctl: $(BUILD)/agent/errandctl.o $(AGENT_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(LIB_OBJS)
+# The launcher stays small: it needs none of the agent's libraries.
+$(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^
 
 $(BUILD)/selftests/%: $(BUILD)/selftests/tools/%.o $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/selftests/unit-%: $(BUILD)/selftests/unit/%.o $(AGENT_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)

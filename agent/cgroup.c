@@ -86,49 +86,82 @@ int cgroup2_mount(char *out, size_t len)
 	return ret;
 }
 
-/* A single path component errand made: no slash, not "." or "..". */
+/* A single path component: no slash, not "." or "..". */
 static bool valid_name(const char *s)
 {
 	return s && *s && !strchr(s, '/') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 
+#define PARENT_DEPTH_MAX 16
+
+/* The parent may be nested ("system.slice/errand") but must stay below the
+ * mount: relative, no empty, "." or ".." components. */
+static bool valid_parent(const char *s)
+{
+	const char *p = s;
+	int depth = 0;
+
+	if (!s || !*s || *s == '/')
+		return false;
+	while (*p) {
+		size_t n = strcspn(p, "/");
+
+		if (++depth > PARENT_DEPTH_MAX)
+			return false;
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		p += n;
+		if (*p == '/' && !*++p)
+			return false; /* trailing slash */
+	}
+	return true;
+}
+
 int cgroup_session_create(const char *mount, const char *parent, const char *id, char *out,
 			  size_t len)
 {
-	char pdir[PATH_MAX], dir[PATH_MAX];
-	bool made_parent = false;
-	int n;
+	char dir[PATH_MAX];
+	size_t base, made = 0, ends[PARENT_DEPTH_MAX];
+	int r;
 
-	if (!mount || !*mount || !valid_name(parent) || !valid_name(id))
+	if (!mount || !*mount || !valid_parent(parent) || !valid_name(id))
 		return -EINVAL;
-	n = snprintf(pdir, sizeof(pdir), "%s/%s", mount, parent);
-	if (n < 0 || (size_t)n >= sizeof(pdir))
-		return -ENAMETOOLONG;
-	n = snprintf(dir, sizeof(dir), "%s/%s", pdir, id);
-	if (n < 0 || (size_t)n >= sizeof(dir))
-		return -ENAMETOOLONG;
-	if ((size_t)n >= len)
+	r = path_fmt(dir, sizeof(dir), "%s/%s/%s", mount, parent, id);
+	if (r < 0 || strlen(dir) >= len)
 		return -ENAMETOOLONG;
 
-	if (mkdir(pdir, 0755) == 0) {
-		made_parent = true;
-	} else if (errno != EEXIST) {
-		int err = -errno;
-
-		log_warn("cgroup %s: mkdir (is cgroup2 mounted and writable?)", pdir);
-		return err;
+	/* mkdir -p for the parent, remembering which levels are new so that
+	 * a failure takes away only what this call made. */
+	base = strlen(mount);
+	for (size_t i = base + 1; dir[i]; i++) {
+		if (dir[i] != '/')
+			continue;
+		dir[i] = '\0';
+		if (mkdir(dir, 0755) == 0) {
+			ends[made++] = i;
+		} else if (errno != EEXIST) {
+			r = -errno;
+			log_warn("cgroup %s: mkdir (is cgroup2 mounted and writable?)", dir);
+		}
+		dir[i] = '/';
+		if (r < 0)
+			goto undo;
 	}
 	if (mkdir(dir, 0755) < 0) {
-		int err = -errno;
-
-		if (err != -EEXIST)
+		r = -errno;
+		if (r != -EEXIST)
 			log_warn("cgroup %s: mkdir", dir);
-		if (made_parent)
-			rmdir(pdir);
-		return err;
+		goto undo;
 	}
-	memcpy(out, dir, (size_t)n + 1);
+	strcpy(out, dir);
 	return 0;
+
+undo:
+	while (made > 0) {
+		dir[ends[--made]] = '\0';
+		rmdir(dir);
+	}
+	return r;
 }
 
 int cgroup_id(const char *path, uint64_t *id)
@@ -171,7 +204,7 @@ static long long now_ms(void)
 
 static void sleep_ms(long ms)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
 
 	nanosleep(&ts, NULL);
 }
@@ -198,7 +231,8 @@ static int populated(const char *dir)
 	ssize_t n;
 	char *p;
 
-	snprintf(path, sizeof(path), "%s/cgroup.events", dir);
+	if (path_fmt(path, sizeof(path), "%s/cgroup.events", dir) < 0)
+		return -ENAMETOOLONG;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -278,8 +312,7 @@ static void kill_tree(const char *dir)
 	FILE *f;
 	int pid;
 
-	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
-	f = fopen(path, "re");
+	f = path_fmt(path, sizeof(path), "%s/cgroup.procs", dir) == 0 ? fopen(path, "re") : NULL;
 	if (f) {
 		while (fscanf(f, "%d", &pid) == 1)
 			if (pid > 0)
@@ -289,8 +322,8 @@ static void kill_tree(const char *dir)
 	if (list_dirs(dir, &names) < 0)
 		return;
 	for (char **p = names; *p; p++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, *p);
-		kill_tree(path);
+		if (path_fmt(path, sizeof(path), "%s/%s", dir, *p) == 0)
+			kill_tree(path);
 	}
 	free_names(names);
 }
@@ -307,8 +340,9 @@ static int rmdir_tree(const char *dir, long long deadline)
 	if (r < 0)
 		return r == -ENOENT ? 0 : r;
 	for (char **p = names; *p && ret == 0; p++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, *p);
-		ret = rmdir_tree(path, deadline);
+		ret = path_fmt(path, sizeof(path), "%s/%s", dir, *p);
+		if (ret == 0)
+			ret = rmdir_tree(path, deadline);
 	}
 	free_names(names);
 	if (ret < 0)
@@ -329,7 +363,7 @@ int cgroup_session_remove(const char *path)
 	long long deadline;
 	bool have_kill;
 	struct stat st;
-	int n, r;
+	int r;
 
 	if (!path || !*path)
 		return -EINVAL;
@@ -337,9 +371,9 @@ int cgroup_session_remove(const char *path)
 		return errno == ENOENT ? 0 : -errno;
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
-	n = snprintf(kill_path, sizeof(kill_path), "%s/cgroup.kill", path);
-	if (n < 0 || (size_t)n >= sizeof(kill_path))
-		return -ENAMETOOLONG;
+	r = path_fmt(kill_path, sizeof(kill_path), "%s/cgroup.kill", path);
+	if (r < 0)
+		return r;
 
 	deadline = now_ms() + KILL_WAIT_MS;
 	/* cgroup.kill kills the whole subtree at once, forks in flight too;
@@ -376,22 +410,23 @@ int cgroup_sweep(const char *mount, const char *parent, int (*keep)(const char *
 		 void *arg)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
-	int count = 0, err = 0, n, r;
+	int count = 0, err = 0, r;
 	char **names;
 
-	if (!mount || !*mount || !valid_name(parent))
+	if (!mount || !*mount || !valid_parent(parent))
 		return -EINVAL;
-	n = snprintf(dir, sizeof(dir), "%s/%s", mount, parent);
-	if (n < 0 || (size_t)n >= sizeof(dir))
-		return -ENAMETOOLONG;
+	r = path_fmt(dir, sizeof(dir), "%s/%s", mount, parent);
+	if (r < 0)
+		return r;
 	r = list_dirs(dir, &names);
 	if (r < 0)
 		return r == -ENOENT ? 0 : r;
 	for (char **p = names; *p; p++) {
 		if (keep && keep(*p, arg))
 			continue;
-		n = snprintf(path, sizeof(path), "%s/%s", dir, *p);
-		r = n < 0 || (size_t)n >= sizeof(path) ? -ENAMETOOLONG : cgroup_session_remove(path);
+		r = path_fmt(path, sizeof(path), "%s/%s", dir, *p);
+		if (r == 0)
+			r = cgroup_session_remove(path);
 		if (r < 0) {
 			if (!err)
 				err = r;

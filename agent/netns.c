@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/magic.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -14,7 +13,6 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "agent/netns.h"
@@ -67,13 +65,6 @@ static int make_shared(const char *dir)
 	return 0;
 }
 
-static bool is_nsfs(const char *path)
-{
-	struct statfs sfs;
-
-	return statfs(path, &sfs) == 0 && sfs.f_type == NSFS_MAGIC;
-}
-
 struct create_job {
 	const char *path;
 	int err;
@@ -98,7 +89,7 @@ static void *create_thread(void *p)
 
 int netns_create(const char *path)
 {
-	struct create_job job = { .path = path, .err = -EIO };
+	struct create_job job = {.path = path, .err = -EIO};
 	char dir[PATH_MAX];
 	char *slash;
 	pthread_t t;
@@ -193,7 +184,7 @@ int netns_run(const char *path, int (*fn)(void *arg), void *arg)
 	fd = netns_open(path);
 	if (fd < 0)
 		return fd;
-	job = (struct run_job){ .fd = fd, .fn = fn, .arg = arg, .ret = -EIO };
+	job = (struct run_job){.fd = fd, .fn = fn, .arg = arg, .ret = -EIO};
 	r = pthread_create(&t, NULL, run_thread, &job);
 	if (r != 0)
 		return -r;
@@ -266,10 +257,11 @@ int netns_sweep(const char *dir, int (*keep)(const char *id, void *arg), void *a
 
 	for (size_t i = 0; i < n; i++) {
 		char path[PATH_MAX];
-		int r, len;
+		int r;
 
-		len = snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		r = len < 0 || (size_t)len >= sizeof(path) ? -ENAMETOOLONG : netns_remove(path);
+		r = path_fmt(path, sizeof(path), "%s/%s", dir, names[i]);
+		if (r == 0)
+			r = netns_remove(path);
 		if (r < 0 && !err)
 			err = r;
 		else if (r == 0)

@@ -25,17 +25,21 @@ static const struct {
 	const char *meta;
 	const char *what; /* for "is missing; pass ..." */
 } opts[] = {
-	[OPT_SESSION] = { "--session", "ID", "the session's id" },
-	[OPT_CGROUP] = { "--cgroup", "DIR", "the session's cgroup v2 directory" },
-	[OPT_NETNS] = { "--netns", "PATH", "the session's network namespace file" },
-	[OPT_UID] = { "--uid", "UID", "the host uid the session runs as" },
-	[OPT_GID] = { "--gid", "GID", "the host gid the session runs as" },
-	[OPT_RESOLV] = { "--resolv", "FILE", "the file to bind on /etc/resolv.conf" },
-	[OPT_ENV] = { "--env", "NAME=VALUE", "a variable for the command" },
-	[OPT_CWD] = { "--cwd", "DIR", "the command's working directory" },
+	[OPT_SESSION] = {"--session", "ID", "the session's id"},
+	[OPT_CGROUP] = {"--cgroup", "DIR", "the session's cgroup v2 directory"},
+	[OPT_NETNS] = {"--netns", "PATH", "the session's network namespace file"},
+	[OPT_UID] = {"--uid", "UID", "the host uid the session runs as"},
+	[OPT_GID] = {"--gid", "GID", "the host gid the session runs as"},
+	[OPT_RESOLV] = {"--resolv", "FILE", "the file to bind on /etc/resolv.conf"},
+	[OPT_ENV] = {"--env", "NAME=VALUE", "a variable for the command"},
+	[OPT_CWD] = {"--cwd", "DIR", "the command's working directory"},
 };
 
 #define HOSTNAME_MAX 64 /* the kernel's limit for sethostname() */
+
+static const char usage[] =
+	"errand-launch --session ID --cgroup DIR --netns PATH --uid UID "
+	"--gid GID [--resolv FILE] [--env NAME=VALUE]... [--cwd DIR] -- CMD [ARG...]";
 
 static int find_opt(const char *name, size_t len)
 {
@@ -49,13 +53,13 @@ static int find_opt(const char *name, size_t len)
 static int check_session(const char *s)
 {
 	size_t len = strlen(s);
+	bool ok = len > 0 && len <= HOSTNAME_MAX;
 
-	for (size_t i = 0; i < len; i++)
-		if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
-			len = 0;
-	if (len == 0 || len > HOSTNAME_MAX) {
-		log_warnx("--session '%s' cannot be a hostname; use 1 to %d letters, digits, '.', '_' or '-'",
-			  s, HOSTNAME_MAX);
+	for (size_t i = 0; ok && i < len; i++)
+		ok = isalnum((unsigned char)s[i]) || strchr("._-", s[i]);
+	if (!ok) {
+		log_warnx("--session '%s' cannot be a hostname; use 1 to %d of [A-Za-z0-9._-]", s,
+			  HOSTNAME_MAX);
 		return -EINVAL;
 	}
 	return 0;
@@ -69,13 +73,16 @@ static int parse_id(const char *opt, const char *s, unsigned int *out)
 	errno = 0;
 	v = strtoul(s, &end, 10);
 	/* strtoul takes signs and spaces; an id is digits only. (uid_t)-1 means "no id". */
-	if (!isdigit((unsigned char)s[0]) || *end || errno || v >= UINT32_MAX) {
+	if (!isdigit((unsigned char)s[0]) || *end) {
 		log_warnx("%s '%s' is not a numeric id; pass a number such as 65534", opt, s);
 		return -EINVAL;
 	}
+	if (errno || v >= UINT32_MAX) {
+		log_warnx("%s %s is out of range; pass an id below 4294967295", opt, s);
+		return -EINVAL;
+	}
 	if (v == 0) {
-		log_warnx("%s 0 is host root, which a session never runs as; pass an unprivileged id such as 65534",
-			  opt);
+		log_warnx("%s 0 is host root, which sessions never run as; pass another id", opt);
 		return -EINVAL;
 	}
 	*out = v;
@@ -85,17 +92,15 @@ static int parse_id(const char *opt, const char *s, unsigned int *out)
 static int check_env(const char *s)
 {
 	const char *eq = strchr(s, '=');
-	size_t len = eq ? (size_t)(eq - s) : 0;
+	bool ok = eq && eq > s && !isdigit((unsigned char)s[0]);
 
 	if (!eq) {
 		log_warnx("--env '%s' has no '='; pass --env NAME=VALUE", s);
 		return -EINVAL;
 	}
-	for (size_t i = 0; i < len; i++)
-		if (!(s[i] == '_' || isalpha((unsigned char)s[i]) ||
-		      (i > 0 && isdigit((unsigned char)s[i]))))
-			len = 0;
-	if (len == 0) {
+	for (const char *c = s; ok && c < eq; c++)
+		ok = *c == '_' || isalnum((unsigned char)*c);
+	if (!ok) {
 		log_warnx("--env '%s': the name is not [A-Za-z_][A-Za-z0-9_]*; rename the variable",
 			  s);
 		return -EINVAL;
@@ -107,7 +112,7 @@ static int check_env(const char *s)
  * before the whole command line has been checked. */
 static int parse_args(int argc, char **argv, struct launch_args *a)
 {
-	const char *val[ARRAY_SIZE(opts)] = { NULL };
+	const char *val[ARRAY_SIZE(opts)] = {NULL};
 	bool dashdash = false;
 	int i, r;
 
@@ -136,8 +141,7 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 		len = eq ? (size_t)(eq - arg) : strlen(arg);
 		o = find_opt(arg, len);
 		if (o < 0) {
-			log_warnx("unknown option '%.*s'; the options are --session --cgroup --netns --uid --gid --resolv --env --cwd, then -- CMD",
-				  (int)len, arg);
+			log_warnx("unknown option '%.*s'; usage: %s", (int)len, arg, usage);
 			return -EINVAL;
 		}
 		if (eq)
@@ -160,11 +164,11 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 		val[o] = v;
 	}
 	if (!dashdash) {
-		log_warnx("no command; end the options with -- and give the command, as in -- sh -c 'id'");
+		log_warnx("no command; end the options with --, then give the command");
 		return -EINVAL;
 	}
 	if (i >= argc) {
-		log_warnx("no command after --; give the command to run, as in -- sh -c 'id'");
+		log_warnx("no command after --; give the command to run after it");
 		return -EINVAL;
 	}
 	a->cmd = argv + i;
@@ -217,11 +221,14 @@ static int abandon(pid_t pid)
 int main(int argc, char **argv)
 {
 	struct launch_args a;
+	cleanup_free char **env = NULL;
 	int sync[2], r;
 	pid_t pid;
 
 	log_init("errand-launch", false);
-	if (parse_args(argc, argv, &a) < 0)
+	r = parse_args(argc, argv, &a);
+	env = a.env;
+	if (r < 0)
 		return LAUNCH_EXIT_FAIL;
 	a.term = getenv("TERM");
 

@@ -1,0 +1,159 @@
+/* A session's masquerade and forwarding rules as one nftables table of its
+ * own, "ip errand-<id>", written and deleted whole with libnftables, each
+ * change one transaction. See nat.h. */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nftables/libnftables.h>
+
+#include "agent/nat.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+/* ids and interface names go into nft's language unquoted or in quotes;
+ * a small alphabet keeps both safe from injection. */
+static bool valid_word(const char *s, size_t max)
+{
+	size_t n = 0;
+
+	for (; s && s[n]; n++)
+		if (!isalnum((unsigned char)s[n]) && s[n] != '_' && s[n] != '-' && s[n] != '.')
+			return false;
+	return n > 0 && n <= max;
+}
+
+#define ID_MAX 64
+
+/* libnftables reports only text; find the errno in it for our callers. */
+static int errno_from_text(const char *text)
+{
+	static const int known[] = {EPERM,  EACCES,  ENOENT,	 EEXIST,       EBUSY,
+				    ENOMEM, ENOBUFS, EOPNOTSUPP, EAFNOSUPPORT, EINVAL};
+
+	for (size_t i = 0; text && i < ARRAY_SIZE(known); i++)
+		if (strstr(text, strerror(known[i])))
+			return -known[i];
+	return -EIO;
+}
+
+/* Runs cmds as one transaction. With out set, *out gets nft's output
+ * (malloc'd). 0 or -errno; nft's error text is logged under what. */
+static int nft_run(const char *what, const char *cmds, char **out)
+{
+	struct nft_ctx *ctx;
+	int r;
+
+	ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+	if (!ctx)
+		return -ENOMEM;
+	if (nft_ctx_buffer_error(ctx) < 0 || (out && nft_ctx_buffer_output(ctx) < 0)) {
+		nft_ctx_free(ctx);
+		return -ENOMEM;
+	}
+	r = nft_run_cmd_from_buffer(ctx, cmds);
+	if (r != 0) {
+		const char *err = nft_ctx_get_error_buffer(ctx);
+		int len = err ? (int)strlen(err) : 0;
+
+		while (len > 0 && isspace((unsigned char)err[len - 1]))
+			len--; /* log_warnx ends the line itself */
+		r = errno_from_text(err);
+		log_warnx("nft %s: %.*s", what, len ? len : 6, len ? err : "failed");
+	} else if (out) {
+		const char *o = nft_ctx_get_output_buffer(ctx);
+
+		*out = strdup(o ? o : "");
+		if (!*out)
+			r = -ENOMEM;
+	}
+	nft_ctx_free(ctx);
+	return r;
+}
+
+int nat_add(const char *id, uint32_t sess4, const char *host_if)
+{
+	cleanup_free char *cmds = NULL;
+	char a[INET_ADDRSTRLEN], what[128];
+	int n;
+
+	if (!valid_word(id, ID_MAX) || !valid_word(host_if, IFNAMSIZ - 1) || sess4 == 0)
+		return -EINVAL;
+	inet_ntop(AF_INET, &sess4, a, sizeof(a));
+	snprintf(what, sizeof(what), "table ip " NAT_TABLE_PREFIX "%s", id);
+	/* "add" then "delete" first: a table left by an earlier agent is
+	 * replaced rather than merged into, and the whole batch commits or
+	 * none of it does. */
+	n = asprintf(&cmds,
+		     "add table ip " NAT_TABLE_PREFIX "%1$s\n"
+		     "delete table ip " NAT_TABLE_PREFIX "%1$s\n"
+		     "add table ip " NAT_TABLE_PREFIX "%1$s\n"
+		     "add chain ip " NAT_TABLE_PREFIX "%1$s postrouting "
+		     "{ type nat hook postrouting priority srcnat; policy accept; }\n"
+		     "add rule ip " NAT_TABLE_PREFIX "%1$s postrouting "
+		     "ip saddr %2$s oifname != \"%3$s\" masquerade\n"
+		     "add chain ip " NAT_TABLE_PREFIX "%1$s forward "
+		     "{ type filter hook forward priority filter; policy accept; }\n"
+		     "add rule ip " NAT_TABLE_PREFIX "%1$s forward iifname \"%3$s\" accept\n"
+		     "add rule ip " NAT_TABLE_PREFIX "%1$s forward "
+		     "oifname \"%3$s\" ct state established,related accept\n",
+		     id, a, host_if);
+	if (n < 0) {
+		cmds = NULL;
+		return -ENOMEM;
+	}
+	return nft_run(what, cmds, NULL);
+}
+
+int nat_remove(const char *id)
+{
+	char cmds[2 * (ID_MAX + 64)], what[128];
+
+	if (!valid_word(id, ID_MAX))
+		return -EINVAL;
+	snprintf(what, sizeof(what), "table ip " NAT_TABLE_PREFIX "%s", id);
+	/* Adding first makes the delete succeed whether or not the table is
+	 * there, in one transaction, so a missing table is no error. */
+	snprintf(cmds, sizeof(cmds),
+		 "add table ip " NAT_TABLE_PREFIX "%1$s\n"
+		 "delete table ip " NAT_TABLE_PREFIX "%1$s\n",
+		 id);
+	return nft_run(what, cmds, NULL);
+}
+
+int nat_sweep(int (*keep)(const char *id, void *arg), void *arg)
+{
+	static const char head[] = "table ip " NAT_TABLE_PREFIX;
+	cleanup_free char *out = NULL;
+	char *line, *save = NULL;
+	int count = 0, err = 0, r;
+
+	r = nft_run("list tables ip", "list tables ip\n", &out);
+	if (r < 0)
+		return r;
+	/* One "table ip NAME" a line. */
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		const char *id;
+
+		if (strncmp(line, head, strlen(head)) != 0)
+			continue;
+		id = line + strlen(head);
+		if (!valid_word(id, ID_MAX)) {
+			log_warnx("nft table %s: not a name errand makes, left alone", line);
+			continue;
+		}
+		if (keep && keep(id, arg))
+			continue;
+		r = nat_remove(id);
+		if (r < 0 && !err)
+			err = r;
+		else if (r == 0)
+			count++;
+	}
+	return err ? err : count;
+}

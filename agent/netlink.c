@@ -1,0 +1,548 @@
+/* The session's veth pair and its addressing, and this namespace's own
+ * addresses, over rtnetlink with libnl-route-3. Work inside a session's
+ * namespace runs through netns_run, so no thread of the agent ever moves. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <linux/rtnetlink.h>
+#include <netlink/errno.h>
+#include <netlink/netlink.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/veth.h>
+#include <netlink/route/route.h>
+
+#include "agent/netlink.h"
+#include "agent/netns.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+static void nl_sock_freep(struct nl_sock **p)
+{
+	if (*p)
+		nl_socket_free(*p);
+}
+
+static void nl_cache_freep(struct nl_cache **p)
+{
+	if (*p)
+		nl_cache_free(*p);
+}
+
+static void rtnl_link_putp(struct rtnl_link **p)
+{
+	if (*p)
+		rtnl_link_put(*p);
+}
+
+static void nl_addr_putp(struct nl_addr **p)
+{
+	if (*p)
+		nl_addr_put(*p);
+}
+
+#define cleanup_nl_sock __attribute__((cleanup(nl_sock_freep)))
+#define cleanup_nl_cache __attribute__((cleanup(nl_cache_freep)))
+#define cleanup_link __attribute__((cleanup(rtnl_link_putp)))
+#define cleanup_nl_addr __attribute__((cleanup(nl_addr_putp)))
+
+/* libnl's -NLE_* codes back to -errno, for the callers' one convention. */
+static int nlerr(int e)
+{
+	switch (e < 0 ? -e : e) {
+	case 0:
+		return 0;
+	case NLE_EXIST:
+		return -EEXIST;
+	case NLE_OBJ_NOTFOUND:
+		return -ENOENT;
+	case NLE_NODEV:
+		return -ENODEV;
+	case NLE_PERM:
+		return -EPERM;
+	case NLE_NOACCESS:
+		return -EACCES;
+	case NLE_NOMEM:
+		return -ENOMEM;
+	case NLE_INVAL:
+	case NLE_MISSING_ATTR:
+		return -EINVAL;
+	case NLE_BUSY:
+		return -EBUSY;
+	case NLE_RANGE:
+		return -ERANGE;
+	case NLE_AGAIN:
+		return -EAGAIN;
+	case NLE_INTR:
+		return -EINTR;
+	case NLE_NOADDR:
+		return -EADDRNOTAVAIL;
+	case NLE_OPNOTSUPP:
+		return -EOPNOTSUPP;
+	case NLE_AF_NOSUPPORT:
+		return -EAFNOSUPPORT;
+	default:
+		return -EIO;
+	}
+}
+
+static int nl_open(struct nl_sock **out)
+{
+	struct nl_sock *sk = nl_socket_alloc();
+	int r;
+
+	if (!sk)
+		return -ENOMEM;
+	r = nl_connect(sk, NETLINK_ROUTE);
+	if (r < 0) {
+		nl_socket_free(sk);
+		log_warnx("rtnetlink: connect: %s", nl_geterror(r));
+		return nlerr(r);
+	}
+	*out = sk;
+	return 0;
+}
+
+/* Writes a sysctl of the calling thread's namespace. IPv6 knobs may be
+ * missing (ipv6.disable=1): then IPv6 is off already, which is what we want. */
+static int write_sysctl(const char *path, const char *val, bool missing_ok)
+{
+	cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC);
+	size_t n = strlen(val);
+	ssize_t w;
+
+	if (fd < 0) {
+		if (errno == ENOENT && missing_ok)
+			return 0;
+		log_warn("sysctl %s: open", path);
+		return -errno;
+	}
+	w = write(fd, val, n);
+	if (w < 0 || (size_t)w != n) {
+		int err = w < 0 ? -errno : -EIO;
+
+		log_warnx("sysctl %s: write %s: %s", path, val, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+static int disable_ipv6(const char *conf)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6", conf);
+	return write_sysctl(path, "1", true);
+}
+
+static bool valid_ifname(const char *s)
+{
+	size_t n = strnlen(s, IFNAMSIZ);
+
+	return n > 0 && n < IFNAMSIZ && !strchr(s, '/') && !strchr(s, ' ') && strcmp(s, ".") != 0 &&
+	       strcmp(s, "..") != 0;
+}
+
+/* Renames (when rename is set) and brings up the link called name. */
+static int link_up(struct nl_sock *sk, const char *name, const char *rename, int *ifindex)
+{
+	cleanup_link struct rtnl_link *cur = NULL;
+	cleanup_link struct rtnl_link *chg = NULL;
+	int r;
+
+	r = rtnl_link_get_kernel(sk, 0, name, &cur);
+	if (r < 0) {
+		log_warnx("link %s: look up: %s", name, nl_geterror(r));
+		return nlerr(r);
+	}
+	chg = rtnl_link_alloc();
+	if (!chg)
+		return -ENOMEM;
+	/* One request: the kernel renames before it changes the flags. */
+	if (rename)
+		rtnl_link_set_name(chg, rename);
+	rtnl_link_set_flags(chg, IFF_UP);
+	r = rtnl_link_change(sk, cur, chg, 0);
+	if (r < 0) {
+		if (rename)
+			log_warnx("link %s: rename to %s and set up: %s", name, rename,
+				  nl_geterror(r));
+		else
+			log_warnx("link %s: set up: %s", name, nl_geterror(r));
+		return nlerr(r);
+	}
+	if (ifindex)
+		*ifindex = rtnl_link_get_ifindex(cur);
+	return 0;
+}
+
+static int addr4_add(struct nl_sock *sk, int ifindex, uint32_t a4, int prefixlen)
+{
+	cleanup_nl_addr struct nl_addr *local = nl_addr_build(AF_INET, &a4, sizeof(a4));
+	struct rtnl_addr *ra;
+	int r;
+
+	if (!local)
+		return -ENOMEM;
+	nl_addr_set_prefixlen(local, prefixlen);
+	ra = rtnl_addr_alloc();
+	if (!ra)
+		return -ENOMEM;
+	rtnl_addr_set_ifindex(ra, ifindex);
+	rtnl_addr_set_family(ra, AF_INET);
+	r = rtnl_addr_set_local(ra, local);
+	if (r == 0) {
+		rtnl_addr_set_prefixlen(ra, prefixlen);
+		r = rtnl_addr_add(sk, ra, 0);
+	}
+	rtnl_addr_put(ra);
+	if (r < 0) {
+		char buf[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &a4, buf, sizeof(buf));
+		log_warnx("link #%d: add address %s/%d: %s", ifindex, buf, prefixlen,
+			  nl_geterror(r));
+	}
+	return nlerr(r);
+}
+
+static int route4_default(struct nl_sock *sk, int ifindex, uint32_t gw4)
+{
+	uint32_t any = 0;
+	cleanup_nl_addr struct nl_addr *dst = nl_addr_build(AF_INET, &any, sizeof(any));
+	cleanup_nl_addr struct nl_addr *gw = nl_addr_build(AF_INET, &gw4, sizeof(gw4));
+	struct rtnl_nexthop *nh;
+	struct rtnl_route *rt;
+	int r;
+
+	if (!dst || !gw)
+		return -ENOMEM;
+	nl_addr_set_prefixlen(dst, 0);
+	rt = rtnl_route_alloc();
+	if (!rt)
+		return -ENOMEM;
+	nh = rtnl_route_nh_alloc();
+	if (!nh) {
+		rtnl_route_put(rt);
+		return -ENOMEM;
+	}
+	rtnl_route_nh_set_ifindex(nh, ifindex);
+	rtnl_route_nh_set_gateway(nh, gw);
+	rtnl_route_add_nexthop(rt, nh); /* rt owns nh from here */
+	rtnl_route_set_family(rt, AF_INET);
+	rtnl_route_set_table(rt, RT_TABLE_MAIN);
+	rtnl_route_set_scope(rt, RT_SCOPE_UNIVERSE);
+	rtnl_route_set_protocol(rt, RTPROT_STATIC);
+	rtnl_route_set_type(rt, RTN_UNICAST);
+	r = rtnl_route_set_dst(rt, dst);
+	if (r == 0)
+		r = rtnl_route_add(sk, rt, NLM_F_EXCL);
+	rtnl_route_put(rt);
+	if (r < 0) {
+		char buf[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &gw4, buf, sizeof(buf));
+		log_warnx("link #%d: add default route via %s: %s", ifindex, buf, nl_geterror(r));
+	}
+	return nlerr(r);
+}
+
+/* Runs in a thread inside the session's namespace (netns_run). */
+static int session_side(void *arg)
+{
+	const struct session_link *l = arg;
+	cleanup_nl_sock struct nl_sock *sk = NULL;
+	int ifindex, r;
+
+	r = nl_open(&sk);
+	if (r < 0)
+		return r;
+	/* Before any link comes up, so none of them ever speaks IPv6. */
+	r = disable_ipv6("all");
+	if (r == 0)
+		r = disable_ipv6("default");
+	if (r == 0)
+		r = disable_ipv6(l->sess_if);
+	if (r < 0)
+		return r;
+	r = link_up(sk, "lo", NULL, NULL);
+	if (r < 0)
+		return r;
+	r = link_up(sk, l->sess_if, "eth0", &ifindex);
+	if (r < 0)
+		return r;
+	r = addr4_add(sk, ifindex, l->sess4, l->prefixlen);
+	if (r < 0)
+		return r;
+	return route4_default(sk, ifindex, l->gw4);
+}
+
+/* Deletes the link with this index, or by name when the index is 0. */
+static int link_delete(struct nl_sock *sk, int ifindex, const char *name)
+{
+	cleanup_link struct rtnl_link *link = rtnl_link_alloc();
+	int r;
+
+	if (!link)
+		return -ENOMEM;
+	if (ifindex > 0)
+		rtnl_link_set_ifindex(link, ifindex);
+	else
+		rtnl_link_set_name(link, name);
+	r = rtnl_link_delete(sk, link);
+	if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+		return 0;
+	return nlerr(r);
+}
+
+int veth_setup(struct session_link *l, const char *netns_path)
+{
+	cleanup_nl_sock struct nl_sock *sk = NULL;
+	cleanup_close int nsfd = -1;
+	struct rtnl_link *veth, *peer;
+	uint32_t mask;
+	int ifindex, r;
+
+	if (!l || !valid_ifname(l->host_if) || !valid_ifname(l->sess_if) ||
+	    strcmp(l->host_if, l->sess_if) == 0 || l->prefixlen < 1 || l->prefixlen > 31 ||
+	    l->gw4 == l->sess4)
+		return -EINVAL;
+	/* The gateway must be on the link, or the default route is refused. */
+	mask = htonl(~0u << (32 - l->prefixlen));
+	if ((l->gw4 & mask) != (l->sess4 & mask))
+		return -EINVAL;
+
+	nsfd = netns_open(netns_path);
+	if (nsfd < 0) {
+		log_warnx("netns %s: open: %s", netns_path, strerror(-nsfd));
+		return nsfd;
+	}
+	r = nl_open(&sk);
+	if (r < 0)
+		return r;
+
+	/* The peer is born inside the session's namespace, so it is never
+	 * visible, even briefly, among the host's links. */
+	veth = rtnl_link_veth_alloc();
+	if (!veth)
+		return -ENOMEM;
+	rtnl_link_set_name(veth, l->host_if);
+	peer = rtnl_link_veth_get_peer(veth);
+	rtnl_link_set_name(peer, l->sess_if);
+	rtnl_link_set_ns_fd(peer, nsfd);
+	rtnl_link_put(peer);
+	r = rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL);
+	rtnl_link_veth_release(veth);
+	if (r < 0) {
+		log_warnx("veth %s/%s: create: %s", l->host_if, l->sess_if, nl_geterror(r));
+		return nlerr(r);
+	}
+
+	/* From here on, deleting host_if undoes everything: the peer, the
+	 * addresses and the route all go with the pair. */
+	ifindex = (int)if_nametoindex(l->host_if);
+	if (ifindex == 0) {
+		r = -errno;
+		log_warn("veth %s: look up after create", l->host_if);
+	} else {
+		r = disable_ipv6(l->host_if);
+	}
+	if (r == 0)
+		r = addr4_add(sk, ifindex, l->gw4, l->prefixlen);
+	if (r == 0)
+		r = link_up(sk, l->host_if, NULL, NULL);
+	if (r == 0) {
+		r = netns_run(netns_path, session_side, l);
+		if (r < 0)
+			log_warnx("veth %s: set up the session side in %s: %s", l->host_if,
+				  netns_path, strerror(-r));
+	}
+	if (r == 0)
+		r = write_sysctl("/proc/sys/net/ipv4/ip_forward", "1", false);
+	if (r < 0) {
+		int d = link_delete(sk, ifindex, l->host_if);
+
+		if (d < 0)
+			log_warnx("veth %s: delete after failed setup: %s; delete it by hand",
+				  l->host_if, strerror(-d));
+		return r;
+	}
+	l->host_ifindex = ifindex;
+	return 0;
+}
+
+/* Deletes link only if it is a veth: a stray name must never take down
+ * one of the host's real interfaces. */
+static int veth_delete(struct nl_sock *sk, struct rtnl_link *link)
+{
+	const char *type = rtnl_link_get_type(link);
+	int r;
+
+	if (!type || strcmp(type, "veth") != 0) {
+		log_warnx("link %s: not a veth, left alone", rtnl_link_get_name(link));
+		return -EINVAL;
+	}
+	r = link_delete(sk, rtnl_link_get_ifindex(link), rtnl_link_get_name(link));
+	if (r < 0)
+		log_warnx("veth %s: delete: %s", rtnl_link_get_name(link), strerror(-r));
+	return r;
+}
+
+int veth_remove(const char *host_if)
+{
+	cleanup_nl_sock struct nl_sock *sk = NULL;
+	cleanup_link struct rtnl_link *link = NULL;
+	int r;
+
+	if (!host_if || !valid_ifname(host_if))
+		return -EINVAL;
+	r = nl_open(&sk);
+	if (r < 0)
+		return r;
+	r = rtnl_link_get_kernel(sk, 0, host_if, &link);
+	if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+		return 0;
+	if (r < 0) {
+		log_warnx("veth %s: look up: %s", host_if, nl_geterror(r));
+		return nlerr(r);
+	}
+	return veth_delete(sk, link);
+}
+
+int veth_sweep(const char *prefix, int (*keep)(const char *id, void *arg), void *arg)
+{
+	cleanup_nl_sock struct nl_sock *sk = NULL;
+	cleanup_nl_cache struct nl_cache *cache = NULL;
+	size_t plen;
+	int count = 0, err = 0, r;
+
+	/* An empty prefix would match every veth on the host. */
+	if (!prefix || !*prefix)
+		return -EINVAL;
+	plen = strlen(prefix);
+	r = nl_open(&sk);
+	if (r < 0)
+		return r;
+	r = rtnl_link_alloc_cache(sk, AF_UNSPEC, &cache);
+	if (r < 0) {
+		log_warnx("links: list: %s", nl_geterror(r));
+		return nlerr(r);
+	}
+	for (struct nl_object *o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
+		struct rtnl_link *link = (struct rtnl_link *)o;
+		const char *name = rtnl_link_get_name(link);
+		const char *type = rtnl_link_get_type(link);
+
+		if (!name || strncmp(name, prefix, plen) != 0 || !type || strcmp(type, "veth") != 0)
+			continue;
+		if (keep && keep(name + plen, arg))
+			continue;
+		r = veth_delete(sk, link);
+		if (r < 0 && !err)
+			err = r;
+		else if (r == 0)
+			count++;
+	}
+	return err ? err : count;
+}
+
+/* Calls fn for each address of the caller's namespace; stops at fn's first
+ * nonzero return and passes it on. */
+static int each_addr(int (*fn)(int family, const void *bytes, void *arg), void *arg)
+{
+	cleanup_nl_sock struct nl_sock *sk = NULL;
+	cleanup_nl_cache struct nl_cache *cache = NULL;
+	int r;
+
+	r = nl_open(&sk);
+	if (r < 0)
+		return r;
+	r = rtnl_addr_alloc_cache(sk, &cache);
+	if (r < 0) {
+		log_warnx("addresses: list: %s", nl_geterror(r));
+		return nlerr(r);
+	}
+	for (struct nl_object *o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o)) {
+		struct nl_addr *local = rtnl_addr_get_local((struct rtnl_addr *)o);
+		int family;
+
+		if (!local)
+			continue;
+		family = nl_addr_get_family(local);
+		if ((family == AF_INET && nl_addr_get_len(local) == 4) ||
+		    (family == AF_INET6 && nl_addr_get_len(local) == 16)) {
+			r = fn(family, nl_addr_get_binary_addr(local), arg);
+			if (r)
+				return r;
+		}
+	}
+	return 0;
+}
+
+struct addr_list {
+	struct addr *v;
+	size_t n, cap;
+};
+
+static int collect_addr(int family, const void *bytes, void *arg)
+{
+	struct addr_list *list = arg;
+	struct addr *a;
+
+	if (list->n == list->cap) {
+		size_t cap = list->cap ? list->cap * 2 : 8;
+		struct addr *v = realloc(list->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		list->v = v;
+		list->cap = cap;
+	}
+	a = &list->v[list->n++];
+	memset(a, 0, sizeof(*a));
+	if (family == AF_INET) {
+		/* ::ffff:a.b.c.d, errand's one form for both families */
+		a->b[10] = 0xff;
+		a->b[11] = 0xff;
+		memcpy(&a->b[12], bytes, 4);
+	} else {
+		memcpy(a->b, bytes, 16);
+	}
+	return 0;
+}
+
+int netlink_self_addrs(struct addr **out)
+{
+	struct addr_list list = {0};
+	int r;
+
+	r = each_addr(collect_addr, &list);
+	if (r < 0) {
+		free(list.v);
+		return r;
+	}
+	if (!list.v) {
+		list.v = calloc(1, sizeof(*list.v)); /* caller frees *out, even when empty */
+		if (!list.v)
+			return -ENOMEM;
+	}
+	*out = list.v;
+	return (int)list.n;
+}
+
+static int match_addr4(int family, const void *bytes, void *arg)
+{
+	return family == AF_INET && memcmp(bytes, arg, 4) == 0;
+}
+
+int netlink_addr4_in_use(uint32_t addr4)
+{
+	return each_addr(match_addr4, &addr4);
+}

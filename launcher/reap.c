@@ -1,0 +1,82 @@
+/* Signals and children for the two processes that wait, the outer launcher
+ * and the session's PID 1: forward SIGINT, SIGTERM, SIGHUP and SIGQUIT to
+ * one child, reap every child, and turn how that one ended into a status. */
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "launcher/launch.h"
+#include "lib/util.h"
+
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+static void waited_set(sigset_t *set)
+{
+	sigemptyset(set);
+	for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
+		sigaddset(set, forwarded[i]);
+	sigaddset(set, SIGCHLD);
+}
+
+int reap_block_signals(void)
+{
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	sigset_t set;
+
+	waited_set(&set);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -errno;
+	/* The caller may have left these ignored: an ignored SIGCHLD has the
+	 * kernel reap children before waitpid() can see them. */
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&set, sig) == 1 && sigaction(sig, &dfl, NULL) < 0)
+			return -errno;
+	return 0;
+}
+
+void reap_reset_signals(void)
+{
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	sigset_t none;
+
+	/* Ignored signals survive exec; fails harmlessly for SIGKILL, SIGSTOP
+	 * and the ones glibc keeps for itself. */
+	for (int sig = 1; sig < NSIG; sig++)
+		sigaction(sig, &dfl, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static int exit_status(int status)
+{
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+int reap_wait(pid_t target)
+{
+	sigset_t set;
+	int status, sig;
+	pid_t pid;
+
+	waited_set(&set);
+	for (;;) {
+		/* Reap before waiting: SIGCHLD is one pending bit for any number
+		 * of children, and may have come before this loop began. */
+		while ((pid = waitpid(-1, &status, WNOHANG)) != 0) {
+			if (pid < 0 && errno == EINTR)
+				continue;
+			if (pid < 0)
+				return -errno;
+			if (pid == target)
+				return exit_status(status);
+		}
+		sig = sigwaitinfo(&set, NULL);
+		if (sig < 0 && errno != EINTR)
+			return -errno;
+		/* ESRCH is fine: target is ending and SIGCHLD will say so. */
+		if (sig > 0 && sig != SIGCHLD)
+			kill(target, sig);
+	}
+}
