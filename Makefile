@@ -44,6 +44,7 @@ AGENT_OBJS  := $(AGENT_SRCS:%.c=$(BUILD)/%.o)
 LAUNCH_OBJS := $(LAUNCH_SRCS:%.c=$(BUILD)/%.o)
 
 BPF_OBJS  := $(BUILD)/bpf/egress.bpf.o
+BENCH_BPF := $(BUILD)/bench/xdp_pass.bpf.o
 SKELETONS := $(BUILD)/bpf/egress.skel.h
 
 BINS  := $(BUILD)/bin/errandctl $(BUILD)/bin/errand-launch
@@ -55,6 +56,10 @@ UNITS := $(UNIT_SRCS:selftests/unit/%.c=$(BUILD)/selftests/unit-%)
 all: $(BINS) $(TOOLS) $(UNITS)
 
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h bpf/vmlinux.h
+	@mkdir -p $(@D)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/bench/%.bpf.o: bench/%.bpf.c bpf/vmlinux.h
 	@mkdir -p $(@D)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
@@ -107,7 +112,7 @@ check: deps-check
 	@selftests/run
 
 bench: deps-check
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all $(BENCH_BPF)
 	@bench/egress.sh
 
 format-check:
