@@ -1,0 +1,926 @@
+/* errand's configuration file: jansson reads it, every object is checked
+ * against the keys errand knows (a near miss is refused, anything else warned
+ * about), and what the agent acts on is checked and kept in errand_config. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <grp.h>
+#include <jansson.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "lib/config.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+#define SESSION_ACCOUNT "errand-session"
+#define NOBODY_ID 65534
+#define DEFAULT_POOL "10.213.0.0/16"
+#define WHERE_MAX 256
+#define SAFE_MAX 200
+
+struct ctx {
+	const char *path;
+	char *err;
+	size_t errlen;
+};
+
+/* Text from the file made safe for one line: control characters (C0, DEL
+ * and C1, which jansson hands over as valid UTF-8) become '?'. */
+static const char *safe(const char *s, char *buf, size_t len)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t o = 0;
+
+	for (; *u && o + 4 < len; u++) {
+		if (*u < 0x20 || *u == 0x7f) {
+			buf[o++] = '?';
+		} else if (*u == 0xc2 && u[1] >= 0x80 && u[1] <= 0x9f) {
+			buf[o++] = '?';
+			u++;
+		} else {
+			buf[o++] = (char)*u;
+		}
+	}
+	if (*u)
+		o += (size_t)snprintf(buf + o, len - o, "...");
+	buf[o] = '\0';
+	return buf;
+}
+
+__attribute__((format(printf, 2, 3))) static int cfg_error(struct ctx *c, const char *fmt, ...)
+{
+	char msg[CONFIG_ERRLEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(c->err, c->errlen, "config %s: %s", c->path, msg);
+	return -EINVAL;
+}
+
+static const char *kind(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+		return "a number";
+	case JSON_REAL:
+		return "a number with a fraction or exponent";
+	case JSON_TRUE:
+		return "true";
+	case JSON_FALSE:
+		return "false";
+	case JSON_NULL:
+		break;
+	}
+	return "null";
+}
+
+/* how: what to write instead, for the message. */
+static int want(struct ctx *c, const json_t *v, json_type t, const char *where, const char *how)
+{
+	if (json_typeof(v) == t || (t == JSON_TRUE && json_is_boolean(v)))
+		return 0;
+	return cfg_error(c, "%s is %s; write %s", where, kind(v), how);
+}
+
+/* A key's value, or NULL when it is absent or null: then the default stands. */
+static json_t *get(const json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	return json_is_null(v) ? NULL : v;
+}
+
+static void join(char *out, const char *where, const char *key)
+{
+	char k[SAFE_MAX];
+
+	snprintf(out, WHERE_MAX, "%s%s%s", where, *where ? "." : "", safe(key, k, sizeof(k)));
+}
+
+static char lower(char ch)
+{
+	return ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+}
+
+int config_key_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	cleanup_free int *rows = calloc(3 * (lb + 1), sizeof(int));
+	int *prev2, *prev, *cur, d;
+
+	/* optimal string alignment: insertions, deletions, substitutions and
+	 * swaps of two neighbours, each costing one */
+	if (!rows)
+		return INT_MAX;
+	prev2 = rows;
+	prev = rows + lb + 1;
+	cur = rows + 2 * (lb + 1);
+	for (size_t j = 0; j <= lb; j++)
+		prev[j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		cur[0] = (int)i;
+		for (size_t j = 1; j <= lb; j++) {
+			int cost = lower(a[i - 1]) != lower(b[j - 1]);
+
+			d = prev[j] + 1;
+			if (cur[j - 1] + 1 < d)
+				d = cur[j - 1] + 1;
+			if (prev[j - 1] + cost < d)
+				d = prev[j - 1] + cost;
+			if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+			    lower(a[i - 2]) == lower(b[j - 1]) && prev2[j - 2] + 1 < d)
+				d = prev2[j - 2] + 1;
+			cur[j] = d;
+		}
+		int *t = prev2;
+
+		prev2 = prev;
+		prev = cur;
+		cur = t;
+	}
+	return prev[lb];
+}
+
+/* A misspelling to refuse rather than ignore: a key that reads as a known
+ * sibling is almost surely that key, and ignoring it would quietly drop a
+ * restriction. Two edits on a key of four letters or fewer is half the
+ * word, so short keys get one. */
+static const char *near_miss(const char *key, const char *const *known)
+{
+	const char *best = NULL;
+	int best_d = INT_MAX;
+
+	for (; *known; known++) {
+		int d = config_key_distance(key, *known);
+		int limit = strlen(*known) <= 4 ? 1 : 2;
+
+		if (d <= limit && d < best_d) {
+			best = *known;
+			best_d = d;
+		}
+	}
+	return best;
+}
+
+/* A key that begins like a known one and must not be mistaken for an
+ * operator's own: the provider keys that, misspelt, leave a route open. */
+struct prefix_rule {
+	const char *prefix, *key;
+};
+
+static int check_keys(struct ctx *c, const json_t *obj, const char *where, const char *const *known,
+		      const struct prefix_rule *prefixes)
+{
+	char full[WHERE_MAX], hint[WHERE_MAX];
+	const char *key, *near;
+	json_t *v;
+
+	json_object_foreach((json_t *)obj, key, v)
+	{
+		bool found = false;
+
+		for (const char *const *k = known; *k && !found; k++)
+			found = !strcmp(key, *k);
+		if (found)
+			continue;
+		join(full, where, key);
+		near = near_miss(key, known);
+		for (const struct prefix_rule *p = prefixes; !near && p && p->prefix; p++)
+			if (!strncasecmp(key, p->prefix, strlen(p->prefix)))
+				near = p->key;
+		if (near) {
+			join(hint, where, near);
+			return cfg_error(c, "unknown key %s; did you mean %s?", full, hint);
+		}
+		log_warnx("config %s: unknown key %s ignored; errand does not read it", c->path,
+			  full);
+	}
+	return 0;
+}
+
+/* An object we descend into: its type, then its keys. */
+static int section(struct ctx *c, const json_t *v, const char *where, const char *const *known,
+		   const struct prefix_rule *prefixes)
+{
+	int rc = want(c, v, JSON_OBJECT, where, "an object");
+
+	return rc ? rc : check_keys(c, v, where, known, prefixes);
+}
+
+static int set_string(char **dst, const char *s)
+{
+	char *copy = strdup(s);
+
+	if (!copy)
+		return -ENOMEM;
+	free(*dst);
+	*dst = copy;
+	return 0;
+}
+
+static int oom(struct ctx *c)
+{
+	snprintf(c->err, c->errlen, "config %s: out of memory", c->path);
+	return -ENOMEM;
+}
+
+/* "IP", "IP:PORT" or "[IPv6]:PORT" for a pin or an upstream resolver. */
+static int addr_value(struct ctx *c, const char *where, const char *s, struct addr *a,
+		      uint16_t *port)
+{
+	char q[SAFE_MAX];
+	int rc = addr_port_parse(s, a, port);
+
+	if (rc == -ERANGE)
+		return cfg_error(c, "%s: the port in \"%s\" is not a port; use 1-65535", where,
+				 safe(s, q, sizeof(q)));
+	if (rc)
+		return cfg_error(c,
+				 "%s: \"%s\" is not an address; write IP or IP:PORT, an IPv6 "
+				 "address with a port in brackets ([2001:db8::1]:53)",
+				 where, safe(s, q, sizeof(q)));
+	return 0;
+}
+
+/* cidr_parse refuses "10.1.2.3/8" outright; here we can say what was meant. */
+static int cidr_value(struct ctx *c, const char *where, const char *s, struct cidr *out)
+{
+	char q[SAFE_MAX], host[INET6_ADDRSTRLEN], text[ADDR_STRLEN];
+	const char *slash = strchr(s, '/');
+	struct cidr m;
+	struct addr a;
+	unsigned long plen;
+	char *end;
+
+	if (!cidr_parse(s, out))
+		return 0;
+	if (slash && (size_t)(slash - s) < sizeof(host)) {
+		memcpy(host, s, (size_t)(slash - s));
+		host[slash - s] = '\0';
+		plen = strtoul(slash + 1, &end, 10);
+		if (!addr_parse(host, &a) && !*end && slash[1] >= '0' && slash[1] <= '9' &&
+		    plen <= (strchr(host, ':') ? 128 : 32)) {
+			m.a = a;
+			m.prefixlen = (uint8_t)(plen + (strchr(host, ':') ? 0 : 96));
+			for (unsigned i = m.prefixlen; i < 128; i++)
+				m.a.b[i / 8] &= (uint8_t) ~(0x80 >> (i % 8));
+			return cfg_error(c, "%s: \"%s\" has bits set past its prefix; write %s/%lu",
+					 where, safe(s, q, sizeof(q)), addr_str(&m.a, text), plen);
+		}
+	}
+	return cfg_error(c,
+			 "%s: \"%s\" is not an address range; write one like 198.18.0.0/15 or "
+			 "2001:db8::/32",
+			 where, safe(s, q, sizeof(q)));
+}
+
+static int parse_rules(struct ctx *c, const json_t *arr, const char *where,
+		       struct errand_config *cfg)
+{
+	char w[WHERE_MAX], e[CONFIG_ERRLEN];
+	size_t i;
+	json_t *v;
+	int rc;
+
+	if ((rc = want(c, arr, JSON_ARRAY, where,
+		       "a list of host rules, like [\"api.example.com\"]")))
+		return rc;
+	json_array_foreach(arr, i, v)
+	{
+		struct host_rule r;
+
+		snprintf(w, sizeof(w), "%s[%zu]", where, i);
+		if ((rc = want(c, v, JSON_STRING, w, "a host rule, like \"api.example.com:443\"")))
+			return rc;
+		if (host_rule_parse(json_string_value(v), &r, e, sizeof(e)))
+			return cfg_error(c, "%s: %s", w, e);
+		if (cfg && config_add_rule(cfg, &r))
+			return oom(c);
+	}
+	return 0;
+}
+
+static int parse_pins(struct ctx *c, const json_t *obj, struct errand_config *cfg)
+{
+	const char *where = "sandbox.egress.pins";
+	char w[WHERE_MAX], e[CONFIG_ERRLEN], q[SAFE_MAX];
+	const char *name;
+	json_t *v;
+	int rc;
+
+	if ((rc = want(c, obj, JSON_OBJECT, where,
+		       "an object of names and addresses, like {\"api.example.com\": "
+		       "\"198.18.0.10\"}")))
+		return rc;
+	json_object_foreach((json_t *)obj, name, v)
+	{
+		struct pin p = { 0 };
+
+		join(w, where, name);
+		if (host_name_normalize(name, p.name, e, sizeof(e)))
+			return cfg_error(c, "%s: name \"%s\": %s", where, safe(name, q, sizeof(q)),
+					 e);
+		if ((rc = want(c, v, JSON_STRING, w, "an address, \"IP\" or \"IP:PORT\"")))
+			return rc;
+		if ((rc = addr_value(c, w, json_string_value(v), &p.addr, &p.port)))
+			return rc;
+		if (config_add_pin(cfg, &p))
+			return oom(c);
+	}
+	return 0;
+}
+
+static int parse_public(struct ctx *c, const json_t *arr, struct errand_config *cfg)
+{
+	const char *where = "sandbox.egress.treatAsPublic";
+	char w[WHERE_MAX];
+	struct cidr *grown;
+	size_t i;
+	json_t *v;
+	int rc;
+
+	if ((rc = want(c, arr, JSON_ARRAY, where, "a list of ranges, like [\"198.18.0.0/15\"]")))
+		return rc;
+	grown = reallocarray(cfg->public_ranges, cfg->n_public + json_array_size(arr) + 1,
+			     sizeof(*grown));
+	if (!grown)
+		return oom(c);
+	cfg->public_ranges = grown;
+	json_array_foreach(arr, i, v)
+	{
+		snprintf(w, sizeof(w), "%s[%zu]", where, i);
+		if ((rc = want(c, v, JSON_STRING, w, "a range, like \"198.18.0.0/15\"")))
+			return rc;
+		if ((rc = cidr_value(c, w, json_string_value(v), &grown[cfg->n_public])))
+			return rc;
+		cfg->n_public++;
+	}
+	return 0;
+}
+
+static int parse_mode(struct ctx *c, const json_t *v, const char *where, const char *a,
+		      const char *b, int *out)
+{
+	char q[SAFE_MAX];
+	char how[64];
+	int rc;
+
+	snprintf(how, sizeof(how), "\"%s\" or \"%s\"", a, b);
+	if ((rc = want(c, v, JSON_STRING, where, how)))
+		return rc;
+	if (!strcmp(json_string_value(v), a))
+		*out = 0;
+	else if (!strcmp(json_string_value(v), b))
+		*out = 1;
+	else
+		return cfg_error(c, "%s: \"%s\" is not a mode; write %s", where,
+				 safe(json_string_value(v), q, sizeof(q)), how);
+	return 0;
+}
+
+static int parse_egress(struct ctx *c, const json_t *eg, struct errand_config *cfg)
+{
+	static const char *const known[] = { "allow",	      "mode",	  "pins",
+					     "treatAsPublic", "readOnly", "writeAllowed",
+					     "allowInternal", NULL };
+	json_t *v;
+	int rc, mode;
+
+	if ((rc = section(c, eg, "sandbox.egress", known, NULL)))
+		return rc;
+	cfg->egress_given = true;
+	if ((v = get(eg, "allow")) && (rc = parse_rules(c, v, "sandbox.egress.allow", cfg)))
+		return rc;
+	if ((v = get(eg, "mode"))) {
+		if ((rc = parse_mode(c, v, "sandbox.egress.mode", "restricted", "open", &mode)))
+			return rc;
+		cfg->egress_mode = mode ? EGRESS_OPEN : EGRESS_RESTRICTED;
+	}
+	if ((v = get(eg, "pins")) && (rc = parse_pins(c, v, cfg)))
+		return rc;
+	if ((v = get(eg, "treatAsPublic")) && (rc = parse_public(c, v, cfg)))
+		return rc;
+	/* method gating comes later; its shape is checked now so that a file
+	 * written today keeps meaning the same */
+	if ((v = get(eg, "readOnly")) &&
+	    (rc = want(c, v, JSON_TRUE, "sandbox.egress.readOnly", "true or false")))
+		return rc;
+	if ((v = get(eg, "writeAllowed")) &&
+	    (rc = parse_rules(c, v, "sandbox.egress.writeAllowed", NULL)))
+		return rc;
+	if ((v = get(eg, "allowInternal")) &&
+	    (rc = want(c, v, JSON_TRUE, "sandbox.egress.allowInternal", "true or false")))
+		return rc;
+	return 0;
+}
+
+static int parse_ports(struct ctx *c, const json_t *arr, struct errand_config *cfg)
+{
+	const char *where = "sandbox.egressPorts";
+	char w[WHERE_MAX];
+	size_t i, n = 0;
+	json_t *v;
+	int rc;
+
+	if ((rc = want(c, arr, JSON_ARRAY, where, "a list of ports, like [443, 8443]")))
+		return rc;
+	if (json_array_size(arr) > CONFIG_MAX_PORTS)
+		return cfg_error(c, "%s: %zu ports; name at most %d", where, json_array_size(arr),
+				 CONFIG_MAX_PORTS);
+	json_array_foreach(arr, i, v)
+	{
+		json_int_t port;
+		bool dup = false;
+
+		snprintf(w, sizeof(w), "%s[%zu]", where, i);
+		if ((rc = want(c, v, JSON_INTEGER, w, "a port number 1-65535")))
+			return rc;
+		port = json_integer_value(v);
+		if (port < 1 || port > 65535)
+			return cfg_error(c, "%s: %lld is not a port; use 1-65535", where,
+					 (long long)port);
+		for (size_t j = 0; j < n; j++)
+			dup |= cfg->egress_ports[j] == port;
+		if (!dup)
+			cfg->egress_ports[n++] = (uint16_t)port;
+	}
+	cfg->n_egress_ports = n;
+	return 0;
+}
+
+static int parse_pool(struct ctx *c, const json_t *v, struct errand_config *cfg)
+{
+	const char *where = "sandbox.addressPool";
+	char q[SAFE_MAX];
+	struct cidr pool;
+	int rc;
+
+	if ((rc = want(c, v, JSON_STRING, where, "an IPv4 range, like \"" DEFAULT_POOL "\"")))
+		return rc;
+	if ((rc = cidr_value(c, where, json_string_value(v), &pool)))
+		return rc;
+	if (!addr_is_v4(&pool.a) || pool.prefixlen < 96)
+		return cfg_error(c, "%s: \"%s\" is not an IPv4 range; write one like " DEFAULT_POOL,
+				 where, safe(json_string_value(v), q, sizeof(q)));
+	if (pool.prefixlen < 96 + 8 || pool.prefixlen > 96 + 28)
+		return cfg_error(c,
+				 "%s: a /%d pool is out of range; use a prefix of 8 to 28 bits, "
+				 "like " DEFAULT_POOL,
+				 where, pool.prefixlen - 96);
+	cfg->pool = pool;
+	return 0;
+}
+
+static int parse_id(struct ctx *c, const json_t *v, const char *where, uint32_t *out)
+{
+	json_int_t id;
+	int rc;
+
+	if ((rc = want(c, v, JSON_INTEGER, where, "a whole number, like 1000")))
+		return rc;
+	id = json_integer_value(v);
+	if (id == 0)
+		return cfg_error(c,
+				 "%s: 0 is root, and sessions never run as root; name an "
+				 "unprivileged account's id, like %d",
+				 where, NOBODY_ID);
+	/* (uid_t)-1 means "no change" to setresuid: never an account */
+	if (id < 0 || id >= (json_int_t)UINT32_MAX)
+		return cfg_error(c, "%s: %lld is not an id; use 1-%u", where, (long long)id,
+				 UINT32_MAX - 1);
+	*out = (uint32_t)id;
+	return 0;
+}
+
+/* Keys we only check the outer shape of, until the features that read them. */
+static int shape(struct ctx *c, const json_t *obj, const char *key, const char *where, json_type t,
+		 const char *how)
+{
+	char w[WHERE_MAX];
+	json_t *v = get(obj, key);
+
+	join(w, where, key);
+	return v ? want(c, v, t, w, how) : 0;
+}
+
+static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *cfg)
+{
+	static const char *const known[] = { "network",
+					     "egress",
+					     "egressPorts",
+					     "addressPool",
+					     "requireFullEnforcement",
+					     "uid",
+					     "gid",
+					     "policyExtra",
+					     "env",
+					     "pathExtra",
+					     "limits",
+					     "blockedSyscalls",
+					     "image",
+					     NULL };
+	static const char *const policy_keys[] = { "read", "write", "execute", NULL };
+	static const char *const limit_keys[] = { "memory", "cpu", "pids", "fileSize",
+						  "tmp",    "shm", "disk", NULL };
+	uint32_t id;
+	json_t *v;
+	int rc, mode;
+
+	if ((rc = section(c, sb, "sandbox", known, NULL)))
+		return rc;
+	if ((v = get(sb, "network"))) {
+		if ((rc = parse_mode(c, v, "sandbox.network", "restricted", "none", &mode)))
+			return rc;
+		cfg->network = mode ? NETWORK_NONE : NETWORK_RESTRICTED;
+	}
+	if ((v = get(sb, "egress")) && (rc = parse_egress(c, v, cfg)))
+		return rc;
+	if ((v = get(sb, "egressPorts")) && (rc = parse_ports(c, v, cfg)))
+		return rc;
+	if ((v = get(sb, "addressPool")) && (rc = parse_pool(c, v, cfg)))
+		return rc;
+	if ((v = get(sb, "requireFullEnforcement"))) {
+		if ((rc = want(c, v, JSON_TRUE, "sandbox.requireFullEnforcement", "true or false")))
+			return rc;
+		cfg->require_full = json_is_true(v);
+	}
+	if ((v = get(sb, "uid"))) {
+		if ((rc = parse_id(c, v, "sandbox.uid", &id)))
+			return rc;
+		cfg->uid = id;
+	}
+	if ((v = get(sb, "gid"))) {
+		if ((rc = parse_id(c, v, "sandbox.gid", &id)))
+			return rc;
+		cfg->gid = id;
+	}
+	if ((v = get(sb, "policyExtra"))) {
+		if ((rc = section(c, v, "sandbox.policyExtra", policy_keys, NULL)))
+			return rc;
+		for (const char *const *k = policy_keys; *k; k++)
+			if ((rc = shape(c, v, *k, "sandbox.policyExtra", JSON_ARRAY,
+					"a list of absolute paths, like [\"/opt/data\"]")))
+				return rc;
+	}
+	if ((v = get(sb, "limits")) && (rc = section(c, v, "sandbox.limits", limit_keys, NULL)))
+		return rc;
+	if ((rc = shape(c, sb, "env", "sandbox", JSON_OBJECT,
+			"an object of names and values, like {\"LANG\": \"C.UTF-8\"}")) ||
+	    (rc = shape(c, sb, "pathExtra", "sandbox", JSON_ARRAY,
+			"a list of directories, like [\"/opt/toolchains/bin\"]")) ||
+	    (rc = shape(c, sb, "blockedSyscalls", "sandbox", JSON_ARRAY,
+			"a list of syscall names, like [\"ptrace\"]")) ||
+	    (rc = shape(c, sb, "image", "sandbox", JSON_STRING,
+			"a directory, like \"/srv/image\"")))
+		return rc;
+	return 0;
+}
+
+static int parse_agent(struct ctx *c, const json_t *ag)
+{
+	static const char *const known[] = { "providers", NULL };
+	static const char *const provider_keys[] = {
+		"baseUrl", "credentialFile", "placement", "capabilities", "strictCapabilities",
+		"kind",	   "trustedCa",	     NULL
+	};
+	/* errand's reference refuses these beginnings too: a misspelt placement or
+	 * capability list would leave the route open */
+	static const struct prefix_rule prefixes[] = { { "place", "placement" },
+						       { "strict", "strictCapabilities" },
+						       { "capab", "capabilities" },
+						       { NULL, NULL } };
+	char w[WHERE_MAX];
+	const char *name;
+	json_t *providers, *p;
+	int rc;
+
+	if ((rc = section(c, ag, "agent", known, NULL)))
+		return rc;
+	providers = get(ag, "providers");
+	if (!providers)
+		return 0;
+	if ((rc = want(c, providers, JSON_OBJECT, "agent.providers",
+		       "an object of providers by name, like {\"anthropic\": {...}}")))
+		return rc;
+	json_object_foreach(providers, name, p)
+	{
+		join(w, "agent.providers", name);
+		if ((rc = section(c, p, w, provider_keys, prefixes)))
+			return rc;
+	}
+	return 0;
+}
+
+static int parse_dns(struct ctx *c, const json_t *dns, struct errand_config *cfg)
+{
+	static const char *const known[] = { "upstream", "ttlFloor", "ttlCap", "grace", NULL };
+	char w[WHERE_MAX];
+	struct addr a;
+	uint16_t port;
+	size_t i, n;
+	json_t *up, *v;
+	int rc;
+
+	if ((rc = section(c, dns, "dns", known, NULL)))
+		return rc;
+	up = get(dns, "upstream");
+	if (!up)
+		return 0;
+	if ((rc = want(c, up, JSON_ARRAY, "dns.upstream",
+		       "a list of resolver addresses, like [\"198.18.0.53\"]")))
+		return rc;
+	n = json_array_size(up);
+	if (n == 0)
+		return cfg_error(c, "dns.upstream is empty; list a resolver address, or remove the "
+				    "key to use the host's resolv.conf");
+	cfg->dns_upstream = calloc(n + 1, sizeof(char *));
+	if (!cfg->dns_upstream)
+		return oom(c);
+	json_array_foreach(up, i, v)
+	{
+		snprintf(w, sizeof(w), "dns.upstream[%zu]", i);
+		if ((rc = want(c, v, JSON_STRING, w, "an address, like \"198.18.0.53\"")))
+			return rc;
+		if ((rc = addr_value(c, w, json_string_value(v), &a, &port)))
+			return rc;
+		cfg->dns_upstream[i] = strdup(json_string_value(v));
+		if (!cfg->dns_upstream[i])
+			return oom(c);
+	}
+	return 0;
+}
+
+static int parse_path(struct ctx *c, const json_t *paths, const char *key, char **dst)
+{
+	char w[WHERE_MAX], q[SAFE_MAX];
+	const char *s;
+	json_t *v;
+	int rc;
+
+	v = get(paths, key);
+	if (!v)
+		return 0;
+	join(w, "paths", key);
+	if ((rc = want(c, v, JSON_STRING, w, "an absolute path, like \"/var/lib/errand\"")))
+		return rc;
+	s = json_string_value(v);
+	if (s[0] != '/')
+		return cfg_error(c, "%s: \"%s\" is not an absolute path; start it with /", w,
+				 safe(s, q, sizeof(q)));
+	if (strlen(s) >= PATH_MAX / 2)
+		return cfg_error(c, "%s is too long; name a path of fewer than %d bytes", w,
+				 PATH_MAX / 2);
+	return dst && set_string(dst, s) ? oom(c) : 0;
+}
+
+/* A cgroup name is a path below the cgroup2 mount and must stay below it. */
+static int parse_cgroup(struct ctx *c, const json_t *v, struct errand_config *cfg)
+{
+	const char *where = "paths.cgroup", *s, *p;
+	char q[SAFE_MAX];
+	int rc;
+
+	if ((rc = want(c, v, JSON_STRING, where, "a cgroup name, like \"errand\"")))
+		return rc;
+	s = json_string_value(v);
+	if (!*s || s[0] == '/')
+		return cfg_error(c,
+				 "%s: \"%s\" must name a cgroup below the cgroup2 mount; write a "
+				 "relative name, like \"errand\"",
+				 where, safe(s, q, sizeof(q)));
+	for (p = s; p; p = strchr(p, '/') ? strchr(p, '/') + 1 : NULL) {
+		size_t n = strcspn(p, "/");
+
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return cfg_error(c,
+					 "%s: \"%s\" has an empty, . or .. part; write a plain "
+					 "name, like \"errand\" or \"system.slice/errand\"",
+					 where, safe(s, q, sizeof(q)));
+	}
+	if (strlen(s) >= PATH_MAX / 2)
+		return cfg_error(c, "%s is too long; name a shorter cgroup", where);
+	return set_string(&cfg->cgroup_name, s) ? oom(c) : 0;
+}
+
+static int parse_root(struct ctx *c, const json_t *root, struct errand_config *cfg)
+{
+	static const char *const known[] = { "sandbox", "agent", "dns", "secrets",
+					     "tls",	"paths", NULL };
+	static const char *const tls_keys[] = { "trustedCa", NULL };
+	static const char *const path_keys[] = { "state", "run", "bpf", "cgroup", "secrets", NULL };
+	json_t *v;
+	int rc;
+
+	if (!json_is_object(root))
+		return cfg_error(c,
+				 "the file holds %s; errand's configuration is one JSON object, "
+				 "like {\"sandbox\": {}}",
+				 kind(root));
+	if ((rc = check_keys(c, root, "", known, NULL)))
+		return rc;
+	if ((v = get(root, "sandbox")) && (rc = parse_sandbox(c, v, cfg)))
+		return rc;
+	if ((v = get(root, "agent")) && (rc = parse_agent(c, v)))
+		return rc;
+	if ((v = get(root, "dns")) && (rc = parse_dns(c, v, cfg)))
+		return rc;
+	if ((v = get(root, "secrets")) && (rc = want(c, v, JSON_OBJECT, "secrets", "an object")))
+		return rc;
+	if ((v = get(root, "tls")) && (rc = section(c, v, "tls", tls_keys, NULL)))
+		return rc;
+	if ((v = get(root, "paths"))) {
+		if ((rc = section(c, v, "paths", path_keys, NULL)) ||
+		    (rc = parse_path(c, v, "state", &cfg->state_dir)) ||
+		    (rc = parse_path(c, v, "run", &cfg->run_dir)) ||
+		    (rc = parse_path(c, v, "bpf", &cfg->bpf_dir)) ||
+		    (rc = parse_path(c, v, "secrets", NULL)))
+			return rc;
+		if ((v = get(v, "cgroup")) && (rc = parse_cgroup(c, v, cfg)))
+			return rc;
+	}
+	return 0;
+}
+
+void config_defaults(struct errand_config *cfg)
+{
+	struct passwd *pw;
+	struct group *gr;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->network = NETWORK_RESTRICTED;
+	cfg->egress_mode = EGRESS_RESTRICTED;
+	cfg->egress_ports[0] = HOST_DEFAULT_PORT;
+	cfg->n_egress_ports = 1;
+	cidr_parse(DEFAULT_POOL, &cfg->pool);
+	cfg->require_full = true;
+	pw = getpwnam(SESSION_ACCOUNT);
+	cfg->uid = pw ? pw->pw_uid : NOBODY_ID;
+	gr = getgrnam(SESSION_ACCOUNT);
+	cfg->gid = gr ? gr->gr_gid : pw ? pw->pw_gid : NOBODY_ID;
+	/* Owned copies, so that callers may replace any of them with free() and
+	 * strdup(); a failed copy stays NULL and config_load reports it. */
+	cfg->state_dir = strdup("/var/lib/errand");
+	cfg->run_dir = strdup("/run/errand");
+	cfg->bpf_dir = strdup("/sys/fs/bpf/errand");
+	cfg->cgroup_name = strdup("errand");
+}
+
+int config_load(const char *path, bool explicit_path, struct errand_config *cfg, char *err,
+		size_t errlen)
+{
+	struct errand_config c;
+	struct ctx ctx = { .err = err, .errlen = errlen };
+	json_error_t jerr;
+	struct stat st;
+	json_t *root;
+	FILE *fp;
+	int rc;
+
+	if (!path)
+		path = CONFIG_DEFAULT_PATH;
+	ctx.path = path;
+	config_defaults(&c);
+	if (!c.state_dir || !c.run_dir || !c.bpf_dir || !c.cgroup_name) {
+		rc = oom(&ctx);
+		goto fail;
+	}
+	fp = fopen(path, "re");
+	if (!fp) {
+		rc = -errno;
+		if (rc == -ENOENT && !explicit_path) {
+			*cfg = c; /* no file at the default path: the defaults are the config */
+			return 0;
+		}
+		snprintf(err, errlen, "config %s: %s; %s", path, strerror(-rc),
+			 rc == -ENOENT ? "write the file or name another with --config" :
+			 rc == -EACCES ? "make it readable to errand, which runs as root" :
+					 "name another file with --config");
+		goto fail;
+	}
+	if (fstat(fileno(fp), &st) || !S_ISREG(st.st_mode)) {
+		fclose(fp);
+		snprintf(err, errlen,
+			 "config %s: not a regular file; name a JSON file with --config", path);
+		rc = -EINVAL;
+		goto fail;
+	}
+	/* duplicates refused: the second of two "allow" lists would silently win */
+	root = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
+	fclose(fp);
+	if (!root) {
+		if (jerr.line > 0)
+			snprintf(err, errlen, "config %s:%d:%d: %s; fix the JSON there", path,
+				 jerr.line, jerr.column, jerr.text);
+		else
+			snprintf(err, errlen, "config %s: %s; fix the file", path, jerr.text);
+		rc = -EINVAL;
+		goto fail;
+	}
+	c.path = strdup(path);
+	rc = c.path ? parse_root(&ctx, root, &c) : oom(&ctx);
+	json_decref(root);
+	if (rc)
+		goto fail;
+	*cfg = c;
+	return 0;
+fail:
+	config_free(&c);
+	return rc;
+}
+
+void config_free(struct errand_config *cfg)
+{
+	if (!cfg)
+		return;
+	free(cfg->allow);
+	free(cfg->pins);
+	free(cfg->public_ranges);
+	for (char **s = cfg->dns_upstream; s && *s; s++)
+		free(*s);
+	free(cfg->dns_upstream);
+	free(cfg->state_dir);
+	free(cfg->run_dir);
+	free(cfg->bpf_dir);
+	free(cfg->cgroup_name);
+	free(cfg->path);
+	/* a second config_free, or one after a failed load, is then harmless */
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+int config_add_rule(struct errand_config *cfg, const struct host_rule *r)
+{
+	struct host_rule *grown = reallocarray(cfg->allow, cfg->n_allow + 1, sizeof(*grown));
+
+	if (!grown)
+		return -ENOMEM;
+	grown[cfg->n_allow++] = *r;
+	cfg->allow = grown;
+	return 0;
+}
+
+int config_add_pin(struct errand_config *cfg, const struct pin *p)
+{
+	struct pin *grown = reallocarray(cfg->pins, cfg->n_pins + 1, sizeof(*grown));
+
+	if (!grown)
+		return -ENOMEM;
+	grown[cfg->n_pins++] = *p;
+	cfg->pins = grown;
+	return 0;
+}
+
+int pin_parse(const char *s, struct pin *out, char *err, size_t errlen)
+{
+	char name[HOST_NAME_MAX_LEN * 4 + 1], e[CONFIG_ERRLEN], q[SAFE_MAX];
+	const char *eq = s ? strchr(s, '=') : NULL;
+	struct pin p = { 0 };
+	size_t n;
+	int rc;
+
+	if (!eq) {
+		snprintf(err, errlen,
+			 "write NAME=IP or NAME=IP:PORT, like api.example.com=198.18.0.10");
+		return -EINVAL;
+	}
+	n = (size_t)(eq - s);
+	if (n >= sizeof(name)) {
+		snprintf(err, errlen, "the name is too long; a host name is at most %d characters",
+			 HOST_NAME_MAX_LEN);
+		return -EINVAL;
+	}
+	memcpy(name, s, n);
+	name[n] = '\0';
+	if (host_name_normalize(name, p.name, e, sizeof(e))) {
+		snprintf(err, errlen, "pin name: %s", e);
+		return -EINVAL;
+	}
+	rc = addr_port_parse(eq + 1, &p.addr, &p.port);
+	if (rc == -ERANGE) {
+		snprintf(err, errlen, "the port in \"%s\" is not a port; use 1-65535",
+			 safe(eq + 1, q, sizeof(q)));
+		return -EINVAL;
+	}
+	if (rc) {
+		snprintf(err, errlen,
+			 "\"%s\" is not an address; write NAME=IP or NAME=IP:PORT, an IPv6 address "
+			 "with a port in brackets (NAME=[2001:db8::1]:443)",
+			 safe(eq + 1, q, sizeof(q)));
+		return -EINVAL;
+	}
+	*out = p;
+	return 0;
+}
