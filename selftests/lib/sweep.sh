@@ -47,7 +47,8 @@ _sweep_cgroup() {
 	[ -d "$dir" ] || return 0
 	# Deepest first: kill what is left inside, then remove the directory.
 	while IFS= read -r d; do
-		if [ -s "$d/cgroup.procs" ]; then
+		# cgroupfs files have size 0: read them to see whether they are empty.
+		if [ -n "$(cat "$d/cgroup.procs" 2>/dev/null)" ]; then
 			if [ -e "$d/cgroup.kill" ]; then
 				echo 1 >"$d/cgroup.kill" 2>/dev/null
 			else
@@ -55,7 +56,10 @@ _sweep_cgroup() {
 				while read -r pid; do kill -KILL "$pid" 2>/dev/null; done <"$d/cgroup.procs"
 			fi
 			local n=0
-			while [ -s "$d/cgroup.procs" ] && [ $n -lt 40 ]; do sleep 0.05; n=$((n + 1)); done
+			while [ -n "$(cat "$d/cgroup.procs" 2>/dev/null)" ] && [ $n -lt 40 ]; do
+				sleep 0.05
+				n=$((n + 1))
+			done
 		fi
 		rmdir "$d" 2>/dev/null
 	done < <(find "$dir" -depth -type d 2>/dev/null)

@@ -38,15 +38,14 @@ struct endpoint {
 
 static int usage(void)
 {
-	fprintf(stderr,
-		"usage: probe tcp ADDR PORT [--timeout S]\n"
-		"       probe udp ADDR PORT | probe udp-connect ADDR PORT\n"
-		"       probe dns ADDR NAME [--tcp|--connected]\n"
-		"       probe icmp ADDR | probe rawip ADDR PROTO\n"
-		"       probe serve [--log FILE] [udp:|tcp:]ADDR:PORT...\n"
-		"       probe sniff --log FILE [PROTO...]\n"
-		"       probe bulk-serve ADDR:PORT | probe bulk ADDR PORT BYTES\n"
-		"       probe rr ADDR PORT COUNT\n");
+	fprintf(stderr, "usage: probe tcp ADDR PORT [--timeout S] [--from SRCADDR]\n"
+			"       probe udp|udp-connect ADDR PORT [--size BYTES] [--from SRCADDR]\n"
+			"       probe dns ADDR NAME [--tcp|--connected]\n"
+			"       probe icmp ADDR | probe rawip ADDR PROTO\n"
+			"       probe serve [--log FILE] [udp:|tcp:]ADDR:PORT...\n"
+			"       probe sniff --log FILE [PROTO...]\n"
+			"       probe bulk-serve ADDR:PORT | probe bulk ADDR PORT BYTES\n"
+			"       probe rr ADDR PORT COUNT\n");
 	return 2;
 }
 
@@ -177,7 +176,7 @@ static double now_s(void)
 /* Waits for events on fd for at most timeout_ms. 1 ready, 0 timed out, -errno. */
 static int wait_fd(int fd, short events, int timeout_ms)
 {
-	struct pollfd p = { .fd = fd, .events = events };
+	struct pollfd p = {.fd = fd, .events = events};
 	long long deadline = now_ms() + timeout_ms;
 	int r;
 
@@ -194,16 +193,19 @@ static int wait_fd(int fd, short events, int timeout_ms)
 	}
 }
 
-/* Non-blocking connect bounded by timeout_ms; the socket is left non-blocking.
- * fd or -errno (-ETIMEDOUT when the time ran out). */
-static int connect_timeout(const struct endpoint *ep, int type, int timeout_ms)
+/* Non-blocking connect bounded by timeout_ms, from the source address from
+ * when not NULL; the socket is left non-blocking. fd or -errno (-ETIMEDOUT when the time ran out).
+ */
+static int socket_from(const struct endpoint *ep, int type, const char *from);
+
+static int connect_timeout(const struct endpoint *ep, int type, int timeout_ms, const char *from)
 {
 	int fd, r, err = 0;
 	socklen_t elen = sizeof(err);
 
-	fd = socket(ep->ss.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = socket_from(ep, type | SOCK_NONBLOCK, from);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	if (connect(fd, (const struct sockaddr *)&ep->ss, ep->len) == 0)
 		return fd;
 	if (errno != EINPROGRESS) {
@@ -276,29 +278,77 @@ static char *trim(char *s)
 	return s;
 }
 
+/* Options after ADDR PORT: --timeout S, --from ADDR (bind the source address
+ * first), --size N (datagram size). Unknown ones are a usage error. */
+struct opts {
+	int timeout_s;
+	const char *from;
+	size_t size;
+};
+
+static int opts_parse(int argc, char **argv, int first, struct opts *o)
+{
+	for (int i = first; i < argc; i += 2) {
+		char *end;
+		long v;
+
+		if (i + 1 >= argc)
+			return -EINVAL;
+		if (!strcmp(argv[i], "--from")) {
+			o->from = argv[i + 1];
+			continue;
+		}
+		v = strtol(argv[i + 1], &end, 10);
+		if (*end)
+			return -EINVAL;
+		if (!strcmp(argv[i], "--timeout") && v > 0 && v <= 600)
+			o->timeout_s = (int)v;
+		else if (!strcmp(argv[i], "--size") && v > 0 && v <= 65507)
+			o->size = (size_t)v;
+		else
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* A socket of the endpoint's family, bound to from (port 0) when given. */
+static int socket_from(const struct endpoint *ep, int type, const char *from)
+{
+	struct endpoint src;
+	int fd;
+
+	fd = socket(ep->ss.ss_family, type | SOCK_CLOEXEC, 0);
+	if (fd < 0 || !from)
+		return fd < 0 ? -errno : fd;
+	if (endpoint_make(from, 0, &src) || src.ss.ss_family != ep->ss.ss_family) {
+		close(fd);
+		return -EINVAL;
+	}
+	if (bind(fd, (struct sockaddr *)&src.ss, src.len) < 0) {
+		int err = errno;
+
+		close(fd);
+		return -err;
+	}
+	return fd;
+}
+
 static int cmd_tcp(int argc, char **argv)
 {
+	struct opts o = {.timeout_s = 3};
 	struct endpoint ep;
 	char buf[READ_MAX + 1];
-	int timeout_s = 3;
 	uint16_t port;
 	ssize_t n;
 	int fd;
 
-	if (argc != 3 && argc != 5)
+	if (argc < 3 || opts_parse(argc, argv, 3, &o) || o.size)
 		return usage();
-	if (argc == 5) {
-		char *end;
-
-		if (strcmp(argv[3], "--timeout"))
-			return usage();
-		timeout_s = (int)strtol(argv[4], &end, 10);
-		if (*end || timeout_s <= 0 || timeout_s > 600)
-			return usage();
-	}
 	if (parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
 		return usage();
-	fd = connect_timeout(&ep, SOCK_STREAM, timeout_s * 1000);
+	fd = connect_timeout(&ep, SOCK_STREAM, o.timeout_s * 1000, o.from);
+	if (fd == -EINVAL && o.from)
+		return usage();
 	if (fd < 0)
 		return fail_errno(-fd);
 	n = read_some(fd, buf, sizeof(buf), READ_TIMEOUT_MS);
@@ -311,28 +361,38 @@ static int cmd_tcp(int argc, char **argv)
 
 static int cmd_udp(int argc, char **argv, bool connected)
 {
+	struct opts o = {.size = 4};
 	struct endpoint ep;
+	char *data;
 	uint16_t port;
 	ssize_t n;
 	int fd;
 
-	if (argc != 3)
+	if (argc < 3 || opts_parse(argc, argv, 3, &o) || o.timeout_s)
 		return usage();
 	if (parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
 		return usage();
-	fd = socket(ep.ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	data = malloc(o.size);
+	if (!data)
+		return fail_errno(ENOMEM);
+	memset(data, 'x', o.size);
+	memcpy(data, "ping", o.size < 4 ? o.size : 4);
+	fd = socket_from(&ep, SOCK_DGRAM, o.from);
+	if (fd == -EINVAL && o.from)
+		return usage();
 	if (fd < 0)
-		return fail_errno(errno);
+		return fail_errno(-fd);
 	if (connected) {
 		if (connect(fd, (struct sockaddr *)&ep.ss, ep.len) < 0)
 			return fail_errno(errno);
-		n = send(fd, "ping", 4, 0);
+		n = send(fd, data, o.size, 0);
 	} else {
-		n = sendto(fd, "ping", 4, 0, (struct sockaddr *)&ep.ss, ep.len);
+		n = sendto(fd, data, o.size, 0, (struct sockaddr *)&ep.ss, ep.len);
 	}
 	if (n < 0)
 		return fail_errno(errno);
 	close(fd);
+	free(data);
 	printf("ok\n");
 	return 0;
 }
@@ -397,7 +457,7 @@ static int cmd_dns(int argc, char **argv)
 	if (tcp) {
 		size_t got = 0, want = 2;
 
-		fd = connect_timeout(&ep, SOCK_STREAM, DNS_TIMEOUT_MS);
+		fd = connect_timeout(&ep, SOCK_STREAM, DNS_TIMEOUT_MS, NULL);
 		if (fd == -ETIMEDOUT) {
 			printf("timeout\n");
 			return 1;
@@ -637,7 +697,8 @@ static int cmd_serve(int argc, char **argv)
 					continue;
 				if (logf)
 					fprintf(logf, "recv udp %s from %s\n", names[i],
-						sockaddr_str((struct sockaddr *)&from, src, sizeof(src)));
+						sockaddr_str((struct sockaddr *)&from, src,
+							     sizeof(src)));
 				continue;
 			}
 			c = accept4(pfd[i].fd, (struct sockaddr *)&from, &flen, SOCK_CLOEXEC);
@@ -669,7 +730,7 @@ static bool contains(const uint8_t *hay, size_t hlen, const char *needle)
  * PAYLOAD or whose protocol is listed. Outgoing packets are not counted. */
 static int cmd_sniff(int argc, char **argv)
 {
-	bool want[256] = { false };
+	bool want[256] = {false};
 	const char *logpath = NULL;
 	uint8_t buf[65536];
 	FILE *logf;
@@ -764,6 +825,7 @@ static int cmd_bulk(int argc, char **argv)
 	char reply[64], *end;
 	uint16_t port;
 	double t0, dt;
+	ssize_t n;
 	int fd, flags;
 
 	if (argc != 4 || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
@@ -773,25 +835,26 @@ static int cmd_bulk(int argc, char **argv)
 		return usage();
 	memset(buf, 'x', sizeof(buf));
 	t0 = now_s();
-	fd = connect_timeout(&ep, SOCK_STREAM, 3000);
+	fd = connect_timeout(&ep, SOCK_STREAM, 3000, NULL);
 	if (fd < 0)
 		return fail_errno(-fd);
 	flags = fcntl(fd, F_GETFL);
 	fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
 	while (sent < want) {
 		size_t chunk = want - sent < sizeof(buf) ? (size_t)(want - sent) : sizeof(buf);
-		ssize_t n = write(fd, buf, chunk);
+		ssize_t w = write(fd, buf, chunk);
 
-		if (n < 0) {
+		if (w < 0) {
 			if (errno == EINTR)
 				continue;
 			return fail_errno(errno);
 		}
-		sent += (unsigned long long)n;
+		sent += (unsigned long long)w;
 	}
 	shutdown(fd, SHUT_WR);
-	if (read_some(fd, reply, sizeof(reply), 30000) < 0)
-		return fail_errno(errno);
+	n = read_some(fd, reply, sizeof(reply), 30000);
+	if (n < 0)
+		return fail_errno((int)-n);
 	dt = now_s() - t0;
 	close(fd);
 	printf("ok %llu bytes in %.3f s (%.1f Mbit/s) server: %s\n", sent, dt,
@@ -815,12 +878,14 @@ static int cmd_rr(int argc, char **argv)
 		return usage();
 	t0 = now_s();
 	for (i = 0; i < count; i++) {
-		int fd = connect_timeout(&ep, SOCK_STREAM, 3000);
+		int fd = connect_timeout(&ep, SOCK_STREAM, 3000, NULL);
 
 		if (fd < 0)
 			return fail_errno(-fd);
-		if (read_some(fd, buf, sizeof(buf), READ_TIMEOUT_MS) < 0)
-			return fail_errno(errno);
+		ssize_t n = read_some(fd, buf, sizeof(buf), READ_TIMEOUT_MS);
+
+		if (n < 0)
+			return fail_errno((int)-n);
 		close(fd);
 	}
 	dt = now_s() - t0;

@@ -1,0 +1,49 @@
+#!/bin/bash
+# Guarantee: errandctl run exits with the command's status, 126 when it cannot be executed, 127 when it is not found, and 125 with one stderr line naming the fix, creating nothing, when errand refuses.
+. "$(dirname "$0")/../lib/world.sh"
+need_errandctl
+world_up
+
+errand_run --egress none -- sh -c 'exit 7'
+assert_eq "$RUN_RC" 7 "the command's own status (7) is errandctl's"
+errand_run --egress none -- true
+assert_eq "$RUN_RC" 0 "the command's success is errandctl's"
+errand_run --egress none -- /nonexistent
+assert_eq "$RUN_RC" 127 "a command that does not exist: 127"
+errand_run --egress none -- /etc/passwd
+assert_eq "$RUN_RC" 126 "a command that cannot be executed: 126"
+errand_run --egress none -- sh -c 'echo "sid=$ERRAND_SESSION"'
+assert_match "$(result sid)" '^[0-9a-f]{8}$' "the session sees ERRAND_SESSION, 8 hex digits"
+assert_empty "$(leftovers)" "those sessions left nothing behind"
+
+# Refusals: 125, one line on stderr, nothing made. A config without
+# treatAsPublic, so no start report shares stderr with the refusal.
+W_CONFIG=$(world_config_plain plain)
+refused() {
+	local what=$1 hint=$2
+	shift 2
+	errand_run "$@"
+	assert_eq "$RUN_RC" 125 "$what: exit 125"
+	assert_eq "$(grep -c . "$RUN_ERR")" 1 "$what: one line on stderr"
+	[ -n "$hint" ] && assert_contains "$RUN_STDERR" "$hint" "$what: the line names '$hint'"
+	assert_empty "$(cat "$RUN_OUT")" "$what: the command did not run"
+	assert_empty "$(leftovers)" "$what: nothing created"
+}
+refused "--egress '*.com'" '*.com' --egress '*.com' -- echo ran
+refused "--egress 1.2.3.4 (an IP literal)" 'pin' --egress 1.2.3.4 -- echo ran
+refused "--egress a.test:0" 'a.test:0' --egress a.test:0 -- echo ran
+refused "--egress a.test:65536" 'a.test:65536' --egress a.test:65536 -- echo ran
+refused "--bogus" '--bogus' --bogus -- echo ran
+refused "--pin without an address" 'a.test' --pin a.test= --egress a.test -- echo ran
+cat >"$W_DIR/typo.json" <<EOC
+{
+  "sandbox": { "egres": { "allow": ["a.test"] } },
+  "paths": { "run": "/run/$W", "state": "$W_DIR/state", "bpf": "/sys/fs/bpf/$W", "cgroup": "$W" }
+}
+EOC
+W_CONFIG=$W_DIR/typo.json
+refused "a config key 'egres'" 'egress' -- echo ran
+W_CONFIG=$W_DIR/missing.json
+refused "a --config file that does not exist" 'missing.json' -- echo ran
+
+world_finish

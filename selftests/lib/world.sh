@@ -1,0 +1,489 @@
+# The test world of errand's kernel-level selftests (DESIGN.md "Test worlds").
+# Sourced by selftests/<area>/<test>.sh; needs root. A world is two network
+# namespaces of its own, joined by one veth and linked to nothing else:
+#
+#   $W-host  the agent's namespace: errandctl runs here. wan0 198.18.0.1/24,
+#            default route via 198.18.0.2, lo. A server on 198.18.0.1:9000.
+#   $W-wan   the "internet": up0 198.18.0.2/24 and a dummy link hosts0 (lo
+#            where the kernel has no dummy driver) with
+#            198.18.1.10 (public host A), 198.18.1.11 (public host B),
+#            10.99.0.10 (a private host), 169.254.169.254 (metadata).
+#            Servers (probe serve, answering "hello ADDR:PORT") on A:443,
+#            A:8080, B:443, 10.99.0.10:443, 169.254.169.254:80, logging every
+#            accept to $W_DIR/wan-serve.log; a sniffer (probe sniff, protocols
+#            1 and 253 and any packet carrying "errand-probe") logging to
+#            $W_DIR/wan-sniff.log.
+#
+# Every name starts with $W (errt<pid>): namespaces, /tmp/$W (scratch, config,
+# errand's state), /run/$W (errand's run dir), /sys/fs/bpf/$W, cgroup
+# <cgroup2>/$W. world_down removes all of it and is set as the EXIT trap.
+#
+# Functions:
+#   world_up                       build the world (call first; traps EXIT);
+#                                  exits 1 (77 if it cannot run here) on failure
+#   world_down                     tear it down (automatic on exit)
+#   world_finish                   print the tally; returns 1 if an assert failed
+#   world_config NAME [SANDBOX_EXTRA] [EGRESS_EXTRA]
+#                                  write $W_DIR/NAME.json and print its path:
+#                                  treatAsPublic 198.18.0.0/15 and the $W paths,
+#                                  plus extra members ('"egressPorts":[443,80]')
+#                                  for "sandbox" and "sandbox.egress"
+#   world_config_plain NAME        same without treatAsPublic (paths only)
+#   world_serve NS LOG SPEC...     one more probe serve in namespace NS (host or
+#                                  wan) on [udp:]ADDR:PORT SPECs, logging to LOG
+#   in_host CMD..., in_wan CMD...  run CMD in that namespace (nsenter --net)
+#   in_session ID CMD...           run CMD as root in session ID's netns,
+#                                  outside its cgroup
+#   errand_run ARGS... -- CMD...   build/bin/errandctl run --config $W_CONFIG
+#                                  ARGS -- CMD in $W-host; waits (60 s max,
+#                                  W_RUN_TIMEOUT to change).
+#                                  Sets RUN_RC, RUN_OUT/RUN_ERR (files) and
+#                                  RUN_STDOUT/RUN_STDERR (their text)
+#   errand_start ARGS...           starts a session running
+#                                  sh -c 'echo id=$ERRAND_SESSION; sleep 60'
+#                                  in the background; sets BG_PID and SESSION
+#                                  (its id) once the command runs; BG_PID is
+#                                  errandctl's pid
+#   errand_stop                    kills the session's processes (cgroup.kill),
+#                                  waits for errandctl; sets RUN_* as errand_run
+#                                  (to the background session's, even when
+#                                  errand_run ran meanwhile). For several
+#                                  background sessions, save SESSION, BG_PID,
+#                                  BG_OUT, BG_ERR after each start and set them
+#                                  back before errand_stop.
+#   session_cgroup [ID]            <cgroup2>/$W/ID (ID defaults to $SESSION)
+#   probe_script LABEL 'ARGS' ...  prints a sh script running "probe ARGS" for
+#                                  each pair, each result as a line LABEL=RESULT
+#   net_script                     prints sh lines reporting links=, routes=, gw=
+#                                  from inside the session (for its result)
+#   result LABEL                   RESULT of LABEL from the last run's stdout
+#   events [REGEX]                 refusal event lines of the last run (matching)
+#   event_count REGEX              how many there are
+#   leftovers                      prints errand objects of this world that
+#                                  remain (netns files, cgroups, bpffs dirs,
+#                                  eh* links, errand-* nft tables); empty = none
+#   assert_eq ACTUAL EXPECTED WHAT, assert_ne, assert_match ACTUAL REGEX WHAT,
+#   assert_no_match, assert_contains HAYSTACK NEEDLE WHAT, assert_not_contains,
+#   assert_empty ACTUAL WHAT       print "ok - WHAT" or "not ok - WHAT: ..."
+#   skip REASON                    print "SKIP: REASON", exit 77
+#   need_errandctl                 skip unless build/bin/errandctl exists
+#   trace MSG                      print "# MSG"
+#
+# Variables: W, W_DIR, W_CG (cgroup2 mount), W_CONFIG (config in use),
+# ROOT (the source tree), ERRANDCTL (may be set beforehand), PROBE, IP (full
+# path of ip(8)), HOST_A, HOST_B, HOST_PRIV, HOST_META, AGENT_ADDR; W_PIDS
+# (pids world_down ends). KEEP_WORLD=1 leaves the world in place on exit, for
+# a look around (selftests/run sweeps it next time).
+# shellcheck shell=bash
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=selftests/lib/sweep.sh
+. "$ROOT/selftests/lib/sweep.sh"
+
+ERRANDCTL=${ERRANDCTL:-$ROOT/build/bin/errandctl}
+PROBE=$ROOT/build/selftests/probe
+IP=$(command -v ip)
+W=errt$(($$ % 10000000))
+W_DIR=/tmp/$W
+W_CG=
+W_CONFIG=
+W_PIDS=()
+W_BG_PIDS=()
+W_OK=0
+W_FAIL=0
+W_UP=0
+BG_PID=
+BG_OUT=
+BG_ERR=
+SESSION=
+W_HOSTS_IF=lo
+RUN_N=0
+
+HOST_A=198.18.1.10
+HOST_B=198.18.1.11
+HOST_PRIV=10.99.0.10
+HOST_META=169.254.169.254
+AGENT_ADDR=198.18.0.1
+
+trace() { echo "# $*"; }
+
+skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+
+_ok() {
+	W_OK=$((W_OK + 1))
+	echo "ok - $1"
+}
+
+_notok() {
+	W_FAIL=$((W_FAIL + 1))
+	echo "not ok - $1"
+}
+
+# One line, quoted, shortened: for showing actual values.
+_q() {
+	local s=${1//$'\n'/\\n}
+	[ ${#s} -gt 300 ] && s="${s:0:300}..."
+	printf "'%s'" "$s"
+}
+
+assert_eq() {
+	if [ "$1" == "$2" ]; then _ok "$3"; return 0; fi
+	_notok "$3: actual $(_q "$1"), expected $(_q "$2")"
+	return 1
+}
+
+assert_ne() {
+	if [ "$1" != "$2" ]; then _ok "$3"; return 0; fi
+	_notok "$3: actual $(_q "$1"), expected anything else"
+	return 1
+}
+
+assert_match() {
+	if grep -Eq -- "$2" <<<"$1"; then _ok "$3"; return 0; fi
+	_notok "$3: actual $(_q "$1"), expected to match /$2/"
+	return 1
+}
+
+assert_no_match() {
+	if ! grep -Eq -- "$2" <<<"$1"; then _ok "$3"; return 0; fi
+	_notok "$3: actual $(_q "$1"), expected not to match /$2/"
+	return 1
+}
+
+assert_contains() {
+	if [[ "$1" == *"$2"* ]]; then _ok "$3"; return 0; fi
+	_notok "$3: actual $(_q "$1"), expected to contain $(_q "$2")"
+	return 1
+}
+
+assert_not_contains() {
+	if [[ "$1" != *"$2"* ]]; then _ok "$3"; return 0; fi
+	_notok "$3: actual $(_q "$1"), expected not to contain $(_q "$2")"
+	return 1
+}
+
+assert_empty() {
+	if [ -z "$1" ]; then _ok "$2"; return 0; fi
+	_notok "$2: actual $(_q "$1"), expected nothing"
+	return 1
+}
+
+world_finish() {
+	echo "# $W_OK ok, $W_FAIL not ok"
+	[ "$W_FAIL" -eq 0 ]
+}
+
+need_errandctl() {
+	[ -x "$ERRANDCTL" ] || skip "build/bin/errandctl is not built yet"
+}
+
+in_host() { nsenter --net="/run/netns/$W-host" "$@"; }
+in_wan() { nsenter --net="/run/netns/$W-wan" "$@"; }
+in_session() {
+	local id=$1
+	shift
+	nsenter --net="/run/$W/netns/$id" "$@"
+}
+
+# Starts CMD in the background inside namespace NS (host or wan), stdout to
+# OUT; waits for its "ready" line. The pid is kept for world_down.
+_start_ready() {
+	local ns=$1 out=$2 n=0
+	shift 2
+	nsenter --net="/run/netns/$W-$ns" "$@" >"$out" 2>&1 &
+	W_PIDS+=($!)
+	while ! grep -q '^ready' "$out" 2>/dev/null; do
+		if ! kill -0 "${W_PIDS[-1]}" 2>/dev/null || [ $n -ge 100 ]; then
+			echo "world: '$*' in $ns did not start:" >&2
+			cat "$out" >&2
+			return 1
+		fi
+		sleep 0.05
+		n=$((n + 1))
+	done
+}
+
+# The world has no way out: only the links it made, and routes that lead
+# nowhere but the other world namespace.
+_world_check_sealed() {
+	local links want ns
+	for ns in host wan; do
+		links=$(nsenter --net="/run/netns/$W-$ns" "$IP" -o link show | awk -F': ' '{ print $2 }' |
+			sed 's/@.*//' | grep -v '^eh' | sort | tr '\n' ' ')
+		case $ns in
+		host) want="lo wan0 " ;;
+		wan) want="lo up0 "; [ "$W_HOSTS_IF" = hosts0 ] && want="hosts0 lo up0 " ;;
+		esac
+		if [ "$links" != "$want" ]; then
+			echo "world: namespace $W-$ns has links '$links', expected '$want': refusing to run" >&2
+			return 1
+		fi
+	done
+	if [ -n "$(in_wan "$IP" route show default)" ]; then
+		echo "world: $W-wan has a default route: refusing to run" >&2
+		return 1
+	fi
+	if [ "$(in_host "$IP" route show default)" != "default via 198.18.0.2 dev wan0 " ] &&
+		[ "$(in_host "$IP" route show default)" != "default via 198.18.0.2 dev wan0" ]; then
+		echo "world: $W-host default route is '$(in_host "$IP" route show default)': refusing to run" >&2
+		return 1
+	fi
+	# The peer of wan0 must be up0 in the wan namespace, nowhere else.
+	if ! in_wan "$IP" -o link show up0 >/dev/null 2>&1 ||
+		! in_host "$IP" -d -o link show wan0 | grep -q 'link-netns'; then
+		echo "world: wan0 is not linked to $W-wan: refusing to run" >&2
+		return 1
+	fi
+}
+
+world_up() {
+	[ "$(id -u)" = 0 ] || skip "needs root"
+	[ -x "$PROBE" ] || skip "build/selftests/probe is not built (make build/selftests/probe)"
+	command -v nsenter >/dev/null || skip "nsenter (util-linux) is missing"
+	[ -n "$IP" ] || skip "ip (iproute2) is missing"
+	W_CG=$(cgroup2_mount)
+	[ -n "$W_CG" ] || skip "no cgroup2 mount (mount cgroup2 at /sys/fs/cgroup/unified)"
+	bpffs_ensure || skip "cannot mount bpffs at /sys/fs/bpf"
+
+	trap world_down EXIT
+	trap 'exit 130' INT TERM
+	errt_sweep "$W" "$W-*"
+	W_UP=1
+	mkdir -p "$W_DIR"
+	chmod 0755 "$W_DIR"
+	# Who owns this world: selftests/run leaves it alone while we live.
+	echo "$$ $(awk '{ print $22 }' /proc/$$/stat)" >"$W_DIR/owner"
+
+	ip netns add "$W-host" && ip netns add "$W-wan" ||
+		{ echo "world: cannot make network namespaces $W-host, $W-wan" >&2; exit 1; }
+	ip -n "$W-host" link add wan0 type veth peer name up0 netns "$W-wan" ||
+		{ echo "world: cannot make the veth between $W-host and $W-wan" >&2; exit 1; }
+	ip -n "$W-host" link set lo up
+	ip -n "$W-host" addr add 198.18.0.1/24 dev wan0
+	ip -n "$W-host" link set wan0 up
+	ip -n "$W-host" route add default via 198.18.0.2 dev wan0
+	ip -n "$W-wan" link set lo up
+	ip -n "$W-wan" addr add 198.18.0.2/24 dev up0
+	ip -n "$W-wan" link set up0 up
+	# The test hosts live on a dummy link, or on lo where the kernel has no
+	# dummy driver.
+	W_HOSTS_IF=lo
+	if ip -n "$W-wan" link add hosts0 type dummy 2>/dev/null; then
+		W_HOSTS_IF=hosts0
+		ip -n "$W-wan" link set hosts0 up
+	fi
+	local a
+	for a in $HOST_A $HOST_B $HOST_PRIV $HOST_META; do
+		ip -n "$W-wan" addr add "$a/32" dev $W_HOSTS_IF
+	done
+	_world_check_sealed || exit 1
+
+	: >"$W_DIR/wan-serve.log"
+	: >"$W_DIR/wan-sniff.log"
+	: >"$W_DIR/host-serve.log"
+	_start_ready wan "$W_DIR/wan-serve.out" "$PROBE" serve --log "$W_DIR/wan-serve.log" \
+		$HOST_A:443 $HOST_A:8080 $HOST_B:443 $HOST_PRIV:443 $HOST_META:80 || exit 1
+	_start_ready wan "$W_DIR/wan-sniff.out" "$PROBE" sniff --log "$W_DIR/wan-sniff.log" 1 253 || exit 1
+	_start_ready host "$W_DIR/host-serve.out" "$PROBE" serve --log "$W_DIR/host-serve.log" \
+		$AGENT_ADDR:9000 || exit 1
+	W_CONFIG=$(world_config default)
+	trace "world $W up: $W-host (agent, 198.18.0.1), $W-wan (hosts $HOST_A $HOST_B $HOST_PRIV $HOST_META)"
+}
+
+world_serve() {
+	local ns=$1 log=$2
+	shift 2
+	: >"$log"
+	_start_ready "$ns" "$log.out" "$PROBE" serve --log "$log" "$@"
+}
+
+world_down() {
+	local rc=$? pid
+	[ "$W_UP" = 1 ] || return $rc
+	W_UP=0
+	[ -n "$BG_PID" ] && _session_kill
+	for pid in "${W_BG_PIDS[@]}"; do
+		kill -0 "$pid" 2>/dev/null || continue
+		kill -TERM "$pid" 2>/dev/null
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null
+	done
+	for pid in "${W_PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null
+	done
+	for pid in "${W_PIDS[@]}"; do
+		wait "$pid" 2>/dev/null
+	done
+	if [ -n "${KEEP_WORLD:-}" ]; then
+		echo "# KEEP_WORLD set: $W left in place" >&2
+		return $rc
+	fi
+	errt_sweep "$W" "$W-*"
+	return $rc
+}
+
+# world_config NAME [SANDBOX_EXTRA] [EGRESS_EXTRA]: prints the file's path.
+world_config() {
+	local name=$1 sandbox=${2:-} egress=${3:-} f
+	f=$W_DIR/$name.json
+	[ -n "$sandbox" ] && sandbox=",$sandbox"
+	[ -n "$egress" ] && egress=",$egress"
+	cat >"$f" <<EOF
+{
+  "sandbox": {
+    "egress": { "treatAsPublic": ["198.18.0.0/15"]$egress }$sandbox
+  },
+  "paths": { "run": "/run/$W", "state": "$W_DIR/state", "bpf": "/sys/fs/bpf/$W", "cgroup": "$W" }
+}
+EOF
+	echo "$f"
+}
+
+world_config_plain() {
+	local f=$W_DIR/$1.json
+	cat >"$f" <<EOF
+{
+  "paths": { "run": "/run/$W", "state": "$W_DIR/state", "bpf": "/sys/fs/bpf/$W", "cgroup": "$W" }
+}
+EOF
+	echo "$f"
+}
+
+_run_files() {
+	RUN_N=$((RUN_N + 1))
+	RUN_OUT=$W_DIR/run$RUN_N.out
+	RUN_ERR=$W_DIR/run$RUN_N.err
+}
+
+_run_collect() {
+	RUN_STDOUT=$(cat "$RUN_OUT")
+	RUN_STDERR=$(cat "$RUN_ERR")
+	echo "# exit $RUN_RC; stdout:"
+	sed 's/^/#   /' "$RUN_OUT"
+	echo "# stderr:"
+	sed 's/^/#   /' "$RUN_ERR"
+}
+
+errand_run() {
+	_run_files
+	echo "# errandctl run $*"
+	in_host timeout -k 5 "${W_RUN_TIMEOUT:-60}" "$ERRANDCTL" run --config "$W_CONFIG" "$@" </dev/null >"$RUN_OUT" 2>"$RUN_ERR"
+	RUN_RC=$?
+	_run_collect
+	return 0
+}
+
+errand_start() {
+	local n=0
+	_run_files
+	SESSION=
+	echo "# errandctl run $* -- (background) sleep 60"
+	# shellcheck disable=SC2016
+	# exec: BG_PID is errandctl's own pid (signals in tests go to it).
+	(exec nsenter --net="/run/netns/$W-host" "$ERRANDCTL" run --config "$W_CONFIG" "$@" -- \
+		sh -c 'echo "id=$ERRAND_SESSION"; exec sleep 60' </dev/null >"$RUN_OUT" 2>"$RUN_ERR") &
+	BG_PID=$!
+	W_BG_PIDS+=("$BG_PID")
+	BG_OUT=$RUN_OUT
+	BG_ERR=$RUN_ERR
+	while [ $n -lt 200 ]; do
+		SESSION=$(sed -n 's/^id=\([0-9a-f]\{8\}\)$/\1/p' "$RUN_OUT" | head -n1)
+		[ -n "$SESSION" ] && break
+		if ! kill -0 "$BG_PID" 2>/dev/null; then
+			wait "$BG_PID"
+			RUN_RC=$?
+			BG_PID=
+			echo "# the session did not start:"
+			_run_collect
+			return 1
+		fi
+		sleep 0.05
+		n=$((n + 1))
+	done
+	if [ -z "$SESSION" ]; then
+		echo "# the session did not report its id within 10 s"
+		return 1
+	fi
+	echo "# session $SESSION running (errandctl pid $BG_PID)"
+}
+
+# The session's cgroup: where its processes are, below <cgroup2>/$W/<id>.
+session_cgroup() {
+	local id=${1:-$SESSION}
+	echo "$W_CG/$W/$id"
+}
+
+_session_kill() {
+	local d=$W_CG/$W/$SESSION
+	[ -n "$SESSION" ] && [ -d "$d" ] || return 0
+	if [ -e "$d/cgroup.kill" ]; then
+		echo 1 >"$d/cgroup.kill"
+	else
+		local p
+		find "$d" -name cgroup.procs -exec cat {} + | while read -r p; do kill -KILL "$p"; done
+	fi
+}
+
+errand_stop() {
+	[ -n "$BG_PID" ] || return 0
+	_session_kill
+	wait "$BG_PID"
+	RUN_RC=$?
+	BG_PID=
+	RUN_OUT=$BG_OUT
+	RUN_ERR=$BG_ERR
+	_run_collect
+}
+
+# probe_script LABEL 'ARGS' [LABEL 'ARGS']...: a sh script for the session.
+probe_script() {
+	local s=""
+	while [ $# -ge 2 ]; do
+		s+="echo \"$1=\$($PROBE $2 2>&1 | tail -n 1)\"; "
+		shift 2
+	done
+	echo "$s"
+}
+
+# sh lines for a session reporting its links (links=lo eth0 ), its routes
+# (routes=default via ...;...;) and its default gateway (gw=10.213.0.1).
+net_script() {
+	cat <<EOS
+echo "links=\$($IP -o link show | cut -d: -f2 | sed 's/@.*//' | tr -d ' ' | tr '\\n' ' ')"; echo "routes=\$($IP route show | tr '\\n' ';')"; echo "gw=\$($IP route show default | awk '{ print \$3 }')"; 
+EOS
+}
+
+result() {
+	sed -n "s/^$1=//p" "$RUN_OUT" | tail -n 1
+}
+
+# Refusal events of the last run: text lines or JSON lines.
+events() {
+	grep -E '^errand: session=[0-9a-f]+ refused |"event" *: *"refused"' "$RUN_ERR" | grep -E -- "${1:-.}"
+}
+
+event_count() {
+	events "$1" | wc -l | tr -d ' '
+}
+
+leftovers() {
+	local f
+	for f in /run/"$W"/netns/*; do
+		[ -e "$f" ] && echo "netns file $f"
+	done
+	if [ -d "$W_CG/$W" ]; then
+		find "$W_CG/$W" -mindepth 1 -type d 2>/dev/null | sed 's/^/cgroup /'
+	fi
+	if [ -d "/sys/fs/bpf/$W" ]; then
+		find "/sys/fs/bpf/$W" -mindepth 1 2>/dev/null | sed 's/^/bpffs /'
+	fi
+	in_host "$IP" -o link show 2>/dev/null | awk -F': ' '{ print $2 }' | sed 's/@.*//' |
+		grep '^eh' | sed 's/^/link /'
+	in_host nft list tables 2>/dev/null | grep 'errand-' | sed 's/^/nft /'
+}
