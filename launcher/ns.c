@@ -61,18 +61,16 @@ int ns_enter_netns(const char *path)
 
 pid_t ns_clone_session(void)
 {
-	const unsigned long flags =
-		CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD;
+	/* The cgroup namespace is taken after joining the session's cgroup, so
+	 * the session sees its own cgroup as the root and no host path. */
+	const unsigned long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS |
+				    CLONE_NEWIPC | CLONE_NEWCGROUP | SIGCHLD;
 	long pid;
 	int r;
 
 	/* The raw system call with no stack works like fork(): the child goes on
 	 * from here on a copy of this stack, with nothing to size or free. */
-#if defined(__s390__) || defined(__CRIS__)
-	pid = syscall(SYS_clone, 0UL, flags, 0UL, 0UL, 0UL);
-#else
 	pid = syscall(SYS_clone, flags, 0UL, 0UL, 0UL, 0UL);
-#endif
 	if (pid < 0) {
 		r = -errno;
 		log_warn("cannot create the session's user, PID, mount, UTS and IPC namespaces");
