@@ -54,11 +54,12 @@ static const struct cgroup_hook hooks[] = {
 	{ "sock_create", BPF_CGROUP_INET_SOCK_CREATE },
 };
 
+/* errand says what failed in its own one line; libbpf's own account (the
+ * verifier's log among it) is for -v. */
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	if (level == LIBBPF_DEBUG && !log_verbose())
-		return 0;
-	if (level == LIBBPF_INFO && !log_verbose())
+	(void)level;
+	if (!log_verbose())
 		return 0;
 	return vfprintf(stderr, fmt, ap);
 }
