@@ -439,9 +439,9 @@ int errand_sock(struct bpf_sock *sk)
 }
 
 /* The backstop, on ingress of the host-side veth: what the session sends.
- * XDP is not used here: on a veth, an attached XDP program makes the peer
- * give up GSO and forces every segment through the XDP path, which costs bulk
- * TCP far more than the tc hook's per-skb check (see BENCHMARKS.md). */
+ * No XDP stage: on a veth even an XDP program that only passes frames cuts
+ * bulk TCP to a quarter, since GSO segments are split for it, while this tc
+ * program costs nothing measurable (BENCHMARKS.md, bench/egress.sh). */
 SEC("tc")
 int errand_tc_in(struct __sk_buff *skb)
 {
