@@ -10,7 +10,7 @@ CLANG   ?= clang
 BPFTOOL ?= bpftool
 BUILD   := build
 
-PKGS := libnl-route-3.0 libnftables jansson libbpf
+PKGS := libnl-route-3.0 libnftables jansson libbpf libcares
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -31,7 +31,7 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -Ibpf
 # installs them and deps-check asks for them when one is missing.
 DEB_PACKAGES := gcc make pkg-config clang llvm bpftool libbpf-dev libxdp-dev \
 	libnl-3-dev libnl-route-3-dev libjansson-dev libnftables-dev nftables \
-	iproute2 util-linux procps
+	iproute2 util-linux procps libc-ares-dev libclang-rt-14-dev
 
 LIB_SRCS      := $(wildcard lib/*.c)
 AGENT_SRCS    := $(filter-out agent/errandctl.c,$(wildcard agent/*.c))
@@ -51,9 +51,23 @@ BINS  := $(BUILD)/bin/errandctl $(BUILD)/bin/errand-launch
 TOOLS := $(TOOL_SRCS:selftests/tools/%.c=$(BUILD)/selftests/%)
 UNITS := $(UNIT_SRCS:selftests/unit/%.c=$(BUILD)/selftests/unit-%)
 
+# Fuzz targets: selftests/fuzz/X.c is a libFuzzer target over the sources
+# listed in FUZZ_SRCS_X. make check runs each briefly (selftests/fuzz/run.sh),
+# make fuzz for FUZZ_SECONDS each.
+FUZZ_SRCS_dnsmsg := agent/dnsmsg.c lib/addr.c
+FUZZ_TARGETS := $(patsubst selftests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard selftests/fuzz/*.c))
+FUZZ_SECONDS ?= 300
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -Ibpf -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=undefined
+
+.SECONDEXPANSION:
+$(BUILD)/fuzz/%: selftests/fuzz/%.c $$(FUZZ_SRCS_$$*) lib/log.c
+	@mkdir -p $(@D)
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_SRCS_$*) lib/log.c
+
 .SECONDARY: $(SKELETONS) $(BPF_OBJS)
-.PHONY: all deps deps-check demo check bench format-check clean
-all: $(BINS) $(TOOLS) $(UNITS)
+.PHONY: all deps deps-check demo check bench fuzz format-check clean
+all: $(BINS) $(TOOLS) $(UNITS) $(FUZZ_TARGETS)
 
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h bpf/vmlinux.h
 	@mkdir -p $(@D)
@@ -114,6 +128,10 @@ check: deps-check
 bench: deps-check
 	@$(MAKE) --no-print-directory all $(BENCH_BPF)
 	@bench/egress.sh
+
+fuzz: deps-check
+	@$(MAKE) --no-print-directory all
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) selftests/fuzz/run.sh
 
 format-check:
 	@clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' | grep -v vmlinux.h)
