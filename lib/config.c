@@ -625,9 +625,33 @@ static int parse_agent(struct ctx *c, const json_t *ag)
 	return 0;
 }
 
+/* A whole number in [min, max] at obj.key, if present. */
+static int parse_uint(struct ctx *c, const json_t *obj, const char *section_name, const char *key,
+		      uint32_t min, uint32_t max, uint32_t *out)
+{
+	char w[WHERE_MAX];
+	json_int_t n;
+	json_t *v;
+	int rc;
+
+	v = get(obj, key);
+	if (!v)
+		return 0;
+	join(w, section_name, key);
+	if ((rc = want(c, v, JSON_INTEGER, w, "a whole number")))
+		return rc;
+	n = json_integer_value(v);
+	if (n < (json_int_t)min || n > (json_int_t)max)
+		return cfg_error(c, "%s: %lld is out of range; use %u-%u", w, (long long)n, min, max);
+	*out = (uint32_t)n;
+	return 0;
+}
+
 static int parse_dns(struct ctx *c, const json_t *dns, struct errand_config *cfg)
 {
-	static const char *const known[] = { "upstream", "ttlFloor", "ttlCap", "grace", NULL };
+	static const char *const known[] = { "upstream",   "ttlFloor",	     "ttlCap",
+					     "grace",	   "maxAddresses",   "maxNames",
+					     "maxWildcardNames", NULL };
 	char w[WHERE_MAX];
 	struct addr a;
 	uint16_t port;
@@ -635,8 +659,18 @@ static int parse_dns(struct ctx *c, const json_t *dns, struct errand_config *cfg
 	json_t *up, *v;
 	int rc;
 
-	if ((rc = section(c, dns, "dns", known, NULL)))
+	if ((rc = section(c, dns, "dns", known, NULL)) ||
+	    (rc = parse_uint(c, dns, "dns", "ttlFloor", 0, 86400, &cfg->dns_ttl_floor)) ||
+	    (rc = parse_uint(c, dns, "dns", "ttlCap", 1, 604800, &cfg->dns_ttl_cap)) ||
+	    (rc = parse_uint(c, dns, "dns", "grace", 0, 3600, &cfg->dns_grace)) ||
+	    (rc = parse_uint(c, dns, "dns", "maxAddresses", 1, 64, &cfg->dns_max_addrs)) ||
+	    (rc = parse_uint(c, dns, "dns", "maxNames", 1, 1024, &cfg->dns_max_names)) ||
+	    (rc = parse_uint(c, dns, "dns", "maxWildcardNames", 1, 1024,
+			     &cfg->dns_max_wildcard_names)))
 		return rc;
+	if (cfg->dns_ttl_floor > cfg->dns_ttl_cap)
+		return cfg_error(c, "dns.ttlFloor %u is above dns.ttlCap %u; lower the floor",
+				 cfg->dns_ttl_floor, cfg->dns_ttl_cap);
 	up = get(dns, "upstream");
 	if (!up)
 		return 0;
@@ -767,6 +801,12 @@ void config_defaults(struct errand_config *cfg)
 	cfg->n_egress_ports = 1;
 	cidr_parse(DEFAULT_POOL, &cfg->pool);
 	cfg->require_full = true;
+	cfg->dns_ttl_floor = 5;
+	cfg->dns_ttl_cap = 300;
+	cfg->dns_grace = 5;
+	cfg->dns_max_addrs = 16;
+	cfg->dns_max_names = 256;
+	cfg->dns_max_wildcard_names = 64;
 	pw = getpwnam(SESSION_ACCOUNT);
 	cfg->uid = pw ? pw->pw_uid : NOBODY_ID;
 	gr = getgrnam(SESSION_ACCOUNT);

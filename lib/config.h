@@ -50,6 +50,12 @@ struct errand_config {
 	uid_t uid;		      /* sandbox.uid; default: errand-session, else 65534 */
 	gid_t gid;		      /* sandbox.gid */
 	char **dns_upstream;	      /* dns.upstream: addresses, NULL-terminated; may be NULL */
+	uint32_t dns_ttl_floor;	      /* dns.ttlFloor, seconds, default 5 */
+	uint32_t dns_ttl_cap;	      /* dns.ttlCap, default 300 */
+	uint32_t dns_grace;	      /* dns.grace: an entry outlives its answer by this, default 5 */
+	uint32_t dns_max_addrs;	      /* dns.maxAddresses a name, default 16 */
+	uint32_t dns_max_names;	      /* dns.maxNames a session, default 256 */
+	uint32_t dns_max_wildcard_names; /* dns.maxWildcardNames under one wildcard, default 64 */
 	char *state_dir;	      /* paths.state, default /var/lib/errand */
 	char *run_dir;		      /* paths.run, default /run/errand */
 	char *bpf_dir;		      /* paths.bpf, default /sys/fs/bpf/errand */
