@@ -31,7 +31,7 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -Ibpf
 # installs them and deps-check asks for them when one is missing.
 DEB_PACKAGES := gcc make pkg-config clang llvm bpftool libbpf-dev libxdp-dev \
 	libnl-3-dev libnl-route-3-dev libjansson-dev libnftables-dev nftables \
-	iproute2 util-linux procps libc-ares-dev libclang-rt-14-dev
+	iproute2 util-linux procps libc-ares-dev libclang-rt-14-dev libseccomp-dev passwd
 
 LIB_SRCS      := $(wildcard lib/*.c)
 AGENT_SRCS    := $(filter-out agent/errandctl.c,$(wildcard agent/*.c))
@@ -52,7 +52,7 @@ TOOLS := $(TOOL_SRCS:selftests/tools/%.c=$(BUILD)/selftests/%)
 UNITS := $(UNIT_SRCS:selftests/unit/%.c=$(BUILD)/selftests/unit-%)
 
 # Fuzz targets: selftests/fuzz/X.c is a libFuzzer target over the sources
-# listed in FUZZ_SRCS_X. make check runs each briefly (selftests/fuzz/run.sh),
+# listed in FUZZ_SRCS_X. make check runs each briefly (selftests/fuzz/fuzz.sh),
 # make fuzz for FUZZ_SECONDS each.
 FUZZ_SRCS_dnsmsg := agent/dnsmsg.c lib/addr.c
 FUZZ_TARGETS := $(patsubst selftests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard selftests/fuzz/*.c))
@@ -66,7 +66,7 @@ $(BUILD)/fuzz/%: selftests/fuzz/%.c $$(FUZZ_SRCS_$$*) lib/log.c
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_SRCS_$*) lib/log.c
 
 .SECONDARY: $(SKELETONS) $(BPF_OBJS)
-.PHONY: all deps deps-check demo check bench fuzz format-check clean
+.PHONY: all deps deps-check accounts demo check bench fuzz format-check clean
 all: $(BINS) $(TOOLS) $(UNITS) $(FUZZ_TARGETS)
 
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h bpf/vmlinux.h
@@ -89,10 +89,10 @@ $(BUILD)/bin/errandctl: $(BUILD)/agent/errandctl.o $(AGENT_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-# The launcher stays small: it needs none of the agent's libraries.
+# The launcher stays small: libseccomp and none of the agent's libraries.
 $(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^
+	$(CC) $(LDFLAGS) -o $@ $^ $(shell pkg-config --libs libseccomp 2>/dev/null)
 
 $(BUILD)/selftests/%: $(BUILD)/selftests/tools/%.o $(LIB_OBJS)
 	@mkdir -p $(@D)
@@ -108,6 +108,13 @@ deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root (it installs Debian packages with apt-get)" >&2; exit 1; fi
 	apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(DEB_PACKAGES)
+	@$(MAKE) --no-print-directory accounts
+
+# The unprivileged account sessions run as (sandbox.uid/gid default to it).
+accounts:
+	@getent passwd errand-session >/dev/null || \
+		useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+			--user-group errand-session
 
 # Installs only when a package is missing, so demo and check work as the first
 # command typed on a fresh machine and cost nothing after.
@@ -115,7 +122,8 @@ deps-check:
 	@missing=$$(for p in $(DEB_PACKAGES); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
 	done); \
-	if [ -n "$$missing" ]; then echo "installing missing packages: $$missing"; $(MAKE) --no-print-directory deps; fi
+	if [ -n "$$missing" ]; then echo "installing missing packages: $$missing"; $(MAKE) --no-print-directory deps; \
+	else $(MAKE) --no-print-directory accounts; fi
 
 demo: deps-check
 	@$(MAKE) --no-print-directory all
@@ -131,7 +139,7 @@ bench: deps-check
 
 fuzz: deps-check
 	@$(MAKE) --no-print-directory all
-	@FUZZ_SECONDS=$(FUZZ_SECONDS) selftests/fuzz/run.sh
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) selftests/fuzz/fuzz.sh
 
 format-check:
 	@clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' | grep -v vmlinux.h)
