@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -343,6 +344,53 @@ int enforce_allow(struct enforce *e, const struct addr *a, uint16_t port, uint64
 	if (bpf_map_update_elem(bpf_map__fd(e->skel->maps.allow), &k, &v, BPF_ANY))
 		return -errno;
 	return 0;
+}
+
+int enforce_expire(struct enforce *e, uint64_t now_ns)
+{
+	int fd = bpf_map__fd(e->skel->maps.allow), n = 0;
+	struct allow_key k, next;
+	struct allow_val v;
+	void *prev = NULL;
+
+	/* Deleting the current key would restart the walk: step first. */
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		if (prev && bpf_map_lookup_elem(fd, &k, &v) == 0 && v.expires_ns &&
+		    v.expires_ns < now_ns && bpf_map_delete_elem(fd, &k) == 0)
+			n++;
+		k = next;
+		prev = &k;
+	}
+	if (prev && bpf_map_lookup_elem(fd, &k, &v) == 0 && v.expires_ns && v.expires_ns < now_ns &&
+	    bpf_map_delete_elem(fd, &k) == 0)
+		n++;
+	return n;
+}
+
+int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
+			 uint64_t expires_ns)
+{
+	int fd = bpf_map__fd(e->skel->maps.allow);
+	struct allow_key k = { .port = port };
+	struct allow_val v = { .expires_ns = expires_ns };
+	struct allow_val old;
+	struct timespec ts;
+
+	memcpy(k.addr, a->b, 16);
+	if (bpf_map_lookup_elem(fd, &k, &old) == 0) {
+		if (old.flags & ENTRY_F_PINNED)
+			return 0;
+		/* Another answer may already keep it longer. */
+		if (old.expires_ns > expires_ns)
+			return 0;
+	}
+	if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) == 0)
+		return 0;
+	if (errno != E2BIG && errno != ENOMEM)
+		return -errno;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	enforce_expire(e, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+	return bpf_map_update_elem(fd, &k, &v, BPF_ANY) ? -errno : 0;
 }
 
 int enforce_events_fd(struct enforce *e)

@@ -36,6 +36,13 @@ struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t
 /* Adds or replaces an allow entry. 0 or -errno. */
 int enforce_allow(struct enforce *e, const struct addr *a, uint16_t port, uint64_t expires_ns,
 		  uint32_t flags);
+/* Programs an entry from a DNS answer: like enforce_allow, but a pinned entry
+ * for the same address and port is left as it is, and a full map is first
+ * cleared of expired entries. 0 or -errno. */
+int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
+			 uint64_t expires_ns);
+/* Deletes entries whose expiry has passed (pins never expire). Count or -errno. */
+int enforce_expire(struct enforce *e, uint64_t now_ns);
 /* The ring buffer of refusals: an fd to poll, and a call that hands each
  * pending event to fn. Returns the number handled or -errno. */
 int enforce_events_fd(struct enforce *e);

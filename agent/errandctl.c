@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/observe.h"
 #include "agent/session.h"
 #include "lib/config.h"
 #include "lib/log.h"
@@ -206,6 +207,43 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 	return status;
 }
 
+static int cmd_observe(int argc, char **argv, const char *config_path)
+{
+	struct errand_config cfg;
+	const char *session = NULL;
+	char err[CONFIG_ERRLEN];
+	bool json = false;
+	int status;
+
+	for (int i = 1; i < argc; i++) {
+		const char *v;
+
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: errandctl observe [--config FILE] [SESSION] [--json]\n");
+			return 0;
+		} else if ((v = opt_value(argc, argv, &i, "--config"))) {
+			config_path = v;
+		} else if (argv[i][0] == '-') {
+			refuse("observe: unknown option %s; see errandctl observe --help", argv[i]);
+		} else if (!session) {
+			session = argv[i];
+		} else {
+			refuse("observe: one session at most (%s and %s given)", session, argv[i]);
+		}
+	}
+	if (session && (strlen(session) != 8 || strspn(session, "0123456789abcdef") != 8))
+		refuse("observe: %s is not a session id (8 hex digits, as errandctl prints them)",
+		       session);
+	if (config_load(config_path ? config_path : CONFIG_DEFAULT_PATH, config_path != NULL, &cfg,
+			err, sizeof(err)))
+		refuse("%s", err);
+	status = observe_main(cfg.run_dir, session, json);
+	config_free(&cfg);
+	return status;
+}
+
 static int cmd_version(int argc, char **argv, const char *config_path)
 {
 	(void)argc;
@@ -226,6 +264,8 @@ static int cmd_help(int argc, char **argv, const char *config_path)
 
 static const struct command commands[] = {
 	{ "run", "run [OPTIONS] -- CMD [ARG...]", "run CMD in a confined session", cmd_run },
+	{ "observe", "observe [SESSION] [--json]", "print running sessions' events as they happen",
+	  cmd_observe },
 	{ "version", "version", "print errand's version", cmd_version },
 	{ "help", "help", "this list", cmd_help },
 };

@@ -29,11 +29,13 @@
 #include <jansson.h>
 
 #include "agent/cgroup.h"
+#include "agent/dns.h"
 #include "agent/enforce.h"
 #include "agent/events.h"
 #include "agent/nat.h"
 #include "agent/netlink.h"
 #include "agent/netns.h"
+#include "agent/observe.h"
 #include "agent/session.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -57,6 +59,9 @@ struct session {
 	bool have_cgroup, have_netns, have_veth, have_nat;
 	struct session_link link;
 	struct enforce *enf;
+	struct dns_responder *dns;
+	struct observe_server *obs;
+	struct event_limiter *limiter;
 	enum egress_mode mode;
 };
 
@@ -185,6 +190,7 @@ int session_sweep(const struct errand_config *cfg)
 	n += sweep_dir(dir, "", cfg, remove_tree);
 	/* Lock files of dead sessions go last, once nothing of theirs is left. */
 	snprintf(dir, sizeof(dir), "%s/sessions", cfg->run_dir);
+	sweep_dir(dir, ".events", cfg, unlink_path);
 	sweep_dir(dir, ".lock", cfg, unlink_path);
 	if (n)
 		log_info("swept %d object(s) left by sessions that did not end cleanly", n);
@@ -428,6 +434,12 @@ static void session_teardown(struct session *s)
 {
 	int rc;
 
+	dns_responder_free(s->dns);
+	s->dns = NULL;
+	observe_server_free(s->obs);
+	s->obs = NULL;
+	event_limiter_free(s->limiter);
+	s->limiter = NULL;
 	enforce_free(s->enf);
 	s->enf = NULL;
 	if (s->have_cgroup && (rc = cgroup_session_remove(s->cgroup_path)))
@@ -452,13 +464,30 @@ static void session_teardown(struct session *s)
 	}
 }
 
-static void print_event(const struct egress_event *ev, void *arg)
+/* Every event goes to the live stream; the log shows each target at most
+ * once per EVENT_LOG_INTERVAL_NS, so a session cannot flood it. */
+static void session_event(const struct event_rec *ev, void *arg)
 {
 	struct session *s = arg;
-	char line[512];
+	char line[EVENT_LINE_MAX], target[320];
 
-	event_format(ev, s->id, s->spec->json, line, sizeof(line));
+	event_format(ev, true, line, sizeof(line));
+	observe_broadcast(s->obs, line);
+	event_target(ev, target, sizeof(target));
+	if (s->limiter && !event_limiter_pass(s->limiter, target, boottime_ns()))
+		return;
+	if (!s->spec->json)
+		event_format(ev, false, line, sizeof(line));
 	fprintf(stderr, "%s\n", line);
+}
+
+static void print_event(const struct egress_event *bev, void *arg)
+{
+	struct session *s = arg;
+	struct event_rec ev;
+
+	event_from_bpf(bev, s->id, &ev);
+	session_event(&ev, s);
 }
 
 static int launcher_path(char *out, size_t len)
@@ -543,19 +572,26 @@ static pid_t session_spawn(struct session *s, const sigset_t *oldmask)
 
 /* Waits for the launcher, printing refusals as they come and passing on the
  * signals a user sends errandctl, so the session ends the way CMD decides. */
+/* Waits for the launcher, serving DNS and the event stream, printing
+ * refusals as they come and passing on the signals a user sends errandctl,
+ * so the session ends the way CMD decides. */
 static int session_wait(struct session *s, pid_t pid, int sfd)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	int status = 0;
 
 	for (;;) {
-		struct pollfd fds[3] = {
-			{ .fd = pidfd, .events = POLLIN },
-			{ .fd = enforce_events_fd(s->enf), .events = POLLIN },
-			{ .fd = sfd, .events = POLLIN },
-		};
+		struct pollfd fds[128];
+		int n = 0, timeout = pidfd < 0 ? 100 : -1;
 
-		if (poll(fds, 3, pidfd < 0 ? 100 : -1) < 0 && errno != EINTR)
+		fds[n++] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+		fds[n++] = (struct pollfd){ .fd = enforce_events_fd(s->enf), .events = POLLIN };
+		fds[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		if (s->obs)
+			observe_server_pollfds(s->obs, fds, &n, (int)ARRAY_SIZE(fds));
+		if (s->dns)
+			dns_responder_pollfds(s->dns, fds, &n, (int)ARRAY_SIZE(fds), &timeout);
+		if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR)
 			break;
 		enforce_events_drain(s->enf, print_event, s);
 		if (fds[2].revents & POLLIN) {
@@ -564,6 +600,10 @@ static int session_wait(struct session *s, pid_t pid, int sfd)
 			if (read(sfd, &si, sizeof(si)) == sizeof(si))
 				kill(pid, (int)si.ssi_signo);
 		}
+		if (s->obs)
+			observe_server_process(s->obs, fds + 3, n - 3);
+		if (s->dns)
+			dns_responder_process(s->dns, fds + 3, n - 3);
 		if (waitpid(pid, &status, WNOHANG) == pid)
 			break;
 	}
@@ -576,6 +616,33 @@ static int session_wait(struct session *s, pid_t pid, int sfd)
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return 125;
+}
+
+/* What the embedded agent serves while the session runs: the event stream,
+ * and the DNS responder on the session's gateway. */
+static int session_services(struct session *s)
+{
+	char path[PATH_MAX], err[512];
+
+	s->limiter = event_limiter_new();
+	if (!s->limiter)
+		return -ENOMEM;
+	if (path_fmt(path, sizeof(path), "%s/sessions/%s.events", s->cfg->run_dir, s->id))
+		return -ENAMETOOLONG;
+	s->obs = observe_server_new(path);
+	if (!s->obs) {
+		log_warn("session %s: cannot serve events on %s", s->id, path);
+		return -errno;
+	}
+	if (s->mode == EGRESS_MODE_NONE)
+		return 0;
+	s->dns = dns_responder_new(s->cfg, s->enf, s->link.gw4, s->id, session_event, s, err,
+				   sizeof(err));
+	if (!s->dns) {
+		log_warnx("session %s: %s", s->id, err);
+		return -errno;
+	}
+	return 0;
 }
 
 static int session_setup(struct session *s)
@@ -661,7 +728,7 @@ static int session_setup(struct session *s)
 			  s->record_dir, strerror(-rc));
 		return rc;
 	}
-	return 0;
+	return session_services(s);
 }
 
 static enum egress_mode session_mode(const struct errand_config *cfg)

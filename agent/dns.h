@@ -1,0 +1,35 @@
+/* The DNS responder of one session: on the session's gateway, UDP and TCP
+ * port 53, it decides which names exist, resolves allowed ones upstream with
+ * c-ares, drops forbidden addresses, programs the session's allow map and
+ * only then answers. */
+#ifndef ERRAND_DNS_H
+#define ERRAND_DNS_H
+
+#include <poll.h>
+#include <stdint.h>
+
+#include "agent/enforce.h"
+#include "agent/events.h"
+#include "lib/config.h"
+
+struct dns_responder;
+
+/* Emits a denied-name event (the caller logs and streams it). */
+typedef void (*dns_event_fn)(const struct event_rec *ev, void *arg);
+
+/* Binds gw4 (network order) port 53, UDP and TCP, and sets up the upstream
+ * resolver from cfg (dns.upstream, else the host's resolv.conf). NULL with
+ * errno set and one line in err. The caller owns the result. */
+struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct enforce *enf,
+					uint32_t gw4, const char *session, dns_event_fn fn,
+					void *arg, char *err, size_t errlen);
+void dns_responder_free(struct dns_responder *r);
+/* Adds the fds to poll to fds[*n..max) and lowers *timeout_ms to when the
+ * responder next needs to run (upstream timeouts, idle TCP clients). */
+void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, int max,
+			   int *timeout_ms);
+/* Handles whatever is ready among fds, and timeouts. Never fails: a bad
+ * query is answered or dropped, and the responder goes on. */
+void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, int n);
+
+#endif

@@ -1,0 +1,279 @@
+/* Serving and reading the live event stream (see observe.h). A slow or
+ * hostile reader is dropped: it never holds up the session it watches. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "agent/events.h"
+#include "agent/observe.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+struct observe_server {
+	int fd;
+	int clients[OBSERVE_MAX_CLIENTS];
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+static int unix_addr(const char *path, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	return path_fmt(sa->sun_path, sizeof(sa->sun_path), "%s", path);
+}
+
+struct observe_server *observe_server_new(const char *path)
+{
+	struct observe_server *s = calloc(1, sizeof(*s));
+	struct sockaddr_un sa;
+	mode_t old;
+
+	if (!s)
+		return NULL;
+	for (int i = 0; i < OBSERVE_MAX_CLIENTS; i++)
+		s->clients[i] = -1;
+	if (unix_addr(path, &sa)) {
+		free(s);
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	snprintf(s->path, sizeof(s->path), "%s", path);
+	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	unlink(path);
+	/* Bound under a tight umask: the stream names what sessions tried. */
+	old = umask(0177);
+	if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(s->fd, 8)) {
+		int err = errno;
+
+		umask(old);
+		if (s->fd >= 0)
+			close(s->fd);
+		free(s);
+		errno = err;
+		return NULL;
+	}
+	umask(old);
+	return s;
+}
+
+void observe_server_free(struct observe_server *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < OBSERVE_MAX_CLIENTS; i++)
+		if (s->clients[i] >= 0)
+			close(s->clients[i]);
+	close(s->fd);
+	unlink(s->path);
+	free(s);
+}
+
+void observe_server_pollfds(struct observe_server *s, struct pollfd *fds, int *n, int max)
+{
+	if (*n < max)
+		fds[(*n)++] = (struct pollfd){ .fd = s->fd, .events = POLLIN };
+	for (int i = 0; i < OBSERVE_MAX_CLIENTS && *n < max; i++)
+		if (s->clients[i] >= 0)
+			fds[(*n)++] = (struct pollfd){ .fd = s->clients[i], .events = POLLIN };
+}
+
+static void drop_client(struct observe_server *s, int i)
+{
+	close(s->clients[i]);
+	s->clients[i] = -1;
+}
+
+void observe_server_process(struct observe_server *s, const struct pollfd *fds, int n)
+{
+	for (int j = 0; j < n; j++) {
+		if (!fds[j].revents)
+			continue;
+		if (fds[j].fd == s->fd) {
+			int c = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+			int i;
+
+			if (c < 0)
+				continue;
+			for (i = 0; i < OBSERVE_MAX_CLIENTS && s->clients[i] >= 0; i++)
+				;
+			if (i == OBSERVE_MAX_CLIENTS)
+				close(c);
+			else
+				s->clients[i] = c;
+			continue;
+		}
+		for (int i = 0; i < OBSERVE_MAX_CLIENTS; i++) {
+			char buf[256];
+
+			if (s->clients[i] != fds[j].fd)
+				continue;
+			/* Readers send nothing; anything, or a hang-up, ends them. */
+			if (read(s->clients[i], buf, sizeof(buf)) != -1 || errno != EAGAIN)
+				drop_client(s, i);
+		}
+	}
+}
+
+void observe_broadcast(struct observe_server *s, const char *json_line)
+{
+	char buf[EVENT_LINE_MAX + 2];
+	size_t len;
+
+	if (!s)
+		return;
+	len = (size_t)snprintf(buf, sizeof(buf), "%s\n", json_line);
+	for (int i = 0; i < OBSERVE_MAX_CLIENTS; i++)
+		if (s->clients[i] >= 0 &&
+		    send(s->clients[i], buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)len)
+			drop_client(s, i);
+}
+
+/* The reader side. */
+
+struct stream {
+	int fd;
+	char id[NAME_MAX + 1];
+	char buf[4096];
+	size_t len;
+};
+
+#define MAX_STREAMS 256
+
+static bool watching(struct stream *st, int n, const char *id)
+{
+	for (int i = 0; i < n; i++)
+		if (st[i].fd >= 0 && !strcmp(st[i].id, id))
+			return true;
+	return false;
+}
+
+static void connect_new(const char *dir, const char *only, struct stream *st, int *n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) && *n < MAX_STREAMS) {
+		size_t len = strlen(de->d_name);
+		char id[NAME_MAX + 1], path[PATH_MAX];
+		struct sockaddr_un sa;
+		int fd;
+
+		if (len <= 7 || strcmp(de->d_name + len - 7, ".events"))
+			continue;
+		snprintf(id, sizeof(id), "%.*s", (int)(len - 7), de->d_name);
+		if ((only && strcmp(id, only)) || watching(st, *n, id))
+			continue;
+		if (path_fmt(path, sizeof(path), "%s/%s", dir, de->d_name) || unix_addr(path, &sa))
+			continue;
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+			close(fd);
+			continue;
+		}
+		st[*n].fd = fd;
+		st[*n].len = 0;
+		snprintf(st[*n].id, sizeof(st[*n].id), "%s", id);
+		(*n)++;
+	}
+	closedir(d);
+}
+
+static void print_json_line(const char *line, bool json)
+{
+	json_t *o;
+	struct event_rec ev = {};
+	char out[EVENT_LINE_MAX];
+
+	if (json) {
+		printf("%s\n", line);
+		fflush(stdout);
+		return;
+	}
+	o = json_loads(line, 0, NULL);
+	if (!o)
+		return;
+	ev.denied = !strcmp(json_string_value(json_object_get(o, "event")) ?: "", "denied");
+	ev.session = json_string_value(json_object_get(o, "session")) ?: "?";
+	ev.reason = json_string_value(json_object_get(o, "reason")) ?: "?";
+	ev.name = json_string_value(json_object_get(o, "name")) ?: "";
+	ev.qtype = json_string_value(json_object_get(o, "type")) ?: "";
+	ev.hook = json_string_value(json_object_get(o, "hook")) ?: "";
+	ev.port = (unsigned)json_integer_value(json_object_get(o, "port"));
+	snprintf(ev.proto, sizeof(ev.proto), "%s",
+		 json_string_value(json_object_get(o, "proto")) ?: "");
+	snprintf(ev.addr, sizeof(ev.addr), "%s", json_string_value(json_object_get(o, "addr")) ?: "");
+	event_format(&ev, false, out, sizeof(out));
+	printf("%s\n", out);
+	fflush(stdout);
+	json_decref(o);
+}
+
+static void read_stream(struct stream *s, bool json)
+{
+	ssize_t r = read(s->fd, s->buf + s->len, sizeof(s->buf) - 1 - s->len);
+	char *nl;
+
+	if (r <= 0) {
+		close(s->fd);
+		s->fd = -1;
+		return;
+	}
+	s->len += (size_t)r;
+	s->buf[s->len] = '\0';
+	while ((nl = strchr(s->buf, '\n'))) {
+		*nl = '\0';
+		print_json_line(s->buf, json);
+		s->len -= (size_t)(nl + 1 - s->buf);
+		memmove(s->buf, nl + 1, s->len + 1);
+	}
+	if (s->len == sizeof(s->buf) - 1)
+		s->len = 0; /* a line that long is not errand's: drop it */
+}
+
+int observe_main(const char *run_dir, const char *session, bool json)
+{
+	static struct stream st[MAX_STREAMS];
+	char dir[PATH_MAX];
+	int n = 0;
+
+	if (path_fmt(dir, sizeof(dir), "%s/sessions", run_dir))
+		return 125;
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (;;) {
+		struct pollfd fds[MAX_STREAMS];
+		int k = 0;
+
+		/* New sessions are picked up as they start. */
+		connect_new(dir, session, st, &n);
+		for (int i = 0; i < n; i++)
+			fds[k++] = (struct pollfd){ .fd = st[i].fd, .events = POLLIN };
+		if (poll(fds, (nfds_t)k, 500) < 0 && errno != EINTR)
+			return 125;
+		for (int i = 0; i < n; i++)
+			if (st[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				read_stream(&st[i], json);
+		/* Compact away ended streams. */
+		for (int i = 0; i < n;) {
+			if (st[i].fd < 0)
+				st[i] = st[--n];
+			else
+				i++;
+		}
+	}
+}
