@@ -10,7 +10,7 @@ CLANG   ?= clang
 BPFTOOL ?= bpftool
 BUILD   := build
 
-PKGS := libnl-route-3.0 libnftables jansson libbpf libcares
+PKGS := libnl-route-3.0 libnftables jansson libbpf libcares libseccomp
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -133,9 +133,15 @@ check: deps-check
 	@$(MAKE) --no-print-directory all
 	@selftests/run
 
+# Peers the benchmarks compare against; not needed to build or test.
+BENCH_PACKAGES := dnsperf dnsmasq-base
+
 bench: deps-check
+	@command -v dnsperf >/dev/null && command -v dnsmasq >/dev/null || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(BENCH_PACKAGES)
 	@$(MAKE) --no-print-directory all $(BENCH_BPF)
 	@bench/egress.sh
+	@bench/dns.sh
 
 fuzz: deps-check
 	@$(MAKE) --no-print-directory all

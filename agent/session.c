@@ -593,7 +593,8 @@ static int session_wait(struct session *s, pid_t pid, int sfd)
 			dns_responder_pollfds(s->dns, fds, &n, (int)ARRAY_SIZE(fds), &timeout);
 		if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR)
 			break;
-		enforce_events_drain(s->enf, print_event, s);
+		if (fds[1].revents)
+			enforce_events_drain(s->enf, print_event, s);
 		if (fds[2].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -604,7 +605,8 @@ static int session_wait(struct session *s, pid_t pid, int sfd)
 			observe_server_process(s->obs, fds + 3, n - 3);
 		if (s->dns)
 			dns_responder_process(s->dns, fds + 3, n - 3);
-		if (waitpid(pid, &status, WNOHANG) == pid)
+		/* Ask only when the pidfd says so: DNS wakes this loop far more often. */
+		if ((pidfd < 0 || fds[0].revents) && waitpid(pid, &status, WNOHANG) == pid)
 			break;
 	}
 	if (pidfd >= 0)

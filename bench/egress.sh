@@ -7,7 +7,7 @@
 # stage costs there (bpf/egress.bpf.c says why errand has none).
 # ROUNDS, CONNS and BYTES tune it; the median of the rounds is reported.
 set -u
-. "$(dirname "$0")/../selftests/lib/world.sh"
+. "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-5}
 CONNS=${CONNS:-2000}
@@ -15,39 +15,23 @@ BYTES=${BYTES:-2000000000}
 XDP_OBJ=$ROOT/build/bench/xdp_pass.bpf.o
 
 world_up >/dev/null
-B=$W-bare
-ip netns add "$B"
-trap 'ip netns del "$B" 2>/dev/null; world_down' EXIT
+bare_up
 # Each arm has ports of its own, so no arm's NAT and TIME_WAIT state slows
 # another's: bare 9101/5001, errand 9102/5002, XDP 9103/5003.
 for p in 5001 5002 5003; do
 	in_wan "$PROBE" bulk-serve 198.18.1.10:$p >/dev/null 2>&1 &
 	W_PIDS+=($!)
 done
-ip link add bh0 netns "$W-host" type veth peer name eth0 netns "$B"
-in_host ip addr add 10.214.0.1/30 dev bh0
-in_host ip link set bh0 up
-ip -n "$B" addr add 10.214.0.2/30 dev eth0
-ip -n "$B" link set eth0 up
-ip -n "$B" link set lo up
-ip -n "$B" route add default via 10.214.0.1
-in_host sysctl -qw net.ipv4.ip_forward=1
-in_host nft -f - <<NFT
-table ip ${W}bench {
-	chain post { type nat hook postrouting priority srcnat; ip saddr 10.214.0.0/30 masquerade; }
-}
-NFT
 W_CONFIG=$(world_config bench)
 world_serve wan "$W_DIR/bench-serve.log" 198.18.1.10:9101 198.18.1.10:9102 198.18.1.10:9103
 
 rate() { sed -n 's/.*(\([0-9.]*\)\/s).*/\1/p' | head -n1; }
 mbit() { sed -n 's/.*(\([0-9.]*\) Mbit\/s).*/\1/p' | head -n1; }
-bare() { nsenter --net="/run/netns/$B" "$PROBE" "$@"; }
+bare() { in_bare "$PROBE" "$@"; }
 sess() {
 	errand_run --pin a.test=198.18.1.10 --egress a.test:9102 --egress a.test:5002 -- "$PROBE" "$@"
 	cat "$RUN_OUT"
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 : >"$W_DIR/rr.bare"; : >"$W_DIR/rr.sess"; : >"$W_DIR/rr.xdp"
 : >"$W_DIR/bulk.bare"; : >"$W_DIR/bulk.sess"; : >"$W_DIR/bulk.xdp"
@@ -77,7 +61,6 @@ done
 
 rr_bare=$(median <"$W_DIR/rr.bare"); rr_sess=$(median <"$W_DIR/rr.sess")
 bk_bare=$(median <"$W_DIR/bulk.bare"); bk_sess=$(median <"$W_DIR/bulk.sess")
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
 echo "egress benchmark: $(uname -r), $(nproc) cores, median of $ROUNDS rounds"
 echo "each round: $CONNS connections, $BYTES bytes; every figure: $(tr '\n' ' ' <"$W_DIR/rr.bare")(rr bare) $(tr '\n' ' ' <"$W_DIR/rr.sess")(rr errand)"
 printf '%-28s %12s %12s %8s\n' "" unconfined errand ratio

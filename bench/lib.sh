@@ -1,0 +1,30 @@
+# Shared by the benchmarks: the test world plus a "bare" network namespace
+# wired like a session's (a veth to the agent namespace, forwarding and NAT
+# there) but with no cgroup, no BPF and no other namespace: the unconfined
+# side of every comparison.
+# shellcheck shell=bash
+. "$(dirname "${BASH_SOURCE[0]}")/../selftests/lib/world.sh"
+
+B=
+bare_up() {
+	B=$W-bare
+	ip netns add "$B"
+	trap 'ip netns del "$B" 2>/dev/null; world_down' EXIT
+	ip link add bh0 netns "$W-host" type veth peer name eth0 netns "$B"
+	in_host ip addr add 10.214.0.1/30 dev bh0
+	in_host ip link set bh0 up
+	ip -n "$B" addr add 10.214.0.2/30 dev eth0
+	ip -n "$B" link set eth0 up
+	ip -n "$B" link set lo up
+	ip -n "$B" route add default via 10.214.0.1
+	in_host sysctl -qw net.ipv4.ip_forward=1
+	in_host nft -f - <<NFT
+table ip ${W}bench {
+	chain post { type nat hook postrouting priority srcnat; ip saddr 10.214.0.0/30 masquerade; }
+}
+NFT
+}
+
+in_bare() { nsenter --net="/run/netns/$B" "$@"; }
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
