@@ -77,6 +77,8 @@ struct dns_responder {
 	struct cache_entry *cache;
 	struct seen_name *seen;
 	size_t n_seen;
+	const struct addr *self; /* the agent namespace's own addresses */
+	size_t n_self;
 	dns_event_fn fn;
 	void *fn_arg;
 };
@@ -284,7 +286,9 @@ static void cache_put(struct dns_responder *r, const char *name, uint16_t qtype,
 	victim->expires_ns = now + (uint64_t)ttl * NS_PER_S;
 }
 
-/* Drops forbidden addresses and those of the wrong family for qtype. */
+/* Drops forbidden addresses (IPv4 carried in an AAAA record among them), the
+ * agent's own, and those of the other family; *dropped says whether any
+ * was dropped for being forbidden or the host's. */
 static size_t filter_addrs(struct dns_responder *r, uint16_t qtype, struct addr *addrs, size_t n,
 			   bool *dropped)
 {
@@ -292,12 +296,17 @@ static size_t filter_addrs(struct dns_responder *r, uint16_t qtype, struct addr 
 
 	*dropped = false;
 	for (size_t i = 0; i < n; i++) {
-		if (addr_is_v4(&addrs[i]) != (qtype == DNS_TYPE_A))
-			continue;
-		if (addr_forbidden(&addrs[i], r->cfg->public_ranges, r->cfg->n_public)) {
+		bool v4 = addr_is_v4(&addrs[i]), own = false;
+
+		for (size_t j = 0; j < r->n_self; j++)
+			own |= !memcmp(&r->self[j], &addrs[i], sizeof(addrs[i]));
+		if (own || (qtype == DNS_TYPE_AAAA && v4) ||
+		    addr_forbidden(&addrs[i], r->cfg->public_ranges, r->cfg->n_public)) {
 			*dropped = true;
 			continue;
 		}
+		if (v4 != (qtype == DNS_TYPE_A))
+			continue;
 		addrs[k++] = addrs[i];
 	}
 	return k;
@@ -391,6 +400,7 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 	const struct pin *pin;
 	struct cache_entry *ce;
 	struct pending *p;
+	char norm[HOST_NAME_MAX_LEN + 1];
 	uint16_t ports[64];
 	int rc, wild;
 
@@ -412,7 +422,8 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 		reply(r, c, DNS_RCODE_REFUSED, NULL, 0, 0);
 		return;
 	}
-	if (!name_ports(r->cfg, q->name, ports, ARRAY_SIZE(ports), &wild)) {
+	if (host_name_normalize(q->name, norm, NULL, 0) ||
+	    !name_ports(r->cfg, q->name, ports, ARRAY_SIZE(ports), &wild)) {
 		deny(r, q, "not-allowed");
 		reply(r, c, DNS_RCODE_NXDOMAIN, NULL, 0, 0);
 		return;
@@ -581,8 +592,9 @@ static int upstream_init(struct dns_responder *r, char *err, size_t errlen)
 }
 
 struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct enforce *enf,
-					uint32_t gw4, const char *session, dns_event_fn fn,
-					void *arg, char *err, size_t errlen)
+					uint32_t gw4, const struct addr *self, size_t n_self,
+					const char *session, dns_event_fn fn, void *arg, char *err,
+					size_t errlen)
 {
 	struct dns_responder *r = calloc(1, sizeof(*r));
 	char a[ADDR_STRLEN];
@@ -600,6 +612,8 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 	}
 	r->cfg = cfg;
 	r->enf = enf;
+	r->self = self;
+	r->n_self = n_self;
 	r->fn = fn;
 	r->fn_arg = arg;
 	r->udp_fd = r->tcp_fd = -1;
@@ -718,6 +732,7 @@ void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, in
 	if (r->ares_ok)
 		ares_process_fd(r->ch, ARES_SOCKET_BAD, ARES_SOCKET_BAD); /* timeouts */
 	for (int i = 0; i < DNS_TCP_MAX; i++)
-		if (r->conns[i] && now - r->conns[i]->last_ns > DNS_TCP_IDLE_NS)
+		if (r->conns[i] && now > r->conns[i]->last_ns &&
+		    now - r->conns[i]->last_ns > DNS_TCP_IDLE_NS)
 			tcp_close(r, i);
 }

@@ -18,11 +18,14 @@ struct dns_responder;
 typedef void (*dns_event_fn)(const struct event_rec *ev, void *arg);
 
 /* Binds gw4 (network order) port 53, UDP and TCP, and sets up the upstream
- * resolver from cfg (dns.upstream, else the host's resolv.conf). NULL with
- * errno set and one line in err. The caller owns the result. */
+ * resolver from cfg (dns.upstream, else the host's resolv.conf). self lists
+ * the agent namespace's own addresses, never given out; it and cfg must
+ * outlive the responder. NULL with errno set and one line in err. The caller
+ * owns the result. */
 struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct enforce *enf,
-					uint32_t gw4, const char *session, dns_event_fn fn,
-					void *arg, char *err, size_t errlen);
+					uint32_t gw4, const struct addr *self, size_t n_self,
+					const char *session, dns_event_fn fn, void *arg, char *err,
+					size_t errlen);
 void dns_responder_free(struct dns_responder *r);
 /* Adds the fds to poll to fds[*n..max) and lowers *timeout_ms to when the
  * responder next needs to run (upstream timeouts, idle TCP clients). */

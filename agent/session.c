@@ -62,6 +62,8 @@ struct session {
 	struct dns_responder *dns;
 	struct observe_server *obs;
 	struct event_limiter *limiter;
+	struct addr *self; /* the agent namespace's own addresses */
+	size_t n_self;
 	enum egress_mode mode;
 };
 
@@ -440,6 +442,8 @@ static void session_teardown(struct session *s)
 	s->obs = NULL;
 	event_limiter_free(s->limiter);
 	s->limiter = NULL;
+	free(s->self);
+	s->self = NULL;
 	enforce_free(s->enf);
 	s->enf = NULL;
 	if (s->have_cgroup && (rc = cgroup_session_remove(s->cgroup_path)))
@@ -638,8 +642,8 @@ static int session_services(struct session *s)
 	}
 	if (s->mode == EGRESS_MODE_NONE)
 		return 0;
-	s->dns = dns_responder_new(s->cfg, s->enf, s->link.gw4, s->id, session_event, s, err,
-				   sizeof(err));
+	s->dns = dns_responder_new(s->cfg, s->enf, s->link.gw4, s->self, s->n_self, s->id,
+				   session_event, s, err, sizeof(err));
 	if (!s->dns) {
 		log_warnx("session %s: %s", s->id, err);
 		return -errno;
@@ -651,7 +655,6 @@ static int session_setup(struct session *s)
 {
 	const struct errand_config *cfg = s->cfg;
 	struct enforce_params ep = {};
-	cleanup_free struct addr *self = NULL;
 	char err[512], dir[PATH_MAX];
 	uint64_t cgid;
 	int n_self, rc;
@@ -699,7 +702,7 @@ static int session_setup(struct session *s)
 	if ((rc = session_network(s)))
 		return rc;
 
-	n_self = netlink_self_addrs(&self);
+	n_self = netlink_self_addrs(&s->self);
 	if (n_self < 0) {
 		log_warnx("cannot list this namespace's own addresses: %s", strerror(-n_self));
 		return n_self;
@@ -716,14 +719,15 @@ static int session_setup(struct session *s)
 	ep.n_ports = cfg->n_egress_ports;
 	ep.public_ranges = cfg->public_ranges;
 	ep.n_public = cfg->n_public;
-	ep.self = self;
-	ep.n_self = (size_t)n_self;
+	s->n_self = (size_t)n_self;
+	ep.self = s->self;
+	ep.n_self = s->n_self;
 	s->enf = enforce_attach(&ep, err, sizeof(err));
 	if (!s->enf) {
 		log_warnx("session %s: %s", s->id, err);
 		return -errno;
 	}
-	if ((rc = session_pins(s, self, (size_t)n_self)))
+	if ((rc = session_pins(s, s->self, s->n_self)))
 		return rc;
 	if ((rc = session_record(s))) {
 		log_warnx("session %s: cannot write its record under %s: %s", s->id,

@@ -4,16 +4,17 @@
 need_errandctl
 world_up
 
-# The gateway is known only inside the session: read it there, then probe it.
+# The gateway is known only inside the session, as its nameserver: read it
+# there, then probe it.
 # shellcheck disable=SC2016
-gw_probe='gw=$('"$IP"' route show default | awk "{ print \$3 }"); echo "gwtcp=$('"$PROBE"' tcp "$gw" 9999 2>&1 | tail -n 1)"; '
+gw_probe='gw=$(sed -n "s/^nameserver *//p" /etc/resolv.conf); echo "gw=$gw"; echo "gwtcp=$('"$PROBE"' tcp "$gw" 9999 2>&1 | tail -n 1)"; '
 W_CONFIG=$(world_config open '"egressPorts": [443, 80, 8080, 9000]')
 errand_run --egress open -- sh -c "$(net_script)$gw_probe$(probe_script \
 	pub "tcp $HOST_A 443" \
 	priv "tcp $HOST_PRIV 443" \
 	meta "tcp $HOST_META 80" \
 	agent "tcp $AGENT_ADDR 9000" \
-	mapped "tcp ::ffff:$HOST_PRIV 443" \
+	mapped "tcp ::ffff:$HOST_PRIV 8443" \
 	nat64 "tcp 64:ff9b::a63:a 443")"
 assert_eq "$RUN_RC" 0 "the session ran"
 assert_eq "$(result pub)" "ok hello $HOST_A:443" "open mode reaches the public host $HOST_A:443 (control)"
@@ -31,8 +32,8 @@ assert_eq "$(event_count "proto=tcp addr=$gw port=9999 reason=self hook=connect4
 assert_eq "$(result agent)" EPERM "the agent namespace's own address $AGENT_ADDR:9000 is refused though inside treatAsPublic"
 assert_eq "$(event_count "proto=tcp addr=$AGENT_ADDR port=9000 reason=self hook=connect4")" 1 \
 	"one self event for $AGENT_ADDR:9000"
-assert_eq "$(result mapped)" EPERM "::ffff:$HOST_PRIV (v4-mapped) port 443 is refused"
-assert_eq "$(event_count "port=443 reason=forbidden hook=connect6")" 2 \
+assert_eq "$(result mapped)" EPERM "::ffff:$HOST_PRIV (v4-mapped) port 8443 is refused"
+assert_eq "$(event_count "reason=forbidden hook=connect6")" 2 \
 	"forbidden events from connect6 for the v4-mapped and the NAT64 form"
 assert_eq "$(result nat64)" EPERM "64:ff9b::a63:a (NAT64 of $HOST_PRIV) port 443 is refused"
 assert_empty "$(grep -v "^accept $HOST_A:443 " "$W_DIR/wan-serve.log")" "no forbidden server saw a connection"

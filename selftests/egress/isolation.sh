@@ -10,7 +10,9 @@ X_ERR=$RUN_ERR
 x_objects=$(leftovers)
 x_addr=$(in_session "$X" "$IP" -4 -o addr show dev eth0 | awk '{ print $4 }')
 
-errand_run --pin b.test=$HOST_B:443 --egress b.test:443 -- sh -c "echo \"sid=\$ERRAND_SESSION\"; echo \"addr=\$($IP -4 -o addr show dev eth0 | awk '{ print \$4 }')\"; $(probe_script \
+# Inside a session netlink is closed (seccomp), so its address is read from
+# its gateway, the nameserver: errand gives the session the next address.
+errand_run --pin b.test=$HOST_B:443 --egress b.test:443 -- sh -c "echo \"sid=\$ERRAND_SESSION\"; gw=\$(sed -n 's/^nameserver *//p' /etc/resolv.conf); echo \"addr=\${gw%.*}.\$((\${gw##*.} + 1))/30\"; $(probe_script \
 	a "tcp $HOST_A 443" \
 	b "tcp $HOST_B 443" \
 	x "tcp ${x_addr%/*} 443")"

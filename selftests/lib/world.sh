@@ -4,15 +4,20 @@
 #
 #   $W-host  the agent's namespace: errandctl runs here. wan0 198.18.0.1/24,
 #            default route via 198.18.0.2, lo. A server on 198.18.0.1:9000.
-#   $W-wan   the "internet": up0 198.18.0.2/24 and a dummy link hosts0 (lo
+#   $W-wan   the "internet": up0 198.18.0.2/24 (and 198.18.0.53, the
+#            upstream DNS server's address) and a dummy link hosts0 (lo
 #            where the kernel has no dummy driver) with
 #            198.18.1.10 (public host A), 198.18.1.11 (public host B),
-#            10.99.0.10 (a private host), 169.254.169.254 (metadata).
+#            10.99.0.10 (a private host), 169.254.169.254 (metadata),
+#            10.0.0.1 (no server); and all of 198.18.4.0/22 (a local route,
+#            no server: connects there meet a reset).
 #            Servers (probe serve, answering "hello ADDR:PORT") on A:443,
 #            A:8080, B:443, 10.99.0.10:443, 169.254.169.254:80, logging every
 #            accept to $W_DIR/wan-serve.log; a sniffer (probe sniff, protocols
 #            1 and 253 and any packet carrying "errand-probe") logging to
-#            $W_DIR/wan-sniff.log.
+#            $W_DIR/wan-sniff.log. With world_dns, an authoritative DNS server
+#            (probe dns-serve) on 198.18.0.53:53, UDP and TCP, logging every
+#            query to $W_DIR/dns.log as "query NAME TYPE from SRC[ tcp]".
 #
 # Every name starts with $W (errt<pid>): namespaces, /tmp/$W (scratch, config,
 # errand's state), /run/$W (errand's run dir), /sys/fs/bpf/$W, cgroup
@@ -23,12 +28,36 @@
 #                                  exits 1 (77 if it cannot run here) on failure
 #   world_down                     tear it down (automatic on exit)
 #   world_finish                   print the tally; returns 1 if an assert failed
-#   world_config NAME [SANDBOX_EXTRA] [EGRESS_EXTRA]
+#   world_config NAME [SANDBOX_EXTRA] [EGRESS_EXTRA] [TOP_EXTRA]
 #                                  write $W_DIR/NAME.json and print its path:
 #                                  treatAsPublic 198.18.0.0/15 and the $W paths,
 #                                  plus extra members ('"egressPorts":[443,80]')
-#                                  for "sandbox" and "sandbox.egress"
+#                                  for "sandbox" and "sandbox.egress", and for
+#                                  the top level ('"dns": {...}'). Without a
+#                                  "dns" member there, dns.upstream is the
+#                                  world's server ($DNS_UPSTREAM): errand never
+#                                  asks the machine's own resolver
 #   world_config_plain NAME        same without treatAsPublic (paths only)
+#   dns_config NAME [DNS_EXTRA] [SANDBOX_EXTRA] [EGRESS_EXTRA]
+#                                  world_config with "dns": upstream
+#                                  $DNS_UPSTREAM, ttlFloor 1, grace 0, each
+#                                  unless DNS_EXTRA ('"maxNames": 3') sets it
+#   world_dns [--silent] [LINE...] write $W_DIR/zone (LINEs "NAME TYPE VALUE
+#                                  [TTL]", or the default zone dns_test_zone
+#                                  when none) and (re)start the world's DNS
+#                                  server on $DNS_UPSTREAM:53; --silent: it logs
+#                                  queries and never answers
+#   world_dns_stop                 stop it (queries then meet a closed port)
+#   dns_test_zone                  prints the default zone. Its cap names lead
+#                                  to 198.18.4.0/22, which $W-wan takes as its
+#                                  own (a local route, no server): a connect
+#                                  there that errand lets out is refused by wan
+#                                  (ECONNREFUSED), one errand stops is EPERM
+#   dns_queries [REGEX]            the server's query log (lines matching)
+#   dns_query_count NAME           queries the server received for NAME
+#   session_ns_sh                  prints sh setting NS to the session's
+#                                  nameserver (from its /etc/resolv.conf), to
+#                                  prefix a probe_script using \$NS
 #   world_serve NS LOG SPEC...     one more probe serve in namespace NS (host or
 #                                  wan) on [udp:]ADDR:PORT SPECs, logging to LOG
 #   in_host CMD..., in_wan CMD...  run CMD in that namespace (nsenter --net)
@@ -39,8 +68,10 @@
 #                                  W_RUN_TIMEOUT to change).
 #                                  Sets RUN_RC, RUN_OUT/RUN_ERR (files) and
 #                                  RUN_STDOUT/RUN_STDERR (their text)
-#   errand_start ARGS...           starts a session running
+#   errand_start ARGS... [-- CMD...]
+#                                  starts a session running
 #                                  sh -c 'echo id=$ERRAND_SESSION; sleep 60'
+#                                  (or, after --, CMD in place of the sleep)
 #                                  in the background; sets BG_PID and SESSION
 #                                  (its id) once the command runs; BG_PID is
 #                                  errandctl's pid
@@ -51,6 +82,17 @@
 #                                  background sessions, save SESSION, BG_PID,
 #                                  BG_OUT, BG_ERR after each start and set them
 #                                  back before errand_stop.
+#   bg_wait REGEX [SECONDS]        wait (10 s by default) until the background
+#                                  session's stdout has a line matching REGEX;
+#                                  returns 1 if it did not come
+#   bg_result LABEL                RESULT of a line LABEL=RESULT on the
+#                                  background session's stdout
+#   bg_wait_sh                     prints sh for a background session's
+#                                  command (errand_start ... -- sh -c "...")
+#                                  that waits there until bg_go. Sessions see
+#                                  neither the world's files nor its /tmp: the
+#                                  go is a signal (USR1) to the waiting shell
+#   bg_go                          let it go on; returns 1 if it did not
 #   session_cgroup [ID]            <cgroup2>/$W/ID (ID defaults to $SESSION)
 #   probe_script LABEL 'ARGS' ...  prints a sh script running "probe ARGS" for
 #                                  each pair, each result as a line LABEL=RESULT
@@ -59,19 +101,29 @@
 #   result LABEL                   RESULT of LABEL from the last run's stdout
 #   events [REGEX]                 refusal event lines of the last run (matching)
 #   event_count REGEX              how many there are
+#   denials [REGEX]                denied-name event lines of the last run
+#                                  ("errand: session=ID denied name=N type=T
+#                                  reason=R" or JSON), matching
+#   denial_count REGEX             how many there are
+#   observe_start [ARGS...]        errandctl observe --config $W_CONFIG ARGS in
+#                                  $W-host, in the background, output to the
+#                                  file OBSERVE_OUT (pid OBSERVE_PID)
+#   observe_stop                   ends it; OBSERVE_TEXT is what it printed
 #   leftovers                      prints errand objects of this world that
 #                                  remain (netns files, cgroups, bpffs dirs,
 #                                  eh* links, errand-* nft tables); empty = none
 #   assert_eq ACTUAL EXPECTED WHAT, assert_ne, assert_match ACTUAL REGEX WHAT,
 #   assert_no_match, assert_contains HAYSTACK NEEDLE WHAT, assert_not_contains,
 #   assert_empty ACTUAL WHAT       print "ok - WHAT" or "not ok - WHAT: ..."
+#   assert_le ACTUAL MAX WHAT      ACTUAL is a whole number no more than MAX
 #   skip REASON                    print "SKIP: REASON", exit 77
 #   need_errandctl                 skip unless build/bin/errandctl exists
 #   trace MSG                      print "# MSG"
 #
 # Variables: W, W_DIR, W_CG (cgroup2 mount), W_CONFIG (config in use),
 # ROOT (the source tree), ERRANDCTL (may be set beforehand), PROBE, IP (full
-# path of ip(8)), HOST_A, HOST_B, HOST_PRIV, HOST_META, AGENT_ADDR; W_PIDS
+# path of ip(8)), HOST_A, HOST_B, HOST_PRIV, HOST_META, AGENT_ADDR,
+# DNS_UPSTREAM (198.18.0.53), DNS_LOG ($W_DIR/dns.log); W_PIDS
 # (pids world_down ends). KEEP_WORLD=1 leaves the world in place on exit, for
 # a look around (selftests/run sweeps it next time).
 # shellcheck shell=bash
@@ -104,6 +156,12 @@ HOST_B=198.18.1.11
 HOST_PRIV=10.99.0.10
 HOST_META=169.254.169.254
 AGENT_ADDR=198.18.0.1
+DNS_UPSTREAM=198.18.0.53
+DNS_LOG=$W_DIR/dns.log
+W_DNS_PID=
+OBSERVE_PID=
+OBSERVE_OUT=
+OBSERVE_TEXT=
 
 trace() { echo "# $*"; }
 
@@ -168,6 +226,12 @@ assert_not_contains() {
 assert_empty() {
 	if [ -z "$1" ]; then _ok "$2"; return 0; fi
 	_notok "$2: actual $(_q "$1"), expected nothing"
+	return 1
+}
+
+assert_le() {
+	if [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -le "$2" ]; then _ok "$3"; return 0; fi
+	_notok "$3: actual $(_q "$1"), expected a number no more than $2"
 	return 1
 }
 
@@ -267,6 +331,7 @@ world_up() {
 	ip -n "$W-host" route add default via 198.18.0.2 dev wan0
 	ip -n "$W-wan" link set lo up
 	ip -n "$W-wan" addr add 198.18.0.2/24 dev up0
+	ip -n "$W-wan" addr add $DNS_UPSTREAM/32 dev up0
 	ip -n "$W-wan" link set up0 up
 	# The test hosts live on a dummy link, or on lo where the kernel has no
 	# dummy driver.
@@ -279,6 +344,11 @@ world_up() {
 	for a in $HOST_A $HOST_B $HOST_PRIV $HOST_META; do
 		ip -n "$W-wan" addr add "$a/32" dev $W_HOSTS_IF
 	done
+	# Every address of 198.18.4.0/22 is wan's own: the many hosts of the DNS
+	# cap tests, answering a connect with a reset. And 10.0.0.1, where a
+	# rebinding test's name points: an address of the world, too.
+	ip -n "$W-wan" route add local 198.18.4.0/22 dev lo
+	ip -n "$W-wan" addr add 10.0.0.1/32 dev $W_HOSTS_IF
 	_world_check_sealed || exit 1
 
 	: >"$W_DIR/wan-serve.log"
@@ -328,27 +398,48 @@ world_down() {
 	return $rc
 }
 
-# world_config NAME [SANDBOX_EXTRA] [EGRESS_EXTRA]: prints the file's path.
+# world_config NAME [SANDBOX_EXTRA] [EGRESS_EXTRA] [TOP_EXTRA]: prints the
+# file's path. Unless TOP_EXTRA has its own "dns", the world's DNS server is
+# dns.upstream, so no world ever makes errand ask the machine's resolver.
 world_config() {
-	local name=$1 sandbox=${2:-} egress=${3:-} f
+	local name=$1 sandbox=${2:-} egress=${3:-} top=${4:-} f
 	f=$W_DIR/$name.json
 	[ -n "$sandbox" ] && sandbox=",$sandbox"
 	[ -n "$egress" ] && egress=",$egress"
+	[ -n "$top" ] && top=",
+  $top"
+	[[ "$top" == *'"dns"'* ]] || top=",
+  \"dns\": { \"upstream\": [\"$DNS_UPSTREAM\"] }$top"
 	cat >"$f" <<EOF
 {
   "sandbox": {
+    "requireFullEnforcement": false,
     "egress": { "treatAsPublic": ["198.18.0.0/15"]$egress }$sandbox
   },
-  "paths": { "run": "/run/$W", "state": "$W_DIR/state", "bpf": "/sys/fs/bpf/$W", "cgroup": "$W" }
+  "paths": { "run": "/run/$W", "state": "$W_DIR/state", "bpf": "/sys/fs/bpf/$W", "cgroup": "$W" }$top
 }
 EOF
 	echo "$f"
+}
+
+# dns_config NAME [DNS_EXTRA] [SANDBOX_EXTRA] [EGRESS_EXTRA]: a world_config
+# whose "dns" has upstream $DNS_UPSTREAM, ttlFloor 1 and grace 0, each unless
+# DNS_EXTRA names it, then DNS_EXTRA.
+dns_config() {
+	local name=$1 extra=${2:-} d=""
+	[[ "$extra" == *'"upstream"'* ]] || d+="\"upstream\": [\"$DNS_UPSTREAM\"], "
+	[[ "$extra" == *'"ttlFloor"'* ]] || d+='"ttlFloor": 1, '
+	[[ "$extra" == *'"grace"'* ]] || d+='"grace": 0, '
+	d+=$extra
+	d=${d%, }
+	world_config "$name" "${3:-}" "${4:-}" "\"dns\": { $d }"
 }
 
 world_config_plain() {
 	local f=$W_DIR/$1.json
 	cat >"$f" <<EOF
 {
+  "sandbox": { "requireFullEnforcement": false },
   "paths": { "run": "/run/$W", "state": "$W_DIR/state", "bpf": "/sys/fs/bpf/$W", "cgroup": "$W" }
 }
 EOF
@@ -380,14 +471,22 @@ errand_run() {
 }
 
 errand_start() {
-	local n=0
+	local n=0 args=() cmd=(sleep 60)
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		args+=("$1")
+		shift
+	done
+	if [ "${1:-}" = -- ]; then
+		shift
+		cmd=("$@")
+	fi
 	_run_files
 	SESSION=
-	echo "# errandctl run $* -- (background) sleep 60"
+	echo "# errandctl run ${args[*]} -- (background) ${cmd[*]}"
 	# shellcheck disable=SC2016
 	# exec: BG_PID is errandctl's own pid (signals in tests go to it).
-	(exec nsenter --net="/run/netns/$W-host" "$ERRANDCTL" run --config "$W_CONFIG" "$@" -- \
-		sh -c 'echo "id=$ERRAND_SESSION"; exec sleep 60' </dev/null >"$RUN_OUT" 2>"$RUN_ERR") &
+	(exec nsenter --net="/run/netns/$W-host" "$ERRANDCTL" run --config "$W_CONFIG" "${args[@]}" -- \
+		sh -c 'echo "id=$ERRAND_SESSION"; exec "$@"' sh "${cmd[@]}" </dev/null >"$RUN_OUT" 2>"$RUN_ERR") &
 	BG_PID=$!
 	W_BG_PIDS+=("$BG_PID")
 	BG_OUT=$RUN_OUT
@@ -411,6 +510,49 @@ errand_start() {
 		return 1
 	fi
 	echo "# session $SESSION running (errandctl pid $BG_PID)"
+}
+
+bg_wait() {
+	local re=$1 n=0 max=$((${2:-10} * 20))
+	while ! grep -Eq -- "$re" "$BG_OUT" 2>/dev/null; do
+		if [ $n -ge $max ]; then
+			echo "# no line /$re/ from the background session within ${2:-10} s"
+			return 1
+		fi
+		sleep 0.05
+		n=$((n + 1))
+	done
+}
+
+bg_result() {
+	sed -n "s/^$1=//p" "$BG_OUT" | tail -n 1
+}
+
+bg_wait_sh() {
+	# shellcheck disable=SC2016
+	echo ': errand-bg-wait; go=; trap "go=1" USR1; echo "waiting=1"; while [ -z "$go" ]; do sleep 0.05; done; echo "go=1"; '
+}
+
+# Signals the session's shell that runs bg_wait_sh (its command line starts
+# "sh -c" and holds the marker; the launcher's, which holds it too, does not
+# start so), until the session says go=1.
+bg_go() {
+	local d=$W_CG/$W/$SESSION n=0 p
+	bg_wait '^waiting=1' || return 1
+	while ! grep -q '^go=1' "$BG_OUT"; do
+		if [ $n -ge 200 ]; then
+			echo "# the background session did not take the go signal"
+			return 1
+		fi
+		if [ $((n % 10)) = 0 ]; then
+			for p in $(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+				tr '\0\n' '  ' 2>/dev/null <"/proc/$p/cmdline" | grep -q '^sh -c .*: errand-bg-wait;' &&
+					kill -USR1 "$p" 2>/dev/null
+			done
+		fi
+		sleep 0.02
+		n=$((n + 1))
+	done
 }
 
 # The session's cgroup: where its processes are, below <cgroup2>/$W/<id>.
@@ -451,11 +593,13 @@ probe_script() {
 	echo "$s"
 }
 
-# sh lines for a session reporting its links (links=lo eth0 ), its routes
-# (routes=default via ...;...;) and its default gateway (gw=10.213.0.1).
+# sh lines for a session reporting its links (links=lo eth0 ), its IPv4
+# routes (routes=default via 10.213.0.1 dev eth0;10.213.0.0/30 dev eth0;) and
+# its default gateway (gw=10.213.0.1). From /proc/net, not ip(8): a session
+# may not open netlink sockets.
 net_script() {
-	cat <<EOS
-echo "links=\$($IP -o link show | cut -d: -f2 | sed 's/@.*//' | tr -d ' ' | tr '\\n' ' ')"; echo "routes=\$($IP route show | tr '\\n' ';')"; echo "gw=\$($IP route show default | awk '{ print \$3 }')"; 
+	cat <<'EOS'
+_nawk='function h(x, i, n) { n = 0; for (i = 1; i <= length(x); i++) n = n * 16 + index("0123456789ABCDEF", toupper(substr(x, i, 1))) - 1; return n } function ip(x) { return h(substr(x, 7, 2)) "." h(substr(x, 5, 2)) "." h(substr(x, 3, 2)) "." h(substr(x, 1, 2)) } function len(x, n, b) { n = h(x); b = 0; while (n > 0) { b += n % 2; n = int(n / 2) } return b }'; echo "links=$(awk -F: 'NR > 2 { gsub(/ /, "", $1); printf "%s ", $1 }' /proc/net/dev)"; echo "routes=$(awk "$_nawk"' NR > 1 { if ($2 == "00000000" && $8 == "00000000") printf "default via %s dev %s;", ip($3), $1; else { printf "%s/%d", ip($2), len($8); if ($3 != "00000000") printf " via %s", ip($3); printf " dev %s;", $1 } }' /proc/net/route)"; echo "gw=$(awk "$_nawk"' NR > 1 && $2 == "00000000" && $8 == "00000000" { print ip($3); exit }' /proc/net/route)"; 
 EOS
 }
 
@@ -470,6 +614,125 @@ events() {
 
 event_count() {
 	events "$1" | wc -l | tr -d ' '
+}
+
+# Denied-name events of the last run: text lines or JSON lines.
+denials() {
+	grep -E '^errand: session=[0-9a-f]+ denied |"event" *: *"denied"' "$RUN_ERR" | grep -E -- "${1:-.}"
+}
+
+denial_count() {
+	denials "$1" | wc -l | tr -d ' '
+}
+
+# The world's DNS server (probe dns-serve) on $DNS_UPSTREAM:53, in $W-wan.
+dns_test_zone() {
+	local i
+	cat <<EOZ
+api.test A $HOST_A 60
+other.test A $HOST_B 60
+wild.test A $HOST_A 60
+x.wild.test A $HOST_A 60
+y.wild.test A $HOST_B 60
+a.b.wild.test A $HOST_A 60
+alias.test CNAME mid.test 30
+mid.test CNAME api.test 20
+rebind-lo.test A 127.0.0.1
+rebind-ten.test A 10.0.0.1
+rebind-priv.test A $HOST_PRIV
+rebind-meta.test A $HOST_META
+rebind-mapped.test AAAA ::ffff:10.0.0.1
+rebind-agent.test A $AGENT_ADDR
+mixed.test A $HOST_PRIV
+mixed.test A $HOST_A
+zero.test A $HOST_A 0
+short.test A $HOST_A 2
+long.test A $HOST_A 100000
+txt.test TXT hello
+txt.test A $HOST_A
+v4only.test A $HOST_A
+secret.test A $HOST_B
+pinned.test A $HOST_B
+EOZ
+	for i in $(seq 1 8); do echo "many.test A 198.18.6.$i"; done
+	for i in $(seq 1 70); do echo "n$i.wild.test A 198.18.4.$i"; done
+	for i in $(seq 1 10); do echo "m$i.test A 198.18.5.$i"; done
+}
+
+world_dns() {
+	local silent=() n=0
+	if [ "${1:-}" = --silent ]; then
+		silent=(--silent)
+		shift
+	fi
+	if [ $# -eq 0 ]; then
+		dns_test_zone >"$W_DIR/zone"
+	else
+		printf '%s\n' "$@" >"$W_DIR/zone"
+	fi
+	world_dns_stop
+	[ -e "$DNS_LOG" ] || : >"$DNS_LOG"
+	_start_ready wan "$W_DIR/dns.out" "$PROBE" dns-serve "${silent[@]}" --zone "$W_DIR/zone" \
+		--log "$DNS_LOG" "$DNS_UPSTREAM:53" || return 1
+	W_DNS_PID=${W_PIDS[-1]}
+	# Up is up: it answers (or, silent, logs) a query from the agent namespace.
+	if [ ${#silent[@]} -eq 0 ]; then
+		while ! in_host "$PROBE" dns "$DNS_UPSTREAM" world-check.invalid >/dev/null 2>&1; do
+			[ $n -ge 20 ] && { echo "world: the DNS server does not answer" >&2; return 1; }
+			sleep 0.1
+			n=$((n + 1))
+		done
+	fi
+}
+
+world_dns_stop() {
+	local p keep=()
+	[ -n "$W_DNS_PID" ] || return 0
+	kill -TERM "$W_DNS_PID" 2>/dev/null
+	wait "$W_DNS_PID" 2>/dev/null
+	for p in "${W_PIDS[@]}"; do
+		[ "$p" = "$W_DNS_PID" ] || keep+=("$p")
+	done
+	W_PIDS=("${keep[@]}")
+	W_DNS_PID=
+}
+
+dns_queries() {
+	[ -e "$DNS_LOG" ] || return 0
+	grep -E -- "${1:-.}" "$DNS_LOG"
+}
+
+# Queries the server received for NAME (any type, any case).
+dns_query_count() {
+	local n=${1,,}
+	[ -e "$DNS_LOG" ] || { echo 0; return; }
+	grep -c -F -- "query $n " "$DNS_LOG"
+}
+
+# sh that sets NS to the session's nameserver, as its resolv.conf names it.
+session_ns_sh() {
+	# shellcheck disable=SC2016
+	echo 'NS=$(sed -n "s/^nameserver[[:space:]]*//p" /etc/resolv.conf | head -n 1); '
+}
+
+# errandctl observe in the agent's namespace, in the background.
+observe_start() {
+	OBSERVE_OUT=$W_DIR/observe$RUN_N.$RANDOM.out
+	(exec nsenter --net="/run/netns/$W-host" "$ERRANDCTL" observe --config "$W_CONFIG" "$@" \
+		</dev/null >"$OBSERVE_OUT" 2>&1) &
+	OBSERVE_PID=$!
+	W_BG_PIDS+=("$OBSERVE_PID")
+	echo "# errandctl observe $* (pid $OBSERVE_PID)"
+}
+
+observe_stop() {
+	[ -n "$OBSERVE_PID" ] || return 0
+	kill -TERM "$OBSERVE_PID" 2>/dev/null
+	wait "$OBSERVE_PID" 2>/dev/null
+	OBSERVE_PID=
+	OBSERVE_TEXT=$(cat "$OBSERVE_OUT")
+	echo "# observe printed:"
+	sed 's/^/#   /' "$OBSERVE_OUT"
 }
 
 leftovers() {

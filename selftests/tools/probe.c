@@ -1,6 +1,7 @@
 /* probe: the one test tool of errand's kernel-level selftests. Each subcommand
- * does one network thing (connect, send, raw send, serve, sniff) and prints one
- * line saying what happened: "ok ...", "sent", or the errno name (EPERM...).
+ * does one network thing (connect, send, raw send, DNS query, name lookup,
+ * serve, sniff, serve DNS) and prints one line saying what happened: "ok ...",
+ * "sent", "answer ...", or the errno name (EPERM...).
  * Exit 0 on success, 1 on the failure it reports, 2 on a usage error. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <limits.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <netinet/ip_icmp.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -38,14 +41,19 @@ struct endpoint {
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: probe tcp ADDR PORT [--timeout S] [--from SRCADDR]\n"
-			"       probe udp|udp-connect ADDR PORT [--size BYTES] [--from SRCADDR]\n"
-			"       probe dns ADDR NAME [--tcp|--connected]\n"
-			"       probe icmp ADDR | probe rawip ADDR PROTO\n"
-			"       probe serve [--log FILE] [udp:|tcp:]ADDR:PORT...\n"
-			"       probe sniff --log FILE [PROTO...]\n"
-			"       probe bulk-serve ADDR:PORT | probe bulk ADDR PORT BYTES\n"
-			"       probe rr ADDR PORT COUNT\n");
+	fprintf(stderr,
+		"usage: probe tcp ADDR PORT [--timeout S] [--from SRCADDR]\n"
+		"       probe udp|udp-connect ADDR PORT [--size BYTES] [--from SRCADDR]\n"
+		"       probe tcp-hold ADDR PORT SECONDS\n"
+		"       probe dns ADDR NAME [--tcp|--connected] [--type A|AAAA|TXT|MX|ANY|N]\n"
+		"                 [--timeout S]\n"
+		"       probe dns-serve --zone FILE [--log FILE] [--silent] ADDR:PORT\n"
+		"       probe resolve NAME [PORT]\n"
+		"       probe icmp ADDR | probe rawip ADDR PROTO\n"
+		"       probe serve [--log FILE] [udp:|tcp:]ADDR:PORT[/echo]...\n"
+		"       probe sniff --log FILE [PROTO...]\n"
+		"       probe bulk-serve ADDR:PORT | probe bulk ADDR PORT BYTES\n"
+		"       probe rr ADDR PORT COUNT\n");
 	return 2;
 }
 
@@ -397,24 +405,92 @@ static int cmd_udp(int argc, char **argv, bool connected)
 	return 0;
 }
 
-/* A minimal DNS query: id, RD, one question NAME IN A. Length or -EINVAL. */
-static int dns_query_build(const char *name, uint8_t *out, size_t len)
-{
-	size_t o = 12;
-	const char *p = name;
+/* DNS, both sides: the client (probe dns) and a small authoritative server
+ * (probe dns-serve), the upstream of the test world. Written here on purpose,
+ * apart from agent/dnsmsg.c: the test server must not share the code under
+ * test. */
+static FILE *log_open(const char *path);
+static int listen_on(const struct endpoint *ep, int type);
 
-	if (len < 12 + 256 + 4)
+#define DNS_T_A 1
+#define DNS_T_CNAME 5
+#define DNS_T_TXT 16
+#define DNS_T_AAAA 28
+#define DNS_T_ANY 255
+#define DNS_NAME_TEXT 320 /* a name as text, with room for odd bytes */
+#define DNS_UDP_MAX 512
+
+static const struct {
+	const char *name;
+	uint16_t type;
+} dns_types[] = {
+	{"A", 1},    {"NS", 2},	   {"CNAME", 5}, {"SOA", 6},	{"PTR", 12},  {"MX", 15},
+	{"TXT", 16}, {"AAAA", 28}, {"SRV", 33},	 {"HTTPS", 65}, {"ANY", 255},
+};
+
+static const char *dns_type_str(uint16_t t, char buf[8])
+{
+	for (size_t i = 0; i < sizeof(dns_types) / sizeof(dns_types[0]); i++)
+		if (dns_types[i].type == t)
+			return dns_types[i].name;
+	snprintf(buf, 8, "%u", t);
+	return buf;
+}
+
+/* A type's name (any case) or number. */
+static int dns_type_parse(const char *s, uint16_t *out)
+{
+	char *end;
+	long v;
+
+	for (size_t i = 0; i < sizeof(dns_types) / sizeof(dns_types[0]); i++)
+		if (!strcasecmp(s, dns_types[i].name)) {
+			*out = dns_types[i].type;
+			return 0;
+		}
+	v = strtol(s, &end, 10);
+	if (*s == '\0' || *end || v < 1 || v > 65535)
 		return -EINVAL;
-	memset(out, 0, 12);
-	out[0] = 0x3e;
-	out[1] = 0x11; /* id */
-	out[2] = 0x01; /* RD */
-	out[5] = 1;    /* QDCOUNT */
+	*out = (uint16_t)v;
+	return 0;
+}
+
+static const char *dns_rcode_str(unsigned rc, char buf[8])
+{
+	static const char *const names[] = {"NOERROR",	"FORMERR", "SERVFAIL",
+					    "NXDOMAIN", "NOTIMP",  "REFUSED"};
+
+	if (rc < sizeof(names) / sizeof(names[0]))
+		return names[rc];
+	snprintf(buf, 8, "%u", rc & 0xffff);
+	return buf;
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+/* NAME ("a.b.c", trailing dot optional, "." the root) as labels at out.
+ * Length written or -EINVAL. */
+static int dns_name_put(const char *name, uint8_t *out, size_t cap)
+{
+	const char *p = name;
+	size_t o = 0;
+
+	if (!strcmp(p, "."))
+		p++;
 	while (*p) {
 		const char *dot = strchr(p, '.');
 		size_t l = dot ? (size_t)(dot - p) : strlen(p);
 
-		if (l == 0 || l > 63 || o + l + 2 > 12 + 255)
+		if (l == 0 || l > 63 || o + l + 2 > cap || o + l + 2 > 255)
 			return -EINVAL;
 		out[o++] = (uint8_t)l;
 		memcpy(out + o, p, l);
@@ -423,53 +499,217 @@ static int dns_query_build(const char *name, uint8_t *out, size_t len)
 		if (*p == '.')
 			p++;
 	}
+	if (o + 1 > cap)
+		return -EINVAL;
 	out[o++] = 0;
-	out[o++] = 0;
-	out[o++] = 1; /* QTYPE A */
-	out[o++] = 0;
-	out[o++] = 1; /* QCLASS IN */
 	return (int)o;
 }
 
+/* The name at *off of message m, following compression pointers, as dotted
+ * text (bytes outside printable ASCII, and dots inside labels, as '?'; the
+ * root as "."). Advances *off past it. 0 or -EINVAL. */
+static int dns_name_get(const uint8_t *m, size_t len, size_t *off, char *out, size_t outlen)
+{
+	size_t o = *off, w = 0;
+	bool jumped = false;
+	int hops = 0;
+
+	for (;;) {
+		uint8_t l;
+
+		if (o >= len)
+			return -EINVAL;
+		l = m[o];
+		if ((l & 0xc0) == 0xc0) {
+			if (o + 1 >= len || ++hops > 32)
+				return -EINVAL;
+			if (!jumped)
+				*off = o + 2;
+			jumped = true;
+			o = ((size_t)(l & 0x3f) << 8) | m[o + 1];
+			continue;
+		}
+		if (l & 0xc0)
+			return -EINVAL;
+		o++;
+		if (l == 0)
+			break;
+		if (o + l > len || w + l + 2 > outlen)
+			return -EINVAL;
+		if (w)
+			out[w++] = '.';
+		for (size_t i = 0; i < l; i++) {
+			uint8_t c = m[o + i];
+
+			out[w++] = c > 0x20 && c < 0x7f && c != '.' ? (char)c : '?';
+		}
+		o += l;
+	}
+	if (!jumped)
+		*off = o;
+	if (w == 0)
+		out[w++] = '.';
+	out[w] = '\0';
+	return 0;
+}
+
+static void lower(char *s)
+{
+	for (; *s; s++)
+		if (*s >= 'A' && *s <= 'Z')
+			*s = (char)(*s - 'A' + 'a');
+}
+
+/* A query: id, RD, one question NAME IN QTYPE. Length or -EINVAL. */
+static int dns_query_build(const char *name, uint16_t id, uint16_t qtype, uint8_t *out, size_t len)
+{
+	int n;
+
+	if (len < 12 + 4)
+		return -EINVAL;
+	memset(out, 0, 12);
+	put16(out, id);
+	out[2] = 0x01; /* RD */
+	out[5] = 1;    /* QDCOUNT */
+	n = dns_name_put(name, out + 12, len - 12 - 4);
+	if (n < 0)
+		return n;
+	put16(out + 12 + n, qtype);
+	put16(out + 12 + n + 2, 1); /* IN */
+	return 12 + n + 4;
+}
+
+/* What probe dns reports of an answer. */
+struct dns_result {
+	unsigned rcode;
+	bool tc;
+	char addrs[2048]; /* A and AAAA records, comma-separated */
+	long long ttl;	  /* their smallest TTL, -1 if none */
+	char other[256];  /* the types of the other answer records */
+};
+
+static void list_add(char *list, size_t len, const char *item)
+{
+	size_t l = strlen(list);
+
+	snprintf(list + l, len - l, "%s%s", l ? "," : "", item);
+}
+
+static int dns_answer_parse(const uint8_t *m, size_t len, uint16_t id, struct dns_result *r)
+{
+	char name[DNS_NAME_TEXT];
+	size_t off = 12;
+	unsigned qd, an;
+
+	memset(r, 0, sizeof(*r));
+	r->ttl = -1;
+	if (len < 12)
+		return -EINVAL;
+	if (get16(m) != id || !(m[2] & 0x80))
+		return -EBADMSG;
+	r->rcode = m[3] & 0x0f;
+	r->tc = m[2] & 0x02;
+	qd = get16(m + 4);
+	an = get16(m + 6);
+	for (unsigned i = 0; i < qd; i++) {
+		if (dns_name_get(m, len, &off, name, sizeof(name)) || off + 4 > len)
+			return -EINVAL;
+		off += 4;
+	}
+	for (unsigned i = 0; i < an; i++) {
+		char a[INET6_ADDRSTRLEN], tbuf[8];
+		uint16_t type, rdlen;
+		uint32_t ttl;
+
+		if (dns_name_get(m, len, &off, name, sizeof(name)) || off + 10 > len)
+			return -EINVAL;
+		type = get16(m + off);
+		ttl = (uint32_t)get16(m + off + 4) << 16 | get16(m + off + 6);
+		rdlen = get16(m + off + 8);
+		off += 10;
+		if (off + rdlen > len)
+			return -EINVAL;
+		if ((type == DNS_T_A && rdlen == 4) || (type == DNS_T_AAAA && rdlen == 16)) {
+			inet_ntop(type == DNS_T_A ? AF_INET : AF_INET6, m + off, a, sizeof(a));
+			list_add(r->addrs, sizeof(r->addrs), a);
+			if (r->ttl < 0 || ttl < r->ttl)
+				r->ttl = ttl;
+		} else {
+			list_add(r->other, sizeof(r->other), dns_type_str(type, tbuf));
+		}
+		off += rdlen;
+	}
+	return 0;
+}
+
+/* probe dns ADDR NAME [--tcp|--connected] [--type T] [--timeout S]: one query
+ * to ADDR port 53; prints
+ *   answer RCODE addrs=A1,A2 ttl=T [other=TYPES] [tc] from ADDR:PORT
+ * ("from" last: the address the answer came back from, as the socket saw it). */
 static int cmd_dns(int argc, char **argv)
 {
 	struct sockaddr_storage from;
 	socklen_t flen = sizeof(from);
+	struct dns_result res;
 	struct endpoint ep;
-	uint8_t q[512], a[4096];
+	uint8_t q[2 + 512];
+	static uint8_t a[2 + 65535];
 	bool tcp = false, connected = false;
-	char src[128];
+	char src[128], rbuf[8], ttl[24];
+	uint16_t qtype = DNS_T_A, id;
+	int timeout_ms = DNS_TIMEOUT_MS;
+	size_t alen;
 	ssize_t n;
 	int qlen, fd, r;
 
-	if (argc == 4 && !strcmp(argv[3], "--tcp"))
-		tcp = true;
-	else if (argc == 4 && !strcmp(argv[3], "--connected"))
-		connected = true;
-	else if (argc != 3)
+	if (argc < 3)
+		return usage();
+	for (int i = 3; i < argc; i++) {
+		if (!strcmp(argv[i], "--tcp")) {
+			tcp = true;
+		} else if (!strcmp(argv[i], "--connected")) {
+			connected = true;
+		} else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
+			if (dns_type_parse(argv[++i], &qtype))
+				return usage();
+		} else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
+			char *end;
+			long v = strtol(argv[++i], &end, 10);
+
+			if (*end || v <= 0 || v > 600)
+				return usage();
+			timeout_ms = (int)v * 1000;
+		} else {
+			return usage();
+		}
+	}
+	if (tcp && connected)
 		return usage();
 	if (endpoint_make(argv[1], 53, &ep))
 		return usage();
-	qlen = dns_query_build(argv[2], q + 2, sizeof(q) - 2);
+	id = (uint16_t)(getpid() ^ now_ms());
+	qlen = dns_query_build(argv[2], id, qtype, q + 2, sizeof(q) - 2);
 	if (qlen < 0)
 		return usage();
 
 	if (tcp) {
 		size_t got = 0, want = 2;
+		long long deadline = now_ms() + timeout_ms;
 
-		fd = connect_timeout(&ep, SOCK_STREAM, DNS_TIMEOUT_MS, NULL);
+		fd = connect_timeout(&ep, SOCK_STREAM, timeout_ms, NULL);
 		if (fd == -ETIMEDOUT) {
 			printf("timeout\n");
 			return 1;
 		}
 		if (fd < 0)
 			return fail_errno(-fd);
-		q[0] = (uint8_t)(qlen >> 8);
-		q[1] = (uint8_t)qlen;
+		put16(q, (uint16_t)qlen);
 		if (write(fd, q, (size_t)qlen + 2) < 0)
 			return fail_errno(errno);
 		while (got < want) {
-			r = wait_fd(fd, POLLIN, DNS_TIMEOUT_MS);
+			int left = (int)(deadline - now_ms());
+
+			r = wait_fd(fd, POLLIN, left > 0 ? left : 0);
 			if (r == 0) {
 				printf("timeout\n");
 				return 1;
@@ -487,51 +727,625 @@ static int cmd_dns(int argc, char **argv)
 			}
 			got += (size_t)n;
 			if (got >= 2)
-				want = 2 + (((size_t)a[0] << 8) | a[1]);
-			if (want > sizeof(a))
-				want = sizeof(a);
-		}
-		if (want < 2 + 4) {
-			printf("short\n");
-			return 1;
+				want = 2 + (size_t)get16(a);
 		}
 		if (getpeername(fd, (struct sockaddr *)&from, &flen) < 0)
 			return fail_errno(errno);
-		printf("answer %u from %s\n", a[2 + 3] & 0x0f,
-		       sockaddr_str((struct sockaddr *)&from, src, sizeof(src)));
 		close(fd);
+		memmove(a, a + 2, want - 2);
+		alen = want - 2;
+	} else {
+		fd = socket(ep.ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return fail_errno(errno);
+		if (connected) {
+			if (connect(fd, (struct sockaddr *)&ep.ss, ep.len) < 0)
+				return fail_errno(errno);
+			n = send(fd, q + 2, (size_t)qlen, 0);
+		} else {
+			n = sendto(fd, q + 2, (size_t)qlen, 0, (struct sockaddr *)&ep.ss, ep.len);
+		}
+		if (n < 0)
+			return fail_errno(errno);
+		r = wait_fd(fd, POLLIN, timeout_ms);
+		if (r == 0) {
+			printf("timeout\n");
+			return 1;
+		}
+		if (r < 0)
+			return fail_errno(-r);
+		n = recvfrom(fd, a, sizeof(a), 0, (struct sockaddr *)&from, &flen);
+		if (n < 0)
+			return fail_errno(errno);
+		close(fd);
+		alen = (size_t)n;
+	}
+	sockaddr_str((struct sockaddr *)&from, src, sizeof(src));
+	r = dns_answer_parse(a, alen, id, &res);
+	if (r == -EBADMSG) {
+		printf("badid from %s\n", src);
+		return 1;
+	}
+	if (r < 0) {
+		printf("malformed from %s\n", src);
+		return 1;
+	}
+	if (res.ttl < 0)
+		snprintf(ttl, sizeof(ttl), "-");
+	else
+		snprintf(ttl, sizeof(ttl), "%lld", res.ttl);
+	printf("answer %s addrs=%s ttl=%s%s%s%s from %s\n", dns_rcode_str(res.rcode, rbuf),
+	       res.addrs, ttl, res.other[0] ? " other=" : "", res.other, res.tc ? " tc" : "", src);
+	return 0;
+}
+
+/* The zone of probe dns-serve: "NAME TYPE VALUE [TTL]" lines. */
+struct zrec {
+	char name[256]; /* lowercased, no trailing dot */
+	uint16_t type;
+	uint32_t ttl;
+	uint16_t rdlen;
+	uint8_t rd[256];
+	char target[256]; /* CNAME */
+};
+
+static struct zrec *zone;
+static size_t zone_n;
+
+static void name_norm(char *s)
+{
+	size_t l;
+
+	lower(s);
+	l = strlen(s);
+	if (l > 1 && s[l - 1] == '.')
+		s[l - 1] = '\0';
+}
+
+/* Reads the zone at path; the old one stays on an error (said on stderr).
+ * Records or -1. */
+static long zone_load(const char *path)
+{
+	struct zrec *z = NULL;
+	size_t n = 0, cap = 0;
+	char line[1024];
+	int lineno = 0;
+	FILE *f;
+
+	f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "probe dns-serve: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *save, *name, *type, *value, *ttl, *extra, *hash;
+		struct zrec *r;
+
+		lineno++;
+		if ((hash = strchr(line, '#')))
+			*hash = '\0';
+		name = strtok_r(line, " \t\r\n", &save);
+		if (!name)
+			continue;
+		type = strtok_r(NULL, " \t\r\n", &save);
+		value = strtok_r(NULL, " \t\r\n", &save);
+		ttl = strtok_r(NULL, " \t\r\n", &save);
+		extra = strtok_r(NULL, " \t\r\n", &save);
+		if (!type || !value || extra || strlen(name) > 253)
+			goto bad;
+		if (n == cap) {
+			struct zrec *nz;
+
+			cap = cap ? cap * 2 : 64;
+			nz = realloc(z, cap * sizeof(*z));
+			if (!nz)
+				goto bad;
+			z = nz;
+		}
+		r = &z[n];
+		memset(r, 0, sizeof(*r));
+		snprintf(r->name, sizeof(r->name), "%s", name);
+		name_norm(r->name);
+		r->ttl = 60;
+		if (ttl) {
+			char *end;
+			unsigned long v = strtoul(ttl, &end, 10);
+
+			if (*end || *ttl == '-' || v > 0x7fffffffUL)
+				goto bad;
+			r->ttl = (uint32_t)v;
+		}
+		if (!strcasecmp(type, "A")) {
+			r->type = DNS_T_A;
+			r->rdlen = 4;
+			if (inet_pton(AF_INET, value, r->rd) != 1)
+				goto bad;
+		} else if (!strcasecmp(type, "AAAA")) {
+			r->type = DNS_T_AAAA;
+			r->rdlen = 16;
+			if (inet_pton(AF_INET6, value, r->rd) != 1)
+				goto bad;
+		} else if (!strcasecmp(type, "CNAME")) {
+			int l;
+
+			r->type = DNS_T_CNAME;
+			snprintf(r->target, sizeof(r->target), "%s", value);
+			name_norm(r->target);
+			l = dns_name_put(r->target, r->rd, sizeof(r->rd));
+			if (l < 0)
+				goto bad;
+			r->rdlen = (uint16_t)l;
+		} else if (!strcasecmp(type, "TXT")) {
+			size_t l = strlen(value);
+
+			if (l > 255)
+				goto bad;
+			r->type = DNS_T_TXT;
+			r->rd[0] = (uint8_t)l;
+			memcpy(r->rd + 1, value, l);
+			r->rdlen = (uint16_t)(l + 1);
+		} else {
+			goto bad;
+		}
+		n++;
+	}
+	fclose(f);
+	free(zone);
+	zone = z;
+	zone_n = n;
+	return (long)n;
+bad:
+	fprintf(stderr, "probe dns-serve: %s:%d: expected NAME A|AAAA|CNAME|TXT VALUE [TTL]\n",
+		path, lineno);
+	fclose(f);
+	free(z);
+	return -1;
+}
+
+/* Appends one record at *o: the owner as a pointer to the question when it is
+ * the question's name, else in full. false when it does not fit. */
+static bool rr_put(uint8_t *out, size_t cap, size_t *o, const struct zrec *r, bool owner_is_q)
+{
+	int nl;
+
+	if (owner_is_q) {
+		if (*o + 2 > cap)
+			return false;
+		put16(out + *o, 0xc00c);
+		nl = 2;
+	} else {
+		nl = dns_name_put(r->name, out + *o, cap - *o);
+		if (nl < 0)
+			return false;
+	}
+	if (*o + (size_t)nl + 10 + r->rdlen > cap)
+		return false;
+	*o += (size_t)nl;
+	put16(out + *o, r->type);
+	put16(out + *o + 2, 1);
+	put16(out + *o + 4, (uint16_t)(r->ttl >> 16));
+	put16(out + *o + 6, (uint16_t)r->ttl);
+	put16(out + *o + 8, r->rdlen);
+	memcpy(out + *o + 10, r->rd, r->rdlen);
+	*o += 10 + r->rdlen;
+	return true;
+}
+
+/* The answer to query q, at out; its length, or 0 to drop the query. The
+ * question's name (lowercased) and type go to qname and qtype for the log. */
+static size_t dns_serve_answer(const uint8_t *q, size_t qlen, uint8_t *out, size_t cap,
+			       size_t limit, char *qname, uint16_t *qtype)
+{
+	char cur[DNS_NAME_TEXT];
+	size_t off = 12, o;
+	unsigned an = 0, rcode = 0;
+	bool first = true;
+
+	qname[0] = '\0';
+	*qtype = 0;
+	if (qlen < 12 || (q[2] & 0x80) || cap < 12)
+		return 0;
+	memset(out, 0, 12);
+	memcpy(out, q, 2);
+	out[2] = (uint8_t)(0x80 | (q[2] & 0x78) | 0x04 | (q[2] & 0x01)); /* QR, opcode, AA, RD */
+	out[3] = 0x80;							 /* RA */
+	if (get16(q + 4) != 1 || dns_name_get(q, qlen, &off, qname, DNS_NAME_TEXT) ||
+	    off + 4 > qlen || off > cap) {
+		qname[0] = '\0';
+		out[3] |= 1; /* FORMERR */
+		return 12;
+	}
+	lower(qname);
+	*qtype = get16(q + off);
+	/* The question as asked (its case too), then the answers. */
+	off += 4;
+	memcpy(out + 12, q + 12, off - 12);
+	out[5] = 1;
+	o = off;
+	if (q[2] & 0x78) {
+		out[3] |= 4; /* NOTIMP */
+		return o;
+	}
+	snprintf(cur, sizeof(cur), "%s", qname);
+	for (int depth = 0; depth < 16; depth++) {
+		const struct zrec *cname = NULL;
+		bool exists = false, found = false;
+
+		for (size_t i = 0; i < zone_n; i++) {
+			const struct zrec *r = &zone[i];
+
+			if (strcmp(r->name, cur))
+				continue;
+			exists = true;
+			if (r->type == *qtype || *qtype == DNS_T_ANY) {
+				if (!rr_put(out, cap, &o, r, first))
+					return 0;
+				an++;
+				found = true;
+			} else if (r->type == DNS_T_CNAME) {
+				cname = r;
+			}
+		}
+		if (!exists && first)
+			rcode = 3; /* NXDOMAIN */
+		if (found || !cname)
+			break;
+		/* Not the type asked but a CNAME: answer it, follow it in the zone. */
+		if (!rr_put(out, cap, &o, cname, first))
+			return 0;
+		an++;
+		snprintf(cur, sizeof(cur), "%s", cname->target);
+		first = false;
+	}
+	out[3] |= (uint8_t)rcode;
+	put16(out + 6, (uint16_t)an);
+	if (o > limit) {
+		/* Too long for UDP: truncated, the client retries over TCP. */
+		out[2] |= 0x02;
+		put16(out + 6, 0);
+		o = off;
+	}
+	return o;
+}
+
+static volatile sig_atomic_t dns_hup;
+
+static void on_hup(int sig)
+{
+	(void)sig;
+	dns_hup = 1;
+}
+
+#define DNS_TCP_CLIENTS 32
+
+struct dns_tcp_client {
+	int fd;
+	char src[128];
+	size_t len;
+	uint8_t buf[2 + 4096];
+};
+
+/* probe dns-serve --zone FILE [--log FILE] [--silent] ADDR:PORT: answers from
+ * the zone over UDP and TCP on ADDR:PORT; logs "query NAME TYPE from SRC"
+ * (" tcp" appended for TCP) for every query; with --silent, logs and never
+ * answers. SIGHUP re-reads the zone ("reloaded N" on stdout). */
+static int cmd_dns_serve(int argc, char **argv)
+{
+	static struct dns_tcp_client tcp[DNS_TCP_CLIENTS];
+	static uint8_t out[2 + 65535];
+	const char *zpath = NULL, *logpath = NULL, *spec = NULL;
+	struct pollfd pfd[2 + DNS_TCP_CLIENTS];
+	bool silent = false;
+	struct endpoint ep;
+	struct sigaction sa;
+	int ufd, tfd;
+	FILE *logf;
+	long nrec;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--zone") && i + 1 < argc)
+			zpath = argv[++i];
+		else if (!strcmp(argv[i], "--log") && i + 1 < argc)
+			logpath = argv[++i];
+		else if (!strcmp(argv[i], "--silent"))
+			silent = true;
+		else if (!spec && argv[i][0] != '-')
+			spec = argv[i];
+		else
+			return usage();
+	}
+	if (!zpath || !spec || endpoint_parse(spec, &ep))
+		return usage();
+	nrec = zone_load(zpath);
+	if (nrec < 0)
+		return 2;
+	logf = log_open(logpath);
+	ufd = listen_on(&ep, SOCK_DGRAM);
+	tfd = ufd < 0 ? ufd : listen_on(&ep, SOCK_STREAM);
+	if (ufd < 0 || tfd < 0) {
+		fprintf(stderr, "probe dns-serve: %s: %s\n", spec, strerror(ufd < 0 ? -ufd : -tfd));
+		return fail_errno(ufd < 0 ? -ufd : -tfd);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_hup;
+	sigaction(SIGHUP, &sa, NULL); /* no SA_RESTART: poll returns */
+	for (int i = 0; i < DNS_TCP_CLIENTS; i++)
+		tcp[i].fd = -1;
+	printf("ready %ld records\n", nrec);
+	fflush(stdout);
+	for (;;) {
+		char qname[DNS_NAME_TEXT], tbuf[8], src[128];
+		struct sockaddr_storage from;
+		socklen_t flen = sizeof(from);
+		uint16_t qtype;
+		uint8_t q[4096];
+		int np = 2, idx[DNS_TCP_CLIENTS];
+		size_t olen;
+		ssize_t n;
+
+		if (dns_hup) {
+			dns_hup = 0;
+			nrec = zone_load(zpath);
+			printf("reloaded %ld\n", nrec);
+			fflush(stdout);
+		}
+		pfd[0] = (struct pollfd){.fd = ufd, .events = POLLIN};
+		pfd[1] = (struct pollfd){.fd = tfd, .events = POLLIN};
+		for (int i = 0; i < DNS_TCP_CLIENTS; i++) {
+			if (tcp[i].fd < 0)
+				continue;
+			idx[np - 2] = i;
+			pfd[np++] = (struct pollfd){.fd = tcp[i].fd, .events = POLLIN};
+		}
+		if (poll(pfd, (nfds_t)np, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			fatal("poll");
+		}
+		if (pfd[0].revents & POLLIN) {
+			n = recvfrom(ufd, q, sizeof(q), MSG_DONTWAIT, (struct sockaddr *)&from,
+				     &flen);
+			if (n >= 0) {
+				olen = dns_serve_answer(q, (size_t)n, out, sizeof(out), DNS_UDP_MAX,
+							qname, &qtype);
+				sockaddr_str((struct sockaddr *)&from, src, sizeof(src));
+				if (logf && qname[0])
+					fprintf(logf, "query %s %s from %s\n", qname,
+						dns_type_str(qtype, tbuf), src);
+				if (olen && !silent)
+					sendto(ufd, out, olen, 0, (struct sockaddr *)&from, flen);
+			}
+		}
+		if (pfd[1].revents & POLLIN) {
+			int c = accept4(tfd, (struct sockaddr *)&from, &flen, SOCK_CLOEXEC);
+			int slot = -1;
+
+			for (int i = 0; c >= 0 && i < DNS_TCP_CLIENTS; i++)
+				if (tcp[i].fd < 0) {
+					slot = i;
+					break;
+				}
+			if (c >= 0 && slot < 0) {
+				close(c);
+			} else if (c >= 0) {
+				tcp[slot].fd = c;
+				tcp[slot].len = 0;
+				sockaddr_str((struct sockaddr *)&from, tcp[slot].src,
+					     sizeof(tcp[slot].src));
+			}
+		}
+		for (int k = 2; k < np; k++) {
+			struct dns_tcp_client *t = &tcp[idx[k - 2]];
+			size_t mlen;
+
+			if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			n = read(t->fd, t->buf + t->len, sizeof(t->buf) - t->len);
+			if (n <= 0) {
+				if (n < 0 && (errno == EINTR || errno == EAGAIN))
+					continue;
+				close(t->fd);
+				t->fd = -1;
+				continue;
+			}
+			t->len += (size_t)n;
+			while (t->len >= 2 && t->len >= 2 + (mlen = get16(t->buf))) {
+				olen = dns_serve_answer(t->buf + 2, mlen, out + 2, sizeof(out) - 2,
+							sizeof(out) - 2, qname, &qtype);
+				if (logf && qname[0])
+					fprintf(logf, "query %s %s from %s tcp\n", qname,
+						dns_type_str(qtype, tbuf), t->src);
+				if (olen && !silent) {
+					put16(out, (uint16_t)olen);
+					if (write(t->fd, out, olen + 2) < 0) {
+						/* the client went away; read sees it */
+					}
+				}
+				memmove(t->buf, t->buf + 2 + mlen, t->len - 2 - mlen);
+				t->len -= 2 + mlen;
+			}
+			if (t->len == sizeof(t->buf)) {
+				close(t->fd); /* a query longer than any we answer */
+				t->fd = -1;
+			}
+		}
+	}
+}
+
+/* probe resolve NAME [PORT]: getaddrinfo as an ordinary program calls it;
+ * "resolved A1,A2" or "noname EAI_xxx"; with PORT, then connects to the
+ * first address and reads its greeting, as probe tcp ("ok hello ..."). */
+static const char *eai_name(int e)
+{
+	switch (e) {
+	case EAI_NONAME:
+		return "EAI_NONAME";
+	case EAI_AGAIN:
+		return "EAI_AGAIN";
+	case EAI_FAIL:
+		return "EAI_FAIL";
+	case EAI_NODATA:
+		return "EAI_NODATA";
+	case EAI_ADDRFAMILY:
+		return "EAI_ADDRFAMILY";
+	case EAI_FAMILY:
+		return "EAI_FAMILY";
+	case EAI_SERVICE:
+		return "EAI_SERVICE";
+	case EAI_MEMORY:
+		return "EAI_MEMORY";
+	case EAI_SYSTEM:
+		return "EAI_SYSTEM";
+	default:
+		return "EAI_other";
+	}
+}
+
+static int cmd_resolve(int argc, char **argv)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+	struct addrinfo *res, *ai;
+	char list[2048] = "", buf[READ_MAX + 1];
+	struct endpoint ep;
+	uint16_t port = 0;
+	ssize_t n;
+	int r, fd;
+
+	if (argc != 2 && argc != 3)
+		return usage();
+	if (argc == 3 && parse_port(argv[2], &port))
+		return usage();
+	r = getaddrinfo(argv[1], NULL, &hints, &res);
+	if (r) {
+		printf("noname %s\n", eai_name(r));
+		return 1;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		char a[INET6_ADDRSTRLEN], pad[INET6_ADDRSTRLEN + 2];
+		const void *p =
+			ai->ai_family == AF_INET
+				? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
+				: (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+
+		inet_ntop(ai->ai_family, p, a, sizeof(a));
+		snprintf(pad, sizeof(pad), ",%s,", a);
+		{
+			char cmp[sizeof(list) + 2];
+
+			snprintf(cmp, sizeof(cmp), ",%s,", list);
+			if (strstr(cmp, pad))
+				continue;
+		}
+		list_add(list, sizeof(list), a);
+	}
+	printf("resolved %s\n", list);
+	if (argc == 2) {
+		freeaddrinfo(res);
 		return 0;
 	}
-
-	fd = socket(ep.ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	memset(&ep, 0, sizeof(ep));
+	memcpy(&ep.ss, res->ai_addr, res->ai_addrlen);
+	ep.len = res->ai_addrlen;
+	if (ep.ss.ss_family == AF_INET)
+		((struct sockaddr_in *)&ep.ss)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)&ep.ss)->sin6_port = htons(port);
+	freeaddrinfo(res);
+	fd = connect_timeout(&ep, SOCK_STREAM, 3000, NULL);
 	if (fd < 0)
-		return fail_errno(errno);
-	if (connected) {
-		if (connect(fd, (struct sockaddr *)&ep.ss, ep.len) < 0)
-			return fail_errno(errno);
-		n = send(fd, q + 2, (size_t)qlen, 0);
-	} else {
-		n = sendto(fd, q + 2, (size_t)qlen, 0, (struct sockaddr *)&ep.ss, ep.len);
-	}
+		return fail_errno(-fd);
+	n = read_some(fd, buf, sizeof(buf), READ_TIMEOUT_MS);
+	close(fd);
 	if (n < 0)
-		return fail_errno(errno);
-	r = wait_fd(fd, POLLIN, DNS_TIMEOUT_MS);
-	if (r == 0) {
+		return fail_errno((int)-n);
+	printf("ok %s\n", trim(buf));
+	return 0;
+}
+
+/* Reads one line (up to '\n', EOF or the timeout) into buf. Length, -errno,
+ * or -ETIMEDOUT when nothing came. */
+static ssize_t read_line(int fd, char *buf, size_t len, int timeout_ms)
+{
+	long long deadline = now_ms() + timeout_ms;
+	size_t got = 0;
+
+	while (got + 1 < len) {
+		int left = (int)(deadline - now_ms());
+		ssize_t n;
+		int r;
+
+		if (left <= 0)
+			break;
+		r = wait_fd(fd, POLLIN, left);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			break;
+		n = read(fd, buf + got, 1);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		if (buf[got++] == '\n')
+			break;
+	}
+	buf[got] = '\0';
+	if (got == 0 && now_ms() >= deadline)
+		return -ETIMEDOUT;
+	return (ssize_t)got;
+}
+
+/* probe tcp-hold ADDR PORT SECONDS: connects, reads the greeting, holds the
+ * connection SECONDS, then sends "ping" and reads it back (from a probe serve
+ * /echo listener): "ok held SECONDS s, echo ping", the errno name, "eof" when
+ * the peer closed, "timeout" when nothing came back. */
+static int cmd_tcp_hold(int argc, char **argv)
+{
+	struct endpoint ep;
+	char buf[READ_MAX + 1], *end;
+	uint16_t port;
+	long secs;
+	ssize_t n;
+	int fd;
+
+	if (argc != 4 || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
+		return usage();
+	secs = strtol(argv[3], &end, 10);
+	if (*end || secs < 0 || secs > 3600)
+		return usage();
+	fd = connect_timeout(&ep, SOCK_STREAM, 3000, NULL);
+	if (fd < 0)
+		return fail_errno(-fd);
+	n = read_line(fd, buf, sizeof(buf), READ_TIMEOUT_MS);
+	if (n == -ETIMEDOUT) {
 		printf("timeout\n");
 		return 1;
 	}
-	if (r < 0)
-		return fail_errno(-r);
-	n = recvfrom(fd, a, sizeof(a), 0, (struct sockaddr *)&from, &flen);
 	if (n < 0)
-		return fail_errno(errno);
-	if (n < 4) {
-		printf("short\n");
+		return fail_errno((int)-n);
+	if (n == 0) {
+		printf("eof\n");
 		return 1;
 	}
-	printf("answer %u from %s\n", a[3] & 0x0f,
-	       sockaddr_str((struct sockaddr *)&from, src, sizeof(src)));
+	sleep((unsigned)secs);
+	if (write(fd, "ping\n", 5) < 0)
+		return fail_errno(errno);
+	n = read_line(fd, buf, sizeof(buf), 3000);
 	close(fd);
+	if (n == -ETIMEDOUT) {
+		printf("timeout\n");
+		return 1;
+	}
+	if (n < 0)
+		return fail_errno((int)-n);
+	if (n == 0) {
+		printf("eof\n");
+		return 1;
+	}
+	printf("ok held %ld s, echo %s\n", secs, trim(buf));
 	return 0;
 }
 
@@ -629,13 +1443,17 @@ static int listen_on(const struct endpoint *ep, int type)
 	return fd;
 }
 
+#define MAX_ECHO 32
+
 /* TCP (and udp:-prefixed UDP) listeners: each TCP client gets "hello ADDR:PORT\n"
- * and is closed; every accept and datagram is logged to FILE. */
+ * and is closed, except on listeners suffixed "/echo", which then echo what
+ * the client sends until it closes; every accept and datagram is logged to FILE. */
 static int cmd_serve(int argc, char **argv)
 {
-	struct pollfd pfd[MAX_LISTEN];
+	struct pollfd pfd[MAX_LISTEN + MAX_ECHO];
 	char names[MAX_LISTEN][64];
-	bool udp[MAX_LISTEN];
+	bool udp[MAX_LISTEN], echo[MAX_LISTEN];
+	int echo_fd[MAX_ECHO];
 	const char *logpath = NULL;
 	int n = 0, i = 1;
 	FILE *logf;
@@ -648,20 +1466,28 @@ static int cmd_serve(int argc, char **argv)
 		return usage();
 	logf = log_open(logpath);
 	for (; i < argc; i++) {
-		const char *spec = argv[i];
+		char spec[128];
 		struct endpoint ep;
+		size_t sl;
 		int fd;
 
-		if (n == MAX_LISTEN)
+		if (n == MAX_LISTEN || strlen(argv[i]) >= sizeof(spec))
 			return usage();
+		snprintf(spec, sizeof(spec), "%s", argv[i]);
 		udp[n] = false;
+		echo[n] = false;
+		sl = strlen(spec);
+		if (sl > 5 && !strcmp(spec + sl - 5, "/echo")) {
+			echo[n] = true;
+			spec[sl - 5] = '\0';
+		}
 		if (!strncmp(spec, "udp:", 4)) {
 			udp[n] = true;
-			spec += 4;
+			memmove(spec, spec + 4, strlen(spec + 4) + 1);
 		} else if (!strncmp(spec, "tcp:", 4)) {
-			spec += 4;
+			memmove(spec, spec + 4, strlen(spec + 4) + 1);
 		}
-		if (endpoint_parse(spec, &ep))
+		if ((udp[n] && echo[n]) || endpoint_parse(spec, &ep))
 			return usage();
 		fd = listen_on(&ep, udp[n] ? SOCK_DGRAM : SOCK_STREAM);
 		if (fd < 0) {
@@ -673,10 +1499,23 @@ static int cmd_serve(int argc, char **argv)
 		pfd[n].events = POLLIN;
 		n++;
 	}
+	for (i = 0; i < MAX_ECHO; i++)
+		echo_fd[i] = -1;
 	printf("ready\n");
 	fflush(stdout);
 	for (;;) {
-		if (poll(pfd, (nfds_t)n, -1) < 0) {
+		int np = n, idx[MAX_ECHO];
+
+		for (i = 0; i < MAX_ECHO; i++) {
+			if (echo_fd[i] < 0)
+				continue;
+			idx[np - n] = i;
+			pfd[np].fd = echo_fd[i];
+			pfd[np].events = POLLIN;
+			pfd[np].revents = 0;
+			np++;
+		}
+		if (poll(pfd, (nfds_t)np, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			fatal("poll");
@@ -685,7 +1524,7 @@ static int cmd_serve(int argc, char **argv)
 			struct sockaddr_storage from;
 			socklen_t flen = sizeof(from);
 			char src[128];
-			int c;
+			int c, slot = -1;
 
 			if (!(pfd[i].revents & POLLIN))
 				continue;
@@ -706,10 +1545,33 @@ static int cmd_serve(int argc, char **argv)
 				continue;
 			/* A client already gone is still logged below. */
 			dprintf(c, "hello %s\n", names[i]);
-			close(c);
+			for (int k = 0; echo[i] && k < MAX_ECHO; k++)
+				if (echo_fd[k] < 0) {
+					slot = k;
+					break;
+				}
+			if (slot >= 0)
+				echo_fd[slot] = c;
+			else
+				close(c);
 			if (logf)
 				fprintf(logf, "accept %s from %s\n", names[i],
 					sockaddr_str((struct sockaddr *)&from, src, sizeof(src)));
+		}
+		for (i = n; i < np; i++) {
+			int *fd = &echo_fd[idx[i - n]];
+			char buf[4096];
+			ssize_t r;
+
+			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			r = read(*fd, buf, sizeof(buf));
+			if (r < 0 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (r <= 0 || write(*fd, buf, (size_t)r) < 0) {
+				close(*fd);
+				*fd = -1;
+			}
 		}
 	}
 }
@@ -912,8 +1774,14 @@ int main(int argc, char **argv)
 		return cmd_udp(argc, argv, false);
 	if (!strcmp(cmd, "udp-connect"))
 		return cmd_udp(argc, argv, true);
+	if (!strcmp(cmd, "tcp-hold"))
+		return cmd_tcp_hold(argc, argv);
 	if (!strcmp(cmd, "dns"))
 		return cmd_dns(argc, argv);
+	if (!strcmp(cmd, "dns-serve"))
+		return cmd_dns_serve(argc, argv);
+	if (!strcmp(cmd, "resolve"))
+		return cmd_resolve(argc, argv);
 	if (!strcmp(cmd, "icmp"))
 		return cmd_icmp(argc, argv);
 	if (!strcmp(cmd, "rawip"))
