@@ -3,12 +3,14 @@
  * 125 before anything is created, and runs the session through the embedded
  * agent (the same code the daemon runs). */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/doctor.h"
 #include "agent/observe.h"
 #include "agent/session.h"
 #include "lib/config.h"
@@ -78,6 +80,8 @@ static bool env_name_ok(const char *s, size_t len)
 
 struct run_opts {
 	const char *config_path;
+	const char *project;
+	const char *image;
 	bool json;
 	bool mode_none, mode_open;
 	struct host_rule *rules;
@@ -91,8 +95,8 @@ struct run_opts {
 static void run_usage(FILE *f)
 {
 	fprintf(f, "usage: errandctl run [--config FILE] [--egress none|open|HOST[:PORT]]...\n"
-		   "                     [--pin NAME=IP[:PORT]]... [--env NAME=VALUE]... [--json]\n"
-		   "                     -- CMD [ARG...]\n");
+		   "                     [--pin NAME=IP[:PORT]]... [--project DIR] [--image DIR]\n"
+		   "                     [--env NAME=VALUE]... [--json] -- CMD [ARG...]\n");
 }
 
 static void *grow(void *p, size_t n, size_t size)
@@ -146,12 +150,20 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 			if (pin_parse(v, &o->pins[o->n_pins], err, sizeof(err)))
 				refuse("--pin %s: %s", v, err);
 			o->n_pins++;
+		} else if ((v = opt_value(argc, argv, &i, "--project"))) {
+			o->project = v;
+		} else if ((v = opt_value(argc, argv, &i, "--image"))) {
+			o->image = v;
 		} else if ((v = opt_value(argc, argv, &i, "--env"))) {
 			const char *eq = strchr(v, '=');
 
 			if (!eq || !env_name_ok(v, (size_t)(eq - v)))
 				refuse("--env %s: write NAME=VALUE with a NAME of letters, digits "
 				       "and _",
+				       v);
+			if (!strncmp(v, "PATH=", 5) || !strncmp(v, "HOME=", 5))
+				refuse("--env %.4s: errand places PATH and HOME itself; use "
+				       "sandbox.pathExtra for PATH",
 				       v);
 			o->env = grow(o->env, o->n_env + 1, sizeof(*o->env));
 			o->env[o->n_env++] = (char *)v;
@@ -171,7 +183,8 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 	struct run_opts o = { .config_path = config_path };
 	struct errand_config cfg;
 	struct session_spec spec = {};
-	char err[CONFIG_ERRLEN];
+	struct doctor_report *rep;
+	char err[CONFIG_ERRLEN], project[PATH_MAX], image[PATH_MAX];
 	int cmd, status;
 
 	cmd = run_parse(argc, argv, &o);
@@ -192,10 +205,33 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 	for (size_t i = 0; i < o.n_pins; i++)
 		if (config_add_pin(&cfg, &o.pins[i]))
 			refuse("out of memory");
+	if (!realpath(o.project ? o.project : ".", project))
+		refuse("run: project directory %s: %s; name an existing directory with --project",
+		       o.project ? o.project : ".", strerror(errno));
+	if (o.image) {
+		if (!realpath(o.image, image))
+			refuse("run: --image %s: %s; name a root filesystem directory", o.image,
+			       strerror(errno));
+		free(cfg.image);
+		cfg.image = strdup(image);
+		if (!cfg.image)
+			refuse("out of memory");
+	}
 	if (geteuid() != 0)
 		refuse("run: the embedded agent needs root to make the session's cgroup, network "
 		       "and BPF programs; run errandctl as root");
+	/* What this host cannot enforce refuses the session, or is stated. */
+	rep = doctor_probe(&cfg);
+	if (!rep)
+		refuse("run: cannot probe this host's enforcement: %s", strerror(errno));
+	if (doctor_gate(rep, &cfg)) {
+		doctor_report_free(rep);
+		config_free(&cfg);
+		return EXIT_ERRAND;
+	}
+	doctor_report_free(rep);
 	spec.cfg = &cfg;
+	spec.project = project;
 	spec.argv = argv + cmd;
 	spec.env = o.env;
 	spec.json = o.json;
@@ -244,6 +280,39 @@ static int cmd_observe(int argc, char **argv, const char *config_path)
 	return status;
 }
 
+static int cmd_doctor(int argc, char **argv, const char *config_path)
+{
+	struct errand_config cfg;
+	struct doctor_report *rep;
+	char err[CONFIG_ERRLEN];
+	bool json = false;
+
+	for (int i = 1; i < argc; i++) {
+		const char *v;
+
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return printf("usage: errandctl doctor [--config FILE] [--json]\n"), 0;
+		else if ((v = opt_value(argc, argv, &i, "--config")))
+			config_path = v;
+		else
+			refuse("doctor: unknown option %s; see errandctl doctor --help", argv[i]);
+	}
+	if (config_load(config_path ? config_path : CONFIG_DEFAULT_PATH, config_path != NULL, &cfg,
+			err, sizeof(err)))
+		refuse("%s", err);
+	if (geteuid() != 0)
+		refuse("doctor: probing BPF, cgroups and namespaces needs root; run it as root");
+	rep = doctor_probe(&cfg);
+	if (!rep)
+		refuse("doctor: cannot probe this host: %s", strerror(errno));
+	doctor_print(rep, &cfg, json, stdout);
+	doctor_report_free(rep);
+	config_free(&cfg);
+	return 0;
+}
+
 static int cmd_version(int argc, char **argv, const char *config_path)
 {
 	(void)argc;
@@ -264,6 +333,7 @@ static int cmd_help(int argc, char **argv, const char *config_path)
 
 static const struct command commands[] = {
 	{ "run", "run [OPTIONS] -- CMD [ARG...]", "run CMD in a confined session", cmd_run },
+	{ "doctor", "doctor [--json]", "what this host can enforce, and every gap", cmd_doctor },
 	{ "observe", "observe [SESSION] [--json]", "print running sessions' events as they happen",
 	  cmd_observe },
 	{ "version", "version", "print errand's version", cmd_version },

@@ -29,6 +29,7 @@
 #include <jansson.h>
 
 #include "agent/cgroup.h"
+#include "agent/confine.h"
 #include "agent/dns.h"
 #include "agent/enforce.h"
 #include "agent/events.h"
@@ -147,25 +148,6 @@ static int sweep_dir(const char *dir, const char *suffix, const struct errand_co
 	return n;
 }
 
-static int remove_tree(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *de;
-
-	if (!d)
-		return unlink(path) && errno != ENOENT ? -errno : 0;
-	while ((de = readdir(d))) {
-		char sub[PATH_MAX];
-
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
-		remove_tree(sub);
-	}
-	closedir(d);
-	return rmdir(path) && errno != ENOENT ? -errno : 0;
-}
-
 static int unlink_path(const char *path)
 {
 	return unlink(path) && errno != ENOENT ? -errno : 0;
@@ -189,7 +171,7 @@ int session_sweep(const struct errand_config *cfg)
 	}
 	n += sweep_dir(cfg->bpf_dir, "", cfg, enforce_unpin);
 	snprintf(dir, sizeof(dir), "%s/sessions", cfg->state_dir);
-	n += sweep_dir(dir, "", cfg, remove_tree);
+	n += sweep_dir(dir, "", cfg, confine_remove_tree);
 	/* Lock files of dead sessions go last, once nothing of theirs is left. */
 	snprintf(dir, sizeof(dir), "%s/sessions", cfg->run_dir);
 	sweep_dir(dir, ".events", cfg, unlink_path);
@@ -460,7 +442,8 @@ static void session_teardown(struct session *s)
 	if (s->have_netns && (rc = netns_remove(s->netns_path)))
 		log_warnx("session %s: cannot remove netns %s: %s", s->id, s->netns_path,
 			  strerror(-rc));
-	remove_tree(s->record_dir);
+	/* The session could write below it: removed without following links. */
+	confine_remove_tree(s->record_dir);
 	if (s->lock_fd >= 0) {
 		unlink(s->lock_path);
 		close(s->lock_fd);
@@ -512,20 +495,26 @@ static int launcher_path(char *out, size_t len)
 	return access(out, X_OK) ? -errno : 0;
 }
 
+#define LAUNCH_ARGS_MAX 1024
+
 static pid_t session_spawn(struct session *s, const sigset_t *oldmask)
 {
-	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX];
-	const char *args[64 + 2 * 64];
+	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
+	cleanup_free const char **args = calloc(LAUNCH_ARGS_MAX, sizeof(*args));
 	size_t n = 0;
 	pid_t pid;
 	int rc;
 
+	if (!args)
+		return -ENOMEM;
 	rc = launcher_path(launcher, sizeof(launcher));
 	if (rc) {
 		log_warnx("cannot find errand-launch next to errandctl (%s): %s; reinstall errand",
 			  launcher, strerror(-rc));
 		return rc;
 	}
+	if (path_fmt(state, sizeof(state), "%s/work", s->record_dir))
+		return -ENAMETOOLONG;
 	snprintf(uid, sizeof(uid), "%u", (unsigned)s->cfg->uid);
 	snprintf(gid, sizeof(gid), "%u", (unsigned)s->cfg->gid);
 	snprintf(sessenv, sizeof(sessenv), "ERRAND_SESSION=%s", s->id);
@@ -546,17 +535,27 @@ static pid_t session_spawn(struct session *s, const sigset_t *oldmask)
 		args[n++] = "--resolv";
 		args[n++] = resolv;
 	}
+	/* Confinement first: the session's own --env come after and win. */
+	rc = confine_launch_args(s->cfg, s->spec->project, state, args, &n, LAUNCH_ARGS_MAX - 4);
+	if (rc) {
+		log_warnx("session %s: the confinement options do not fit on the launcher's command "
+			  "line; shorten sandbox.policyExtra or sandbox.env",
+			  s->id);
+		return rc;
+	}
 	args[n++] = "--env";
 	args[n++] = sessenv;
-	for (char *const *e = s->spec->env; e && *e && n < 64; e++) {
+	for (char *const *e = s->spec->env; e && *e; e++) {
+		if (n + 2 >= LAUNCH_ARGS_MAX - 2)
+			return -E2BIG;
 		args[n++] = "--env";
 		args[n++] = *e;
 	}
 	args[n++] = "--";
 	for (char *const *a = s->spec->argv; *a; a++) {
-		if (n >= ARRAY_SIZE(args) - 1) {
-			log_warnx("too many arguments for the command (at most %zu)",
-				  ARRAY_SIZE(args) - n);
+		if (n >= LAUNCH_ARGS_MAX - 1) {
+			log_warnx("too many arguments for the command (at most %d in all)",
+				  LAUNCH_ARGS_MAX);
 			return -E2BIG;
 		}
 		args[n++] = *a;

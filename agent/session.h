@@ -15,6 +15,7 @@ struct session_spec {
 	const struct errand_config *cfg; /* policy: network, mode, rules, pins, ports */
 	char *const *argv;		 /* CMD and its arguments, NULL-terminated */
 	char *const *env;		 /* NAME=VALUE for the session, NULL-terminated */
+	const char *project;		 /* absolute project directory */
 	bool json;			 /* events as JSON lines */
 };
 

@@ -1,6 +1,7 @@
-/* The command process: an environment built from scratch, the working
- * directory, only stdin, stdout and stderr, default signals, then exec, with
- * the statuses a shell gives (127 not found, 126 found but not runnable). */
+/* The command process: default signals, the working directory, Landlock,
+ * rlimits, an environment built from scratch, only stdin, stdout and stderr,
+ * seccomp, then exec, with the statuses a shell gives (127 not found, 126
+ * found but not runnable). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,9 +13,9 @@
 #include "lib/log.h"
 #include "lib/util.h"
 
+#define SYSTEM_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 static const char *const base_env[] = {
-	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"HOME=/tmp",
 	"LANG=C.UTF-8",
 	"USER=errand",
 };
@@ -33,34 +34,52 @@ static void env_put(char **env, size_t *n, char *entry)
 	env[(*n)++] = entry;
 }
 
+/* PATH is --path-extra's directories ahead of the system's, so a toolchain
+ * named on purpose is found before the host's copy; HOME is the state
+ * directory (thrown away with the session), else /tmp. Then each --env. */
 static char **build_env(const struct launch_args *a)
 {
-	size_t n = 0;
-	char **env;
-	char *term;
+	size_t n = 0, len = sizeof("PATH=" SYSTEM_PATH);
+	char **env, *path, *home, *term;
 
-	/* The base, TERM, each --env, the terminating NULL. */
-	env = calloc(ARRAY_SIZE(base_env) + 1 + a->n_env + 1, sizeof(*env));
-	if (!env || asprintf(&term, "TERM=%s", a->term ? a->term : "dumb") < 0)
+	for (size_t i = 0; i < a->path_extra.n; i++)
+		len += strlen(a->path_extra.v[i]) + 1;
+	/* PATH, HOME, TERM, the base, each --env, the terminating NULL. */
+	env = calloc(3 + ARRAY_SIZE(base_env) + a->env.n + 1, sizeof(*env));
+	path = malloc(len);
+	if (!env || !path || asprintf(&term, "TERM=%s", a->term ? a->term : "dumb") < 0 ||
+	    asprintf(&home, "HOME=%s", a->state_in ? a->state_in : "/tmp") < 0)
 		fatal("cannot build the command's environment");
+	strcpy(path, "PATH=");
+	for (size_t i = 0; i < a->path_extra.n; i++) {
+		strcat(path, a->path_extra.v[i]);
+		strcat(path, ":");
+	}
+	strcat(path, SYSTEM_PATH);
+	env[n++] = path;
+	env[n++] = home;
+	env[n++] = term;
 	for (size_t i = 0; i < ARRAY_SIZE(base_env); i++)
 		env[n++] = (char *)base_env[i];
-	env[n++] = term;
-	for (size_t i = 0; i < a->n_env; i++)
-		env_put(env, &n, a->env[i]);
+	for (size_t i = 0; i < a->env.n; i++)
+		env_put(env, &n, a->env.v[i]);
 	env[n] = NULL;
 	return env;
 }
 
-static void enter_cwd(const char *cwd)
+/* --cwd, else the project, else /: the caller's directory is not in the
+ * session's root. */
+static void enter_cwd(const struct launch_args *a)
 {
-	if (cwd) {
-		if (chdir(cwd) < 0)
-			fatal("cannot change to --cwd %s as the session's uid", cwd);
+	const char *dir = a->cwd ? a->cwd : a->project_in;
+
+	if (chdir(dir) == 0)
 		return;
+	if (a->cwd) {
+		log_warn("cannot change to --cwd %s in the session", a->cwd);
+		_exit(LAUNCH_EXIT_FAIL);
 	}
-	/* The caller's directory may be one the session's uid cannot search. */
-	if (access(".", X_OK) < 0 && chdir("/") < 0)
+	if (chdir("/") < 0)
 		fatal("cannot change to /");
 }
 
@@ -76,16 +95,29 @@ static void cloexec_all(void)
 		fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+/* In the order the session is confined: Landlock while paths can still be
+ * opened, the rlimits, the environment, then seccomp, the last thing before
+ * exec, so that nothing errand itself does runs under the filter. */
 void exec_command(const struct launch_args *a)
 {
-	char **env = build_env(a);
+	char **env;
+	int abi;
 
 	reap_reset_signals();
-	enter_cwd(a->cwd);
+	enter_cwd(a);
+	abi = landlock_apply(a);
+	if (abi < 0)
+		_exit(LAUNCH_EXIT_FAIL);
+	log_debug("Landlock ABI %d", abi);
+	if (rlimit_apply(a) < 0)
+		_exit(LAUNCH_EXIT_FAIL);
+	env = build_env(a);
 	cloexec_all();
+	if (seccomp_apply(a) < 0)
+		_exit(LAUNCH_EXIT_FAIL);
 
 	/* execvpe() searches the PATH of environ, not of its envp: give it the
-	 * command's own, so an --env PATH is the one searched. */
+	 * command's own. */
 	environ = env;
 	execvpe(a->cmd[0], a->cmd, env);
 	if (errno == ENOENT) {

@@ -55,6 +55,10 @@ void session_init(const struct launch_args *a, int sync_fd)
 
 	if (ns_setup_session(a) < 0)
 		exit(LAUNCH_EXIT_FAIL);
+	/* Unconfined by Landlock and seccomp, PID 1 must not be open to the
+	 * command: not dumpable, no ptrace and no /proc/1/mem. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fatal("cannot make the session's PID 1 undumpable");
 	/* PID 1 lives as long as the session and needs none of what it was
 	 * started with besides stdin, stdout and stderr. */
 	close_range(3, ~0U, 0);

@@ -1,7 +1,9 @@
 /* errand-launch: main and argument parsing, then the outer launcher's steps
- * as root in the host's namespaces: join the cgroup and netns, clone the
- * session's PID 1, map its ids, and wait for it, passing its status on. */
+ * as root in the host's namespaces: set the cgroup's limits, join the cgroup
+ * and netns, make the state directory, clone the session's PID 1, map its
+ * ids, and wait for it, passing its status on. */
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -11,35 +13,91 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "launcher/launch.h"
+#include "lib/landlock.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
-enum opt { OPT_SESSION, OPT_CGROUP, OPT_NETNS, OPT_UID, OPT_GID, OPT_RESOLV, OPT_ENV, OPT_CWD };
+enum opt {
+	OPT_SESSION,
+	OPT_CGROUP,
+	OPT_NETNS,
+	OPT_UID,
+	OPT_GID,
+	OPT_RESOLV,
+	OPT_ENV,
+	OPT_CWD,
+	OPT_PROJECT,
+	OPT_STATE,
+	OPT_IMAGE,
+	OPT_POLICY_READ,
+	OPT_POLICY_WRITE,
+	OPT_POLICY_EXEC,
+	OPT_PATH_EXTRA,
+	OPT_BLOCK,
+	OPT_FSIZE,
+	OPT_TMP_SIZE,
+	OPT_SHM_SIZE,
+	OPT_MEMORY,
+	OPT_CPU,
+	OPT_PIDS,
+	OPT_LANDLOCK_MIN,
+};
+
+enum opt_kind {
+	ONCE,	  /* a string, at most once */
+	REQUIRED, /* a string, exactly once */
+	ABS,	  /* an absolute path, at most once */
+	MULTI,	  /* a string, any number of times */
+	MULTI_ABS,
+	NUMBER, /* digits, at most once */
+};
 
 static const struct {
 	const char *name;
 	const char *meta;
 	const char *what; /* for "is missing; pass ..." */
+	enum opt_kind kind;
 } opts[] = {
-	[OPT_SESSION] = {"--session", "ID", "the session's id"},
-	[OPT_CGROUP] = {"--cgroup", "DIR", "the session's cgroup v2 directory"},
-	[OPT_NETNS] = {"--netns", "PATH", "the session's network namespace file"},
-	[OPT_UID] = {"--uid", "UID", "the host uid the session runs as"},
-	[OPT_GID] = {"--gid", "GID", "the host gid the session runs as"},
-	[OPT_RESOLV] = {"--resolv", "FILE", "the file to bind on /etc/resolv.conf"},
-	[OPT_ENV] = {"--env", "NAME=VALUE", "a variable for the command"},
-	[OPT_CWD] = {"--cwd", "DIR", "the command's working directory"},
+	[OPT_SESSION] = {"--session", "ID", "the session's id", REQUIRED},
+	[OPT_CGROUP] = {"--cgroup", "DIR", "the session's cgroup v2 directory", REQUIRED},
+	[OPT_NETNS] = {"--netns", "PATH", "the session's network namespace file", REQUIRED},
+	[OPT_UID] = {"--uid", "UID", "the host uid the session runs as", REQUIRED},
+	[OPT_GID] = {"--gid", "GID", "the host gid the session runs as", REQUIRED},
+	[OPT_RESOLV] = {"--resolv", "FILE", "the file to bind on /etc/resolv.conf", ABS},
+	[OPT_ENV] = {"--env", "NAME=VALUE", "a variable for the command", MULTI},
+	[OPT_CWD] = {"--cwd", "DIR", "the command's working directory", ABS},
+	[OPT_PROJECT] = {"--project", "DIR", "the project directory, writable", ABS},
+	[OPT_STATE] = {"--state", "DIR", "the session's state directory, writable", ABS},
+	[OPT_IMAGE] = {"--image", "DIR", "a root directory for the session", ABS},
+	[OPT_POLICY_READ] = {"--policy-read", "PATH", "a path the session may read", MULTI_ABS},
+	[OPT_POLICY_WRITE] = {"--policy-write", "PATH", "a path the session may write", MULTI_ABS},
+	[OPT_POLICY_EXEC] = {"--policy-exec", "PATH", "a path the session may execute", MULTI_ABS},
+	[OPT_PATH_EXTRA] = {"--path-extra", "DIR", "a directory ahead of /usr/bin in PATH",
+			    MULTI_ABS},
+	[OPT_BLOCK] = {"--block-syscall", "NAME", "a system call to refuse with ENOSYS", MULTI},
+	[OPT_FSIZE] = {"--fsize", "BYTES", "the largest file the session may write", NUMBER},
+	[OPT_TMP_SIZE] = {"--tmp-size", "BYTES", "the size of /tmp", NUMBER},
+	[OPT_SHM_SIZE] = {"--shm-size", "BYTES", "the size of /dev/shm", NUMBER},
+	[OPT_MEMORY] = {"--memory", "BYTES", "the session's memory.max", NUMBER},
+	[OPT_CPU] = {"--cpu-milli", "N", "the session's CPUs, in thousandths", NUMBER},
+	[OPT_PIDS] = {"--pids", "N", "the session's pids.max", NUMBER},
+	[OPT_LANDLOCK_MIN] = {"--landlock-min", "N", "the lowest Landlock ABI to run with", NUMBER},
 };
 
 #define HOSTNAME_MAX 64 /* the kernel's limit for sethostname() */
 
 static const char usage[] =
-	"errand-launch --session ID --cgroup DIR --netns PATH --uid UID "
-	"--gid GID [--resolv FILE] [--env NAME=VALUE]... [--cwd DIR] -- CMD [ARG...]";
+	"errand-launch --session ID --cgroup DIR --netns PATH --uid UID --gid GID "
+	"[--resolv FILE] [--env NAME=VALUE]... [--cwd DIR] [--project DIR] [--state DIR] "
+	"[--image DIR] [--policy-read PATH]... [--policy-write PATH]... [--policy-exec PATH]... "
+	"[--path-extra DIR]... [--block-syscall NAME]... [--fsize BYTES] [--tmp-size BYTES] "
+	"[--shm-size BYTES] [--memory BYTES] [--cpu-milli N] [--pids N] [--landlock-min N] "
+	"-- CMD [ARG...]";
 
 static int find_opt(const char *name, size_t len)
 {
@@ -89,6 +147,21 @@ static int parse_id(const char *opt, const char *s, unsigned int *out)
 	return 0;
 }
 
+static int parse_number(const char *opt, const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (!isdigit((unsigned char)s[0]) || *end || errno || v > (UINT64_MAX >> 2)) {
+		log_warnx("%s '%s' is not a number; pass digits only, such as 1073741824", opt, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
 static int check_env(const char *s)
 {
 	const char *eq = strchr(s, '=');
@@ -101,11 +174,46 @@ static int check_env(const char *s)
 	for (const char *c = s; ok && c < eq; c++)
 		ok = *c == '_' || isalnum((unsigned char)*c);
 	if (!ok) {
-		log_warnx("--env '%s': the name is not [A-Za-z_][A-Za-z0-9_]*; rename the variable",
+		log_warnx("--env '%.*s': the name is not [A-Za-z_][A-Za-z0-9_]*; rename the "
+			  "variable",
+			  (int)(eq - s), s);
+		return -EINVAL;
+	}
+	/* The values are never printed: one may be a credential. */
+	if ((eq - s == 4 && !strncmp(s, "PATH", 4)) || (eq - s == 4 && !strncmp(s, "HOME", 4))) {
+		log_warnx("--env %.4s is refused: errand places it (PATH: pass --path-extra DIR; "
+			  "HOME is the state directory)",
 			  s);
 		return -EINVAL;
 	}
 	return 0;
+}
+
+static struct launch_list *list_of(struct launch_args *a, int o)
+{
+	switch (o) {
+	case OPT_ENV:
+		return &a->env;
+	case OPT_POLICY_READ:
+		return &a->policy_read;
+	case OPT_POLICY_WRITE:
+		return &a->policy_write;
+	case OPT_POLICY_EXEC:
+		return &a->policy_exec;
+	case OPT_PATH_EXTRA:
+		return &a->path_extra;
+	case OPT_BLOCK:
+		return &a->block;
+	}
+	return NULL;
+}
+
+static int check_abs(const char *opt, const char *v)
+{
+	if (v[0] == '/')
+		return 0;
+	log_warnx("%s '%s' is not an absolute path; pass a path from /", opt, v);
+	return -EINVAL;
 }
 
 /* One line naming the first thing wrong, then -EINVAL; nothing is created
@@ -113,15 +221,22 @@ static int check_env(const char *s)
 static int parse_args(int argc, char **argv, struct launch_args *a)
 {
 	const char *val[ARRAY_SIZE(opts)] = {NULL};
+	struct launch_list *lists[] = {&a->env,		&a->policy_read, &a->policy_write,
+				       &a->policy_exec, &a->path_extra,	 &a->block};
+	uint64_t num[ARRAY_SIZE(opts)] = {0};
 	bool dashdash = false;
+	char **block;
 	int i, r;
 
 	memset(a, 0, sizeof(*a));
-	a->env = calloc(argc, sizeof(*a->env));
-	if (!a->env) {
+	/* The lists' storage lives as long as the process. */
+	block = calloc(ARRAY_SIZE(lists) * (size_t)argc, sizeof(*block));
+	if (!block) {
 		log_warn("cannot parse the command line");
 		return -ENOMEM;
 	}
+	for (size_t k = 0; k < ARRAY_SIZE(lists); k++)
+		lists[k]->v = block + k * (size_t)argc;
 
 	for (i = 1; i < argc; i++) {
 		const char *arg = argv[i], *eq, *v;
@@ -153,14 +268,26 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 				  opts[o].meta);
 			return -EINVAL;
 		}
-		if (o == OPT_ENV) {
-			a->env[a->n_env++] = (char *)v;
+		if (!v[0]) {
+			log_warnx("%s is empty; pass %s %s, %s", opts[o].name, opts[o].name,
+				  opts[o].meta, opts[o].what);
+			return -EINVAL;
+		}
+		if ((opts[o].kind == ABS || opts[o].kind == MULTI_ABS) &&
+		    (r = check_abs(opts[o].name, v)))
+			return r;
+		if (opts[o].kind == MULTI || opts[o].kind == MULTI_ABS) {
+			struct launch_list *l = list_of(a, o);
+
+			l->v[l->n++] = (char *)v;
 			continue;
 		}
 		if (val[o]) {
 			log_warnx("%s is given twice; pass it once", opts[o].name);
 			return -EINVAL;
 		}
+		if (opts[o].kind == NUMBER && (r = parse_number(opts[o].name, v, &num[o])))
+			return r;
 		val[o] = v;
 	}
 	if (!dashdash) {
@@ -174,14 +301,7 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 	a->cmd = argv + i;
 
 	for (size_t o = 0; o < ARRAY_SIZE(opts); o++) {
-		if (o == OPT_ENV)
-			continue;
-		if (val[o] && !val[o][0]) {
-			log_warnx("%s is empty; pass %s %s, %s", opts[o].name, opts[o].name,
-				  opts[o].meta, opts[o].what);
-			return -EINVAL;
-		}
-		if (!val[o] && o != OPT_RESOLV && o != OPT_CWD) {
+		if (!val[o] && opts[o].kind == REQUIRED) {
 			log_warnx("%s is missing; pass %s %s, %s", opts[o].name, opts[o].name,
 				  opts[o].meta, opts[o].what);
 			return -EINVAL;
@@ -192,6 +312,25 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 	a->netns = val[OPT_NETNS];
 	a->resolv = val[OPT_RESOLV];
 	a->cwd = val[OPT_CWD];
+	a->project = val[OPT_PROJECT];
+	a->state = val[OPT_STATE];
+	a->image = val[OPT_IMAGE];
+	a->fsize = val[OPT_FSIZE] ? num[OPT_FSIZE] : LAUNCH_DEFAULT_FSIZE;
+	a->tmp_size = val[OPT_TMP_SIZE] ? num[OPT_TMP_SIZE] : LAUNCH_DEFAULT_TMP;
+	a->shm_size = val[OPT_SHM_SIZE] ? num[OPT_SHM_SIZE] : LAUNCH_DEFAULT_SHM;
+	a->memory = num[OPT_MEMORY];
+	a->cpu_milli = num[OPT_CPU];
+	a->pids = num[OPT_PIDS];
+	a->landlock_min = val[OPT_LANDLOCK_MIN] ? (int)num[OPT_LANDLOCK_MIN] : 1;
+	if (val[OPT_LANDLOCK_MIN] && num[OPT_LANDLOCK_MIN] > 64) {
+		log_warnx("--landlock-min %s is not a Landlock ABI; pass 0 to %d",
+			  val[OPT_LANDLOCK_MIN], LANDLOCK_ABI_KNOWN);
+		return -EINVAL;
+	}
+	if (!a->fsize || !a->tmp_size || !a->shm_size) {
+		log_warnx("--fsize, --tmp-size and --shm-size must be above 0");
+		return -EINVAL;
+	}
 	r = check_session(a->session);
 	if (r < 0)
 		return r;
@@ -201,12 +340,85 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 	r = parse_id("--gid", val[OPT_GID], &a->gid);
 	if (r < 0)
 		return r;
-	for (size_t k = 0; k < a->n_env; k++) {
-		r = check_env(a->env[k]);
+	for (size_t k = 0; k < a->env.n; k++) {
+		r = check_env(a->env.v[k]);
 		if (r < 0)
 			return r;
 	}
 	return 0;
+}
+
+/* A host path as the host's root resolves it (links followed), so that
+ * the session's root, where links may lead elsewhere or nowhere, binds
+ * what was meant. One that does not resolve stays as given. */
+static void canonical(const char **p)
+{
+	char *c;
+
+	if (!*p || (*p)[0] != '/')
+		return;
+	c = realpath(*p, NULL);
+	if (c)
+		*p = c; /* lives as long as the process */
+}
+
+static void canonical_list(struct launch_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		canonical((const char **)&l->v[i]);
+}
+
+/* The project defaults to the directory the launcher was started in, as
+ * errandctl's own; never /, which would make every file writable. */
+static int resolve_paths(struct launch_args *a)
+{
+	static char cwd[PATH_MAX];
+	struct stat st;
+
+	if (!a->project) {
+		if (!getcwd(cwd, sizeof(cwd))) {
+			log_warn(
+				"cannot read the current directory for the project; pass --project "
+				"DIR");
+			return -errno;
+		}
+		a->project = cwd;
+	}
+	canonical(&a->project);
+	canonical(&a->image);
+	canonical(&a->resolv);
+	/* With an image, the policy paths are the image's, resolved inside it. */
+	if (!a->image) {
+		canonical_list(&a->policy_read);
+		canonical_list(&a->policy_write);
+		canonical_list(&a->policy_exec);
+	}
+	if (stat(a->project, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		log_warnx("--project %s is not a directory; pass the project's directory",
+			  a->project);
+		return -ENOTDIR;
+	}
+	if (!strcmp(a->project, "/")) {
+		log_warnx("--project / would make the whole filesystem writable; pass the "
+			  "project's own directory");
+		return -EINVAL;
+	}
+	if (a->state && !strcmp(a->state, "/")) {
+		log_warnx("--state / would make the whole filesystem writable; pass the "
+			  "session's own directory");
+		return -EINVAL;
+	}
+	a->project_in = a->image ? LAUNCH_IMAGE_PROJECT : a->project;
+	return 0;
+}
+
+/* Once the state directory exists. */
+static void resolve_state(struct launch_args *a)
+{
+	if (!a->state)
+		return;
+	canonical(&a->state);
+	a->state_in = a->image ? LAUNCH_IMAGE_STATE : a->state;
 }
 
 /* A failed launch must not leave a half-made session behind. */
@@ -221,26 +433,29 @@ static int abandon(pid_t pid)
 int main(int argc, char **argv)
 {
 	struct launch_args a;
-	cleanup_free char **env = NULL;
 	int sync[2], r;
 	pid_t pid;
 
 	log_init("errand-launch", false);
 	r = parse_args(argc, argv, &a);
-	env = a.env;
-	if (r < 0)
+	if (r < 0 || resolve_paths(&a) < 0)
 		return LAUNCH_EXIT_FAIL;
 	a.term = getenv("TERM");
 
 	/* Before any child exists, so no signal meant for it is lost. */
 	if (reap_block_signals() < 0)
 		fatal("cannot block signals for forwarding");
+	if (limits_apply(&a) < 0)
+		return LAUNCH_EXIT_FAIL;
 	if (ns_join_cgroup(a.cgroup) < 0)
 		return LAUNCH_EXIT_FAIL;
 	/* As root in the host's user namespace, so the session gets the network
 	 * namespace but no capability over it. */
 	if (ns_enter_netns(a.netns) < 0)
 		return LAUNCH_EXIT_FAIL;
+	if (ns_prepare_state(&a) < 0)
+		return LAUNCH_EXIT_FAIL;
+	resolve_state(&a);
 	/* Supplementary groups are host gids the user namespace carries along
 	 * unmapped; the session must not keep root's. */
 	if (setgroups(0, NULL) < 0)

@@ -1,34 +1,80 @@
 /* errand-launch, the process the agent runs to start a session: its parsed
- * command line and the steps its files provide (ns.c, init.c, reap.c,
- * exec.c) to launch.c, which runs them in order. */
+ * command line and the steps its files provide to launch.c, which runs them
+ * in order: limits.c (cgroup limits), ns.c (cgroup, namespaces, ids),
+ * mounts.c (the session's root), init.c (PID 1), reap.c, and in the command
+ * process exec.c with landlock.c, rlimit.c and seccomp.c. */
 #ifndef ERRAND_LAUNCH_H
 #define ERRAND_LAUNCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define LAUNCH_EXIT_FAIL 125	 /* the launcher itself failed */
 #define LAUNCH_EXIT_NOEXEC 126	 /* the command was found but cannot run */
 #define LAUNCH_EXIT_NOTFOUND 127 /* no such command */
 
-struct launch_args {
-	const char *session; /* --session ID, also the session's hostname */
-	const char *cgroup;  /* --cgroup DIR, a cgroup v2 directory */
-	const char *netns;   /* --netns PATH, a bind-mounted nsfs file */
-	uid_t uid;	     /* --uid, the host uid the session's uid 0 maps to; never 0 */
-	gid_t gid;	     /* --gid, likewise */
-	const char *resolv;  /* --resolv FILE; NULL keeps /etc/resolv.conf */
-	const char *cwd;     /* --cwd DIR; NULL stays where the caller was, else / */
-	char **env;	     /* each --env NAME=VALUE, in order */
-	size_t n_env;
-	const char *term; /* the caller's TERM; NULL when unset */
-	char **cmd;	  /* CMD ARG..., NULL-terminated, inside argv */
+/* Where the project and state directories appear inside a session with
+ * --image; without one they keep their host paths. */
+#define LAUNCH_IMAGE_PROJECT "/workspace"
+#define LAUNCH_IMAGE_STATE "/state"
+
+/* Defaults, the same as the configuration's (lib/config.c). */
+#define LAUNCH_DEFAULT_FSIZE (1ULL << 30)
+#define LAUNCH_DEFAULT_TMP (512ULL << 20)
+#define LAUNCH_DEFAULT_SHM (64ULL << 20)
+
+struct launch_list {
+	char **v; /* pointers into argv */
+	size_t n;
 };
+
+struct launch_args {
+	const char *session;	/* --session ID, also the session's hostname */
+	const char *cgroup;	/* --cgroup DIR, a cgroup v2 directory */
+	const char *netns;	/* --netns PATH, a bind-mounted nsfs file */
+	uid_t uid;		/* --uid, the host uid the session's uid 0 maps to; never 0 */
+	gid_t gid;		/* --gid, likewise */
+	const char *resolv;	/* --resolv FILE; NULL keeps the root's /etc/resolv.conf */
+	const char *cwd;	/* --cwd DIR, inside the session; NULL: the project, else / */
+	struct launch_list env; /* each --env NAME=VALUE, in order */
+	const char *term;	/* the caller's TERM; NULL when unset */
+	char **cmd;		/* CMD ARG..., NULL-terminated, inside argv */
+
+	const char *project; /* --project DIR, writable; default the caller's directory */
+	const char *state;   /* --state DIR, writable and HOME; made 0700 for uid if missing */
+	const char *image;   /* --image DIR, the session's root; NULL: the host's system dirs */
+	struct launch_list policy_read;	 /* --policy-read PATH: read */
+	struct launch_list policy_write; /* --policy-write PATH: read and write */
+	struct launch_list policy_exec;	 /* --policy-exec PATH: execute */
+	struct launch_list path_extra;	 /* --path-extra DIR: ahead of the system's PATH */
+	struct launch_list block;	 /* --block-syscall NAME: ENOSYS besides errand's own */
+	uint64_t fsize;			 /* --fsize BYTES: RLIMIT_FSIZE */
+	uint64_t tmp_size;		 /* --tmp-size BYTES: the tmpfs on /tmp */
+	uint64_t shm_size;		 /* --shm-size BYTES: the tmpfs on /dev/shm */
+	uint64_t memory;		 /* --memory BYTES: memory.max; 0 none */
+	uint64_t cpu_milli;		 /* --cpu-milli N: thousandths of a CPU (cpu.max); 0 none */
+	uint64_t pids;			 /* --pids N: pids.max; 0 none */
+	int landlock_min; /* --landlock-min N: refuse below ABI N; 0 runs without Landlock */
+
+	/* Derived: where the project and state are inside the session. */
+	const char *project_in;
+	const char *state_in;
+};
+
+/* limits.c: memory, cpu and pids limits written to the session's cgroup
+ * before the launcher joins it, where those controllers are delegated (the
+ * agent states any that are not as a gap). 0 or -errno. */
+int limits_apply(const struct launch_args *a);
 
 /* ns.c: the session's cgroup, namespaces, ids and mounts. Each function says
  * what failed on stderr itself and returns 0 or -errno. */
 int ns_join_cgroup(const char *dir);
 int ns_enter_netns(const char *path);
+/* Makes --state DIR (and missing parents, 0755) as the session's uid, 0700,
+ * unless it exists. As host root, before the clone. */
+int ns_prepare_state(const struct launch_args *a);
 /* Forks into new user, PID, mount, UTS and IPC namespaces: the child's pid,
  * 0 in the child (PID 1 there), or -errno. */
 pid_t ns_clone_session(void);
@@ -36,8 +82,25 @@ pid_t ns_clone_session(void);
 int ns_write_id_maps(pid_t pid, uid_t uid, gid_t gid);
 /* In the child once mapped: uid and gid 0 inside, the mapped ids outside. */
 int ns_become_root(void);
-/* In the child: hostname, private mounts, a fresh /proc, --resolv. */
+/* In the child: hostname, then the session's root (mounts_setup). */
 int ns_setup_session(const struct launch_args *a);
+
+/* mounts.c: a new root on a tmpfs holding the system directories (or the
+ * image's) read-only, the project, state and policy paths, a fresh /proc, a
+ * minimal /dev, sized tmpfs on /tmp and /dev/shm, --resolv; pivot_root into
+ * it, the host's root detached. 0 or -errno, having said why. */
+int mounts_setup(const struct launch_args *a);
+
+/* landlock.c: the floor and --policy-* as a Landlock ruleset on the calling
+ * process. The ABI used, 0 when the kernel has none and --landlock-min 0
+ * allows that, or -errno having said why. */
+int landlock_apply(const struct launch_args *a);
+
+/* rlimit.c: RLIMIT_FSIZE from --fsize, no core files. 0 or -errno. */
+int rlimit_apply(const struct launch_args *a);
+
+/* seccomp.c: the syscall filter, loaded last before exec. 0 or -errno. */
+int seccomp_apply(const struct launch_args *a);
 
 /* init.c: the session's PID 1. Never returns. */
 void session_init(const struct launch_args *a, int sync_fd) __attribute__((noreturn));

@@ -1,22 +1,20 @@
 /* The session's cgroup, namespaces, id maps and mounts: what the outer
  * launcher does as root before and after the clone, and what the session's
- * PID 1 sets up inside its own namespaces. See launch.h. */
+ * PID 1 sets up inside its own namespaces (its mounts are mounts.c's). */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/statvfs.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "launcher/launch.h"
 #include "lib/log.h"
 #include "lib/util.h"
-
-#define RESOLV_CONF "/etc/resolv.conf"
 
 int ns_join_cgroup(const char *dir)
 {
@@ -133,51 +131,48 @@ int ns_become_root(void)
 	return 0;
 }
 
-/* The per-mount flags of the mount at path. Mounts copied into a user
- * namespace have nosuid, nodev, noexec, read-only and atime locked: a new
- * mount or remount that leaves one out is refused, so carry them over. */
-static unsigned long mount_flags(const char *path)
+/* mkdir -p as the calling process, the leaf with mode. */
+static int mkdir_parents(const char *path, mode_t mode)
 {
-	unsigned long flags = 0;
-	struct statvfs st;
+	char buf[PATH_MAX];
 
-	if (statvfs(path, &st) < 0)
-		return 0; /* then the mount itself reports what is wrong */
-	if (st.f_flag & ST_RDONLY)
-		flags |= MS_RDONLY;
-	if (st.f_flag & ST_NOSUID)
-		flags |= MS_NOSUID;
-	if (st.f_flag & ST_NODEV)
-		flags |= MS_NODEV;
-	if (st.f_flag & ST_NOEXEC)
-		flags |= MS_NOEXEC;
-	if (st.f_flag & ST_NODIRATIME)
-		flags |= MS_NODIRATIME;
-	if (st.f_flag & ST_NOATIME)
-		flags |= MS_NOATIME;
-	else if (st.f_flag & ST_RELATIME)
-		flags |= MS_RELATIME;
-	else
-		flags |= MS_STRICTATIME;
-	return flags;
+	if (path_fmt(buf, sizeof(buf), "%s", path))
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0)
+		return -errno;
+	return 0;
 }
 
-static int bind_resolv(const char *file)
+int ns_prepare_state(const struct launch_args *a)
 {
-	unsigned long flags;
+	struct stat st;
 	int r;
 
-	/* A symlinked /etc/resolv.conf is followed: the bind lands on its target. */
-	if (mount(file, RESOLV_CONF, NULL, MS_BIND, NULL) < 0) {
-		r = -errno;
-		log_warnx("cannot bind-mount %s on %s: %s; both must exist for the session's uid",
-			  file, RESOLV_CONF, strerror(-r));
-		return r;
+	if (!a->state)
+		return 0;
+	if (stat(a->state, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return 0;
+		log_warnx("--state %s is not a directory; pass the session's state directory",
+			  a->state);
+		return -ENOTDIR;
 	}
-	flags = mount_flags(RESOLV_CONF) | MS_RDONLY;
-	if (mount(NULL, RESOLV_CONF, NULL, MS_BIND | MS_REMOUNT | flags, NULL) < 0) {
+	/* Only the session's uid writes there; the agent removes it with the
+	 * session's record. */
+	r = mkdir_parents(a->state, 0700);
+	if (r == 0 && chown(a->state, a->uid, a->gid) < 0)
 		r = -errno;
-		log_warn("cannot make %s (bound from %s) read-only", RESOLV_CONF, file);
+	if (r < 0 && r != -EEXIST) {
+		errno = -r;
+		log_warn("cannot make the state directory %s", a->state);
 		return r;
 	}
 	return 0;
@@ -185,7 +180,6 @@ static int bind_resolv(const char *file)
 
 int ns_setup_session(const struct launch_args *a)
 {
-	unsigned long flags;
 	int r;
 
 	if (sethostname(a->session, strlen(a->session)) < 0) {
@@ -193,23 +187,5 @@ int ns_setup_session(const struct launch_args *a)
 		log_warn("cannot set the session's hostname to %s", a->session);
 		return r;
 	}
-	/* Nothing mounted in the session may reach the host, nor the reverse. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
-		r = -errno;
-		log_warn("cannot make / recursively private in the session's mount namespace");
-		return r;
-	}
-	/* Over the host's /proc, so /proc shows only the session's processes. */
-	flags = mount_flags("/proc") | MS_NOSUID | MS_NODEV | MS_NOEXEC;
-	if (mount("proc", "/proc", "proc", flags, NULL) < 0) {
-		r = -errno;
-		log_warn("cannot mount a new proc on /proc");
-		return r;
-	}
-	if (a->resolv) {
-		r = bind_resolv(a->resolv);
-		if (r < 0)
-			return r;
-	}
-	return 0;
+	return mounts_setup(a);
 }

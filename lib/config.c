@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <seccomp.h>
 #include <sys/stat.h>
 
 #include "lib/config.h"
@@ -328,7 +329,7 @@ static int parse_pins(struct ctx *c, const json_t *obj, struct errand_config *cf
 		return rc;
 	json_object_foreach((json_t *)obj, name, v)
 	{
-		struct pin p = { 0 };
+		struct pin p = {0};
 
 		join(w, where, name);
 		if (host_name_normalize(name, p.name, e, sizeof(e)))
@@ -394,9 +395,9 @@ static int parse_mode(struct ctx *c, const json_t *v, const char *where, const c
 
 static int parse_egress(struct ctx *c, const json_t *eg, struct errand_config *cfg)
 {
-	static const char *const known[] = { "allow",	      "mode",	  "pins",
-					     "treatAsPublic", "readOnly", "writeAllowed",
-					     "allowInternal", NULL };
+	static const char *const known[] = {"allow",	     "mode",	 "pins",
+					    "treatAsPublic", "readOnly", "writeAllowed",
+					    "allowInternal", NULL};
 	json_t *v;
 	int rc, mode;
 
@@ -506,36 +507,318 @@ static int parse_id(struct ctx *c, const json_t *v, const char *where, uint32_t 
 	return 0;
 }
 
-/* Keys we only check the outer shape of, until the features that read them. */
-static int shape(struct ctx *c, const json_t *obj, const char *key, const char *where, json_type t,
-		 const char *how)
+/* A whole number in [min, max] at obj.key, if present. */
+static int parse_uint(struct ctx *c, const json_t *obj, const char *section_name, const char *key,
+		      uint32_t min, uint32_t max, uint32_t *out)
 {
 	char w[WHERE_MAX];
-	json_t *v = get(obj, key);
+	json_int_t n;
+	json_t *v;
+	int rc;
 
-	join(w, where, key);
-	return v ? want(c, v, t, w, how) : 0;
+	v = get(obj, key);
+	if (!v)
+		return 0;
+	join(w, section_name, key);
+	if ((rc = want(c, v, JSON_INTEGER, w, "a whole number")))
+		return rc;
+	n = json_integer_value(v);
+	if (n < (json_int_t)min || n > (json_int_t)max)
+		return cfg_error(c, "%s: %lld is out of range; use %u-%u", w, (long long)n, min,
+				 max);
+	*out = (uint32_t)n;
+	return 0;
+}
+
+static void strv_free(struct config_strv *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+/* Appends an owned copy; the list stays NULL-terminated. */
+static int strv_add(struct config_strv *l, const char *s)
+{
+	char **grown = reallocarray(l->v, l->n + 2, sizeof(*grown));
+
+	if (!grown)
+		return -ENOMEM;
+	l->v = grown;
+	l->v[l->n] = strdup(s);
+	if (!l->v[l->n])
+		return -ENOMEM;
+	l->v[++l->n] = NULL;
+	return 0;
+}
+
+/* A path a session is given: absolute (after the launcher's pivot there is
+ * no working directory to resolve a relative one against), plain (no empty,
+ * . or .. part, so the report names what is granted), not / itself, and
+ * free of ':' so that it can stand in PATH. */
+static int check_abs_path(struct ctx *c, const char *where, const char *s)
+{
+	char q[SAFE_MAX];
+
+	if (s[0] != '/')
+		return cfg_error(c,
+				 "%s: \"%s\" is not an absolute path; write it from /, since a "
+				 "session has no working directory to resolve it against",
+				 where, safe(s, q, sizeof(q)));
+	if (!s[1])
+		return cfg_error(c, "%s: \"/\" would grant the whole filesystem; name directories",
+				 where);
+	for (const char *p = s + 1;; p++) {
+		size_t n = strcspn(p, "/");
+
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return cfg_error(c,
+					 "%s: \"%s\" has an empty, . or .. part; write the plain "
+					 "path, like \"/opt/toolchains\"",
+					 where, safe(s, q, sizeof(q)));
+		p += n;
+		if (!*p)
+			break;
+	}
+	if (strchr(s, ':'))
+		return cfg_error(c, "%s: \"%s\" contains ':', which PATH cannot carry; rename it",
+				 where, safe(s, q, sizeof(q)));
+	if (strlen(s) >= PATH_MAX / 2)
+		return cfg_error(c, "%s is too long; name a path of fewer than %d bytes", where,
+				 PATH_MAX / 2);
+	return 0;
+}
+
+/* A list of absolute paths, appended to out. */
+static int parse_paths(struct ctx *c, const json_t *arr, const char *where, struct config_strv *out)
+{
+	char w[WHERE_MAX];
+	size_t i;
+	json_t *v;
+	int rc;
+
+	if (!arr)
+		return 0;
+	if ((rc = want(c, arr, JSON_ARRAY, where,
+		       "a list of absolute paths, like [\"/opt/data\"]")))
+		return rc;
+	json_array_foreach(arr, i, v)
+	{
+		snprintf(w, sizeof(w), "%s[%zu]", where, i);
+		if ((rc = want(c, v, JSON_STRING, w, "an absolute path, like \"/opt/data\"")) ||
+		    (rc = check_abs_path(c, w, json_string_value(v))))
+			return rc;
+		if (strv_add(out, json_string_value(v)))
+			return oom(c);
+	}
+	return 0;
+}
+
+const char *config_env_reserved(const char *name)
+{
+	if (!strcmp(name, "PATH"))
+		return "errand sets PATH itself; put directories in sandbox.pathExtra";
+	if (!strcmp(name, "HOME"))
+		return "errand sets HOME to the session's state directory";
+	if (!strncmp(name, "ERRAND_", 7))
+		return "names beginning with ERRAND_ are errand's own";
+	return NULL;
+}
+
+static bool env_name_ok(const char *s)
+{
+	if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
+		return false;
+	for (; *s; s++)
+		if (!(*s == '_' || (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+		      (*s >= '0' && *s <= '9')))
+			return false;
+	return true;
+}
+
+/* sandbox.env: names are checked and may be printed; values never are. */
+static int parse_env(struct ctx *c, const json_t *obj, struct errand_config *cfg)
+{
+	const char *where = "sandbox.env", *name, *why;
+	char w[WHERE_MAX];
+	json_t *v;
+	int rc;
+
+	if ((rc = want(c, obj, JSON_OBJECT, where,
+		       "an object of names and values, like {\"LANG\": \"C.UTF-8\"}")))
+		return rc;
+	json_object_foreach((json_t *)obj, name, v)
+	{
+		cleanup_free char *entry = NULL;
+
+		join(w, where, name);
+		if (!env_name_ok(name))
+			return cfg_error(c,
+					 "%s: the name is not [A-Za-z_][A-Za-z0-9_]*; rename the "
+					 "variable",
+					 w);
+		if ((why = config_env_reserved(name)))
+			return cfg_error(c, "%s is refused: %s; remove it", w, why);
+		if (!json_is_string(v))
+			return cfg_error(c, "%s is %s; write a string value", w, kind(v));
+		if (strlen(json_string_value(v)) != json_string_length(v))
+			return cfg_error(c, "%s holds a NUL character, which no variable can carry",
+					 w);
+		if (asprintf(&entry, "%s=%s", name, json_string_value(v)) < 0) {
+			entry = NULL;
+			return oom(c);
+		}
+		if (strv_add(&cfg->env, entry))
+			return oom(c);
+	}
+	return 0;
+}
+
+static int parse_syscalls(struct ctx *c, const json_t *arr, struct errand_config *cfg)
+{
+	const char *where = "sandbox.blockedSyscalls";
+	char w[WHERE_MAX], q[SAFE_MAX];
+	size_t i;
+	json_t *v;
+	int rc;
+
+	if ((rc = want(c, arr, JSON_ARRAY, where, "a list of syscall names, like [\"ptrace\"]")))
+		return rc;
+	json_array_foreach(arr, i, v)
+	{
+		const char *name;
+
+		snprintf(w, sizeof(w), "%s[%zu]", where, i);
+		if ((rc = want(c, v, JSON_STRING, w, "a syscall name, like \"ptrace\"")))
+			return rc;
+		name = json_string_value(v);
+		/* The launcher's filter resolves names with the same libseccomp. */
+		if (seccomp_syscall_resolve_name(name) == __NR_SCMP_ERROR)
+			return cfg_error(c,
+					 "%s: \"%s\" is not a system call libseccomp knows on "
+					 "this architecture; check the name (man 2 syscalls)",
+					 w, safe(name, q, sizeof(q)));
+		if (strv_add(&cfg->blocked_syscalls, name))
+			return oom(c);
+	}
+	return 0;
+}
+
+int config_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long n;
+	unsigned int shift = 0;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (lower(*end)) {
+	case 'k':
+		shift = 10;
+		break;
+	case 'm':
+		shift = 20;
+		break;
+	case 'g':
+		shift = 30;
+		break;
+	case 't':
+		shift = 40;
+		break;
+	case '\0':
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (shift) {
+		end++;
+		if (lower(*end) == 'i')
+			end++;
+		if (lower(*end) == 'b')
+			end++;
+	}
+	if (*end || n > (UINT64_MAX >> 2) >> shift)
+		return -EINVAL;
+	*out = (uint64_t)n << shift;
+	return 0;
+}
+
+/* A size at sandbox.limits.key: a number of bytes or a string like "512m". */
+static int parse_size_key(struct ctx *c, const json_t *obj, const char *key, uint64_t *out)
+{
+	char w[WHERE_MAX], q[SAFE_MAX];
+	json_t *v = get(obj, key);
+	uint64_t n;
+
+	if (!v)
+		return 0;
+	join(w, "sandbox.limits", key);
+	if (json_is_integer(v) && json_integer_value(v) > 0) {
+		*out = (uint64_t)json_integer_value(v);
+		return 0;
+	}
+	if (json_is_string(v) && !config_parse_size(json_string_value(v), &n) && n > 0) {
+		*out = n;
+		return 0;
+	}
+	if (json_is_string(v))
+		return cfg_error(c, "%s: \"%s\" is not a size; write one like \"512m\" or \"1g\"",
+				 w, safe(json_string_value(v), q, sizeof(q)));
+	return cfg_error(c, "%s is %s; write a size above 0, like \"512m\" or \"1g\"", w,
+			 json_is_integer(v) ? "not above 0" : kind(v));
+}
+
+static int parse_limits(struct ctx *c, const json_t *obj, struct config_limits *l)
+{
+	static const char *const known[] = {"memory", "cpu", "pids", "fileSize",
+					    "tmp",    "shm", "disk", NULL};
+	json_t *v;
+	int rc;
+
+	if ((rc = section(c, obj, "sandbox.limits", known, NULL)) ||
+	    (rc = parse_size_key(c, obj, "memory", &l->memory)) ||
+	    (rc = parse_size_key(c, obj, "fileSize", &l->file_size)) ||
+	    (rc = parse_size_key(c, obj, "tmp", &l->tmp)) ||
+	    (rc = parse_size_key(c, obj, "shm", &l->shm)) ||
+	    (rc = parse_size_key(c, obj, "disk", &l->disk)) ||
+	    (rc = parse_uint(c, obj, "sandbox.limits", "pids", 1, 4194304, &l->pids)))
+		return rc;
+	if ((v = get(obj, "cpu"))) {
+		double cpus = json_is_number(v) ? json_number_value(v) : 0;
+
+		if (!json_is_number(v) || cpus < 0.01 || cpus > 4096)
+			return cfg_error(c,
+					 "sandbox.limits.cpu is %s; write a number of CPUs from "
+					 "0.01 to 4096, like 2 or 0.5",
+					 json_is_number(v) ? "out of range" : kind(v));
+		l->cpu_milli = (uint32_t)(cpus * 1000 + 0.5);
+	}
+	return 0;
 }
 
 static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *cfg)
 {
-	static const char *const known[] = { "network",
-					     "egress",
-					     "egressPorts",
-					     "addressPool",
-					     "requireFullEnforcement",
-					     "uid",
-					     "gid",
-					     "policyExtra",
-					     "env",
-					     "pathExtra",
-					     "limits",
-					     "blockedSyscalls",
-					     "image",
-					     NULL };
-	static const char *const policy_keys[] = { "read", "write", "execute", NULL };
-	static const char *const limit_keys[] = { "memory", "cpu", "pids", "fileSize",
-						  "tmp",    "shm", "disk", NULL };
+	static const char *const known[] = {"network",
+					    "egress",
+					    "egressPorts",
+					    "addressPool",
+					    "requireFullEnforcement",
+					    "uid",
+					    "gid",
+					    "policyExtra",
+					    "env",
+					    "pathExtra",
+					    "limits",
+					    "blockedSyscalls",
+					    "image",
+					    NULL};
+	static const char *const policy_keys[] = {"read", "write", "execute", NULL};
 	uint32_t id;
 	json_t *v;
 	int rc, mode;
@@ -571,38 +854,46 @@ static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *
 	if ((v = get(sb, "policyExtra"))) {
 		if ((rc = section(c, v, "sandbox.policyExtra", policy_keys, NULL)))
 			return rc;
-		for (const char *const *k = policy_keys; *k; k++)
-			if ((rc = shape(c, v, *k, "sandbox.policyExtra", JSON_ARRAY,
-					"a list of absolute paths, like [\"/opt/data\"]")))
-				return rc;
+		if ((rc = parse_paths(c, get(v, "read"), "sandbox.policyExtra.read",
+				      &cfg->policy_read)) ||
+		    (rc = parse_paths(c, get(v, "write"), "sandbox.policyExtra.write",
+				      &cfg->policy_write)) ||
+		    (rc = parse_paths(c, get(v, "execute"), "sandbox.policyExtra.execute",
+				      &cfg->policy_exec)))
+			return rc;
 	}
-	if ((v = get(sb, "limits")) && (rc = section(c, v, "sandbox.limits", limit_keys, NULL)))
+	if ((v = get(sb, "limits")) && (rc = parse_limits(c, v, &cfg->limits)))
 		return rc;
-	if ((rc = shape(c, sb, "env", "sandbox", JSON_OBJECT,
-			"an object of names and values, like {\"LANG\": \"C.UTF-8\"}")) ||
-	    (rc = shape(c, sb, "pathExtra", "sandbox", JSON_ARRAY,
-			"a list of directories, like [\"/opt/toolchains/bin\"]")) ||
-	    (rc = shape(c, sb, "blockedSyscalls", "sandbox", JSON_ARRAY,
-			"a list of syscall names, like [\"ptrace\"]")) ||
-	    (rc = shape(c, sb, "image", "sandbox", JSON_STRING,
-			"a directory, like \"/srv/image\"")))
+	if ((v = get(sb, "env")) && (rc = parse_env(c, v, cfg)))
 		return rc;
+	if ((v = get(sb, "pathExtra")) &&
+	    (rc = parse_paths(c, v, "sandbox.pathExtra", &cfg->path_extra)))
+		return rc;
+	if ((v = get(sb, "blockedSyscalls")) && (rc = parse_syscalls(c, v, cfg)))
+		return rc;
+	if ((v = get(sb, "image"))) {
+		if ((rc = want(c, v, JSON_STRING, "sandbox.image",
+			       "a directory, like \"/srv/errand/image\"")) ||
+		    (rc = check_abs_path(c, "sandbox.image", json_string_value(v))))
+			return rc;
+		if (set_string(&cfg->image, json_string_value(v)))
+			return oom(c);
+	}
 	return 0;
 }
 
 static int parse_agent(struct ctx *c, const json_t *ag)
 {
-	static const char *const known[] = { "providers", NULL };
+	static const char *const known[] = {"providers", NULL};
 	static const char *const provider_keys[] = {
 		"baseUrl", "credentialFile", "placement", "capabilities", "strictCapabilities",
-		"kind",	   "trustedCa",	     NULL
-	};
+		"kind",	   "trustedCa",	     NULL};
 	/* errand's reference refuses these beginnings too: a misspelt placement or
 	 * capability list would leave the route open */
-	static const struct prefix_rule prefixes[] = { { "place", "placement" },
-						       { "strict", "strictCapabilities" },
-						       { "capab", "capabilities" },
-						       { NULL, NULL } };
+	static const struct prefix_rule prefixes[] = {{"place", "placement"},
+						      {"strict", "strictCapabilities"},
+						      {"capab", "capabilities"},
+						      {NULL, NULL}};
 	char w[WHERE_MAX];
 	const char *name;
 	json_t *providers, *p;
@@ -625,33 +916,10 @@ static int parse_agent(struct ctx *c, const json_t *ag)
 	return 0;
 }
 
-/* A whole number in [min, max] at obj.key, if present. */
-static int parse_uint(struct ctx *c, const json_t *obj, const char *section_name, const char *key,
-		      uint32_t min, uint32_t max, uint32_t *out)
-{
-	char w[WHERE_MAX];
-	json_int_t n;
-	json_t *v;
-	int rc;
-
-	v = get(obj, key);
-	if (!v)
-		return 0;
-	join(w, section_name, key);
-	if ((rc = want(c, v, JSON_INTEGER, w, "a whole number")))
-		return rc;
-	n = json_integer_value(v);
-	if (n < (json_int_t)min || n > (json_int_t)max)
-		return cfg_error(c, "%s: %lld is out of range; use %u-%u", w, (long long)n, min, max);
-	*out = (uint32_t)n;
-	return 0;
-}
-
 static int parse_dns(struct ctx *c, const json_t *dns, struct errand_config *cfg)
 {
-	static const char *const known[] = { "upstream",   "ttlFloor",	     "ttlCap",
-					     "grace",	   "maxAddresses",   "maxNames",
-					     "maxWildcardNames", NULL };
+	static const char *const known[] = {"upstream",	    "ttlFloor", "ttlCap",	    "grace",
+					    "maxAddresses", "maxNames", "maxWildcardNames", NULL};
 	char w[WHERE_MAX];
 	struct addr a;
 	uint16_t port;
@@ -752,10 +1020,10 @@ static int parse_cgroup(struct ctx *c, const json_t *v, struct errand_config *cf
 
 static int parse_root(struct ctx *c, const json_t *root, struct errand_config *cfg)
 {
-	static const char *const known[] = { "sandbox", "agent", "dns", "secrets",
-					     "tls",	"paths", NULL };
-	static const char *const tls_keys[] = { "trustedCa", NULL };
-	static const char *const path_keys[] = { "state", "run", "bpf", "cgroup", "secrets", NULL };
+	static const char *const known[] = {"sandbox", "agent", "dns", "secrets",
+					    "tls",     "paths", NULL};
+	static const char *const tls_keys[] = {"trustedCa", NULL};
+	static const char *const path_keys[] = {"state", "run", "bpf", "cgroup", "secrets", NULL};
 	json_t *v;
 	int rc;
 
@@ -807,6 +1075,10 @@ void config_defaults(struct errand_config *cfg)
 	cfg->dns_max_addrs = 16;
 	cfg->dns_max_names = 256;
 	cfg->dns_max_wildcard_names = 64;
+	cfg->limits.pids = 4096;
+	cfg->limits.file_size = 1ULL << 30;
+	cfg->limits.tmp = 512ULL << 20;
+	cfg->limits.shm = 64ULL << 20;
 	pw = getpwnam(SESSION_ACCOUNT);
 	cfg->uid = pw ? pw->pw_uid : NOBODY_ID;
 	gr = getgrnam(SESSION_ACCOUNT);
@@ -823,7 +1095,7 @@ int config_load(const char *path, bool explicit_path, struct errand_config *cfg,
 		size_t errlen)
 {
 	struct errand_config c;
-	struct ctx ctx = { .err = err, .errlen = errlen };
+	struct ctx ctx = {.err = err, .errlen = errlen};
 	json_error_t jerr;
 	struct stat st;
 	json_t *root;
@@ -846,9 +1118,9 @@ int config_load(const char *path, bool explicit_path, struct errand_config *cfg,
 			return 0;
 		}
 		snprintf(err, errlen, "config %s: %s; %s", path, strerror(-rc),
-			 rc == -ENOENT ? "write the file or name another with --config" :
-			 rc == -EACCES ? "make it readable to errand, which runs as root" :
-					 "name another file with --config");
+			 rc == -ENOENT	 ? "write the file or name another with --config"
+			 : rc == -EACCES ? "make it readable to errand, which runs as root"
+					 : "name another file with --config");
 		goto fail;
 	}
 	if (fstat(fileno(fp), &st) || !S_ISREG(st.st_mode)) {
@@ -897,6 +1169,13 @@ void config_free(struct errand_config *cfg)
 	free(cfg->bpf_dir);
 	free(cfg->cgroup_name);
 	free(cfg->path);
+	strv_free(&cfg->policy_read);
+	strv_free(&cfg->policy_write);
+	strv_free(&cfg->policy_exec);
+	strv_free(&cfg->env);
+	strv_free(&cfg->path_extra);
+	strv_free(&cfg->blocked_syscalls);
+	free(cfg->image);
 	/* a second config_free, or one after a failed load, is then harmless */
 	memset(cfg, 0, sizeof(*cfg));
 }
@@ -927,7 +1206,7 @@ int pin_parse(const char *s, struct pin *out, char *err, size_t errlen)
 {
 	char name[HOST_NAME_MAX_LEN * 4 + 1], e[CONFIG_ERRLEN], q[SAFE_MAX];
 	const char *eq = s ? strchr(s, '=') : NULL;
-	struct pin p = { 0 };
+	struct pin p = {0};
 	size_t n;
 	int rc;
 

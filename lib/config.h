@@ -33,11 +33,28 @@ struct pin {
 	uint16_t port; /* 0: whatever ports the host rules naming it give */
 };
 
+/* sandbox.limits. Sizes in bytes; 0 is "no limit" where a default is not given. */
+struct config_limits {
+	uint64_t memory;    /* memory: memory.max of the session's cgroup; 0: none */
+	uint32_t cpu_milli; /* cpu: CPUs (1.5 = 1500) as cpu.max; 0: none */
+	uint32_t pids;	    /* pids: pids.max, default 4096 */
+	uint64_t file_size; /* fileSize: RLIMIT_FSIZE, default 1g */
+	uint64_t tmp;	    /* tmp: size of the tmpfs on /tmp, default 512m */
+	uint64_t shm;	    /* shm: size of the tmpfs on /dev/shm, default 64m */
+	uint64_t disk;	    /* disk: a budget; neither measured nor enforced yet (a gap) */
+};
+
+/* A list of strings from the file, NULL-terminated; v is NULL when empty. */
+struct config_strv {
+	char **v;
+	size_t n;
+};
+
 struct errand_config {
-	enum config_network network;	   /* sandbox.network */
+	enum config_network network;	     /* sandbox.network */
 	enum config_egress_mode egress_mode; /* sandbox.egress.mode */
-	bool egress_given;		   /* a sandbox.egress block was written */
-	struct host_rule *allow;	   /* sandbox.egress.allow */
+	bool egress_given;		     /* a sandbox.egress block was written */
+	struct host_rule *allow;	     /* sandbox.egress.allow */
 	size_t n_allow;
 	struct pin *pins; /* sandbox.egress.pins: {"name": "IP[:PORT]"} */
 	size_t n_pins;
@@ -45,22 +62,31 @@ struct errand_config {
 	size_t n_public;
 	uint16_t egress_ports[CONFIG_MAX_PORTS]; /* sandbox.egressPorts, default [443] */
 	size_t n_egress_ports;
-	struct cidr pool;	      /* sandbox.addressPool, default 10.213.0.0/16 (IPv4) */
-	bool require_full;	      /* sandbox.requireFullEnforcement, default true */
-	uid_t uid;		      /* sandbox.uid; default: errand-session, else 65534 */
-	gid_t gid;		      /* sandbox.gid */
-	char **dns_upstream;	      /* dns.upstream: addresses, NULL-terminated; may be NULL */
-	uint32_t dns_ttl_floor;	      /* dns.ttlFloor, seconds, default 5 */
-	uint32_t dns_ttl_cap;	      /* dns.ttlCap, default 300 */
-	uint32_t dns_grace;	      /* dns.grace: an entry outlives its answer by this, default 5 */
-	uint32_t dns_max_addrs;	      /* dns.maxAddresses a name, default 16 */
-	uint32_t dns_max_names;	      /* dns.maxNames a session, default 256 */
+	struct cidr pool;	/* sandbox.addressPool, default 10.213.0.0/16 (IPv4) */
+	bool require_full;	/* sandbox.requireFullEnforcement, default true */
+	uid_t uid;		/* sandbox.uid; default: errand-session, else 65534 */
+	gid_t gid;		/* sandbox.gid */
+	char **dns_upstream;	/* dns.upstream: addresses, NULL-terminated; may be NULL */
+	uint32_t dns_ttl_floor; /* dns.ttlFloor, seconds, default 5 */
+	uint32_t dns_ttl_cap;	/* dns.ttlCap, default 300 */
+	uint32_t dns_grace;	/* dns.grace: an entry outlives its answer by this, default 5 */
+	uint32_t dns_max_addrs; /* dns.maxAddresses a name, default 16 */
+	uint32_t dns_max_names; /* dns.maxNames a session, default 256 */
 	uint32_t dns_max_wildcard_names; /* dns.maxWildcardNames under one wildcard, default 64 */
-	char *state_dir;	      /* paths.state, default /var/lib/errand */
-	char *run_dir;		      /* paths.run, default /run/errand */
-	char *bpf_dir;		      /* paths.bpf, default /sys/fs/bpf/errand */
-	char *cgroup_name;	      /* paths.cgroup, default "errand": below the cgroup2 mount */
-	char *path;		      /* the file it came from; NULL for defaults */
+	char *state_dir;		 /* paths.state, default /var/lib/errand */
+	char *run_dir;			 /* paths.run, default /run/errand */
+	char *bpf_dir;			 /* paths.bpf, default /sys/fs/bpf/errand */
+	char *cgroup_name; /* paths.cgroup, default "errand": below the cgroup2 mount */
+	char *path;	   /* the file it came from; NULL for defaults */
+	/* The launcher's confinement (agent/confine.c passes these on). */
+	struct config_strv policy_read;	     /* sandbox.policyExtra.read: absolute paths */
+	struct config_strv policy_write;     /* sandbox.policyExtra.write */
+	struct config_strv policy_exec;	     /* sandbox.policyExtra.execute */
+	struct config_strv env;		     /* sandbox.env as "NAME=VALUE", in the file's order */
+	struct config_strv path_extra;	     /* sandbox.pathExtra: directories ahead of /usr/bin */
+	struct config_strv blocked_syscalls; /* sandbox.blockedSyscalls: names libseccomp knows */
+	struct config_limits limits;	     /* sandbox.limits */
+	char *image;			     /* sandbox.image: a root directory; NULL: the host's */
 };
 
 /* Fills cfg with the defaults. */
@@ -77,6 +103,12 @@ int config_add_rule(struct errand_config *cfg, const struct host_rule *r);
 int config_add_pin(struct errand_config *cfg, const struct pin *p);
 /* Parses "NAME=IP[:PORT]" for --pin. 0 or -EINVAL with one line in err. */
 int pin_parse(const char *s, struct pin *out, char *err, size_t errlen);
+/* Whether sandbox.env may not set NAME: PATH and HOME (errand places both)
+ * and ERRAND_* (errand's own). The reason, for "NAME: <reason>", or NULL. */
+const char *config_env_reserved(const char *name);
+/* Parses a size ("512m", "1g", "4096"; k, m, g, t are powers of 1024) into
+ * bytes. 0 or -EINVAL. */
+int config_parse_size(const char *s, uint64_t *out);
 /* Edit distance for "did you mean": Damerau-Levenshtein, case-insensitive. */
 int config_key_distance(const char *a, const char *b);
 

@@ -88,6 +88,18 @@ static void check_defaults(const struct errand_config *cfg, const char *how)
 	CHECK_STR(cfg->run_dir, "/run/errand", "%s: paths.run", how);
 	CHECK_STR(cfg->bpf_dir, "/sys/fs/bpf/errand", "%s: paths.bpf", how);
 	CHECK_STR(cfg->cgroup_name, "errand", "%s: paths.cgroup", how);
+	CHECK_INT(cfg->limits.file_size, 1LL << 30, "%s: limits.fileSize 1g", how);
+	CHECK_INT(cfg->limits.tmp, 512LL << 20, "%s: limits.tmp 512m", how);
+	CHECK_INT(cfg->limits.shm, 64LL << 20, "%s: limits.shm 64m", how);
+	CHECK_INT(cfg->limits.pids, 4096, "%s: limits.pids 4096", how);
+	CHECK_INT(cfg->limits.memory, 0, "%s: no memory limit", how);
+	CHECK_INT(cfg->limits.cpu_milli, 0, "%s: no cpu limit", how);
+	CHECK_INT(cfg->limits.disk, 0, "%s: no disk budget", how);
+	CHECK_INT(cfg->policy_read.n + cfg->policy_write.n + cfg->policy_exec.n, 0,
+		  "%s: no policyExtra grants", how);
+	CHECK_INT(cfg->env.n + cfg->path_extra.n + cfg->blocked_syscalls.n, 0,
+		  "%s: no sandbox.env, pathExtra or blockedSyscalls", how);
+	CHECK_TRUE(cfg->image == NULL, "%s: no image", how);
 }
 
 static void test_defaults(void)
@@ -216,9 +228,33 @@ static void test_full(void)
 	CHECK_STR(cfg.run_dir, "/tmp/r", "paths.run");
 	CHECK_STR(cfg.bpf_dir, "/sys/fs/bpf/t", "paths.bpf");
 	CHECK_STR(cfg.cgroup_name, "system.slice/errand-test", "paths.cgroup");
+	if (CHECK_INT(cfg.policy_read.n, 1, "policyExtra.read"))
+		CHECK_STR(cfg.policy_read.v[0], "/opt/data", "policyExtra.read[0]");
+	if (CHECK_INT(cfg.policy_write.n, 1, "policyExtra.write"))
+		CHECK_STR(cfg.policy_write.v[0], "/srv/out", "policyExtra.write[0]");
+	if (CHECK_INT(cfg.policy_exec.n, 1, "policyExtra.execute")) {
+		CHECK_STR(cfg.policy_exec.v[0], "/opt/bin", "policyExtra.execute[0]");
+		CHECK_TRUE(cfg.policy_exec.v[1] == NULL, "policyExtra lists are NULL-terminated");
+	}
+	if (CHECK_INT(cfg.env.n, 1, "sandbox.env"))
+		CHECK_STR(cfg.env.v[0], "LANG=C.UTF-8", "sandbox.env as NAME=VALUE");
+	if (CHECK_INT(cfg.path_extra.n, 1, "sandbox.pathExtra"))
+		CHECK_STR(cfg.path_extra.v[0], "/opt/toolchains/bin", "sandbox.pathExtra[0]");
+	CHECK_INT(cfg.limits.memory, 4LL << 30, "limits.memory 4G");
+	CHECK_INT(cfg.limits.cpu_milli, 2000, "limits.cpu 2");
+	CHECK_INT(cfg.limits.pids, 512, "limits.pids");
+	CHECK_INT(cfg.limits.file_size, 1LL << 30, "limits.fileSize 1G");
+	CHECK_INT(cfg.limits.tmp, 1LL << 30, "limits.tmp 1G");
+	CHECK_INT(cfg.limits.shm, 64LL << 20, "limits.shm 64M");
+	CHECK_INT(cfg.limits.disk, 10LL << 30, "limits.disk 10G");
+	if (CHECK_INT(cfg.blocked_syscalls.n, 2, "sandbox.blockedSyscalls")) {
+		CHECK_STR(cfg.blocked_syscalls.v[0], "ptrace", "blockedSyscalls[0]");
+		CHECK_STR(cfg.blocked_syscalls.v[1], "bpf", "blockedSyscalls[1]");
+	}
+	CHECK_STR(cfg.image, "/srv/image", "sandbox.image");
 
-	struct host_rule r = { .name = "extra.example", .port = 443 };
-	struct pin p = { .name = "extra.example" };
+	struct host_rule r = {.name = "extra.example", .port = 443};
+	struct pin p = {.name = "extra.example"};
 
 	CHECK_INT(config_add_rule(&cfg, &r), 0, "config_add_rule");
 	CHECK_STR(cfg.allow[2].name, "extra.example", "added rule is last");
@@ -235,7 +271,7 @@ static void test_full(void)
 /* Loads text and expects a refusal whose message contains every fragment. */
 static void refused(const char *what, const char *text, const char *frag1, const char *frag2)
 {
-	struct errand_config cfg = { 0 };
+	struct errand_config cfg = {0};
 	char err[CONFIG_ERRLEN];
 
 	if (!CHECK_INT(load(text, &cfg, err, sizeof(err)), -EINVAL, "%s is refused", what)) {
@@ -433,6 +469,101 @@ static void test_types(void)
 	refused("tls as a string", "{\"tls\": \"x\"}", "tls is a string; write an object", NULL);
 }
 
+/* The keys the launcher's confinement is made from (agent/confine.c). */
+static void test_confinement(void)
+{
+	struct errand_config cfg;
+	char err[CONFIG_ERRLEN];
+	uint64_t n = 0;
+
+	refused("a relative policyExtra.read path",
+		"{\"sandbox\": {\"policyExtra\": {\"read\": [\"/opt\", \"opt/data\"]}}}",
+		"sandbox.policyExtra.read[1]: \"opt/data\" is not an absolute path",
+		"no working directory");
+	refused("a relative policyExtra.write path",
+		"{\"sandbox\": {\"policyExtra\": {\"write\": [\"./out\"]}}}",
+		"sandbox.policyExtra.write[0]: \"./out\" is not an absolute path", NULL);
+	refused("a relative policyExtra.execute path",
+		"{\"sandbox\": {\"policyExtra\": {\"execute\": [\"bin\"]}}}",
+		"sandbox.policyExtra.execute[0]: \"bin\" is not an absolute path", NULL);
+	refused("policyExtra.write /", "{\"sandbox\": {\"policyExtra\": {\"write\": [\"/\"]}}}",
+		"would grant the whole filesystem", NULL);
+	refused("a policyExtra path with ..",
+		"{\"sandbox\": {\"policyExtra\": {\"read\": [\"/opt/../etc\"]}}}",
+		"has an empty, . or .. part", NULL);
+	refused("a policyExtra path with //",
+		"{\"sandbox\": {\"policyExtra\": {\"read\": [\"/opt//x\"]}}}",
+		"has an empty, . or .. part", NULL);
+	refused("a policyExtra path holding a number",
+		"{\"sandbox\": {\"policyExtra\": {\"read\": [1]}}}",
+		"sandbox.policyExtra.read[0] is a number; write an absolute path", NULL);
+	refused("a relative pathExtra", "{\"sandbox\": {\"pathExtra\": [\"bin\"]}}",
+		"sandbox.pathExtra[0]: \"bin\" is not an absolute path", NULL);
+	refused("a pathExtra with ':'", "{\"sandbox\": {\"pathExtra\": [\"/a:/b\"]}}",
+		"contains ':'", NULL);
+	refused("a relative image", "{\"sandbox\": {\"image\": \"img\"}}",
+		"sandbox.image: \"img\" is not an absolute path", NULL);
+	refused("PATH in sandbox.env", "{\"sandbox\": {\"env\": {\"PATH\": \"/secret-value\"}}}",
+		"sandbox.env.PATH is refused", "sandbox.pathExtra");
+	memset(&cfg, 0, sizeof(cfg));
+	load("{\"sandbox\": {\"env\": {\"HOME\": \"secret-value\"}}}", &cfg, err, sizeof(err));
+	CHECK_TRUE(!strstr(err, "secret-value") && !strstr(warnings, "secret-value"),
+		   "a refused sandbox.env value is never printed");
+	refused("HOME in sandbox.env", "{\"sandbox\": {\"env\": {\"HOME\": \"/h\"}}}",
+		"sandbox.env.HOME is refused", "state directory");
+	refused("ERRAND_SESSION in sandbox.env",
+		"{\"sandbox\": {\"env\": {\"ERRAND_SESSION\": \"x\"}}}",
+		"sandbox.env.ERRAND_SESSION is refused", "errand's own");
+	refused("a bad sandbox.env name", "{\"sandbox\": {\"env\": {\"1A\": \"x\"}}}",
+		"sandbox.env.1A: the name is not", NULL);
+	refused("a sandbox.env number", "{\"sandbox\": {\"env\": {\"A\": 1}}}",
+		"sandbox.env.A is a number; write a string value", NULL);
+	refused("sandbox.env as a list", "{\"sandbox\": {\"env\": []}}",
+		"sandbox.env is an array; write an object", NULL);
+	refused("an unknown syscall",
+		"{\"sandbox\": {\"blockedSyscalls\": [\"ptrace\", \"ptrac\"]}}",
+		"sandbox.blockedSyscalls[1]: \"ptrac\" is not a system call", NULL);
+	refused("blockedSyscalls holding a number", "{\"sandbox\": {\"blockedSyscalls\": [101]}}",
+		"sandbox.blockedSyscalls[0] is a number", NULL);
+	refused("a size with a bad unit", "{\"sandbox\": {\"limits\": {\"memory\": \"4q\"}}}",
+		"sandbox.limits.memory: \"4q\" is not a size", NULL);
+	refused("a size of 0", "{\"sandbox\": {\"limits\": {\"fileSize\": 0}}}",
+		"sandbox.limits.fileSize is not above 0", NULL);
+	refused("a negative size", "{\"sandbox\": {\"limits\": {\"tmp\": \"-1m\"}}}",
+		"sandbox.limits.tmp: \"-1m\" is not a size", NULL);
+	refused("a size as a list", "{\"sandbox\": {\"limits\": {\"shm\": []}}}",
+		"sandbox.limits.shm is an array", NULL);
+	refused("cpu 0", "{\"sandbox\": {\"limits\": {\"cpu\": 0}}}",
+		"sandbox.limits.cpu is out of range", NULL);
+	refused("cpu as a string", "{\"sandbox\": {\"limits\": {\"cpu\": \"2\"}}}",
+		"sandbox.limits.cpu is a string", NULL);
+	refused("pids 0", "{\"sandbox\": {\"limits\": {\"pids\": 0}}}",
+		"sandbox.limits.pids: 0 is out of range", NULL);
+
+	CHECK_INT(load("{\"sandbox\": {\"limits\": {\"cpu\": 0.5, \"memory\": 1048576}}}", &cfg,
+		       err, sizeof(err)),
+		  0, "a fractional cpu and a size in bytes load (%s)", err);
+	CHECK_INT(cfg.limits.cpu_milli, 500, "cpu 0.5 is 500 thousandths");
+	CHECK_INT(cfg.limits.memory, 1048576, "memory in bytes");
+	config_free(&cfg);
+
+	CHECK_INT(config_parse_size("512m", &n), 0, "config_parse_size 512m");
+	CHECK_INT(n, 512LL << 20, "512m is 512 MiB");
+	CHECK_INT(config_parse_size("1GiB", &n), 0, "config_parse_size 1GiB");
+	CHECK_INT(n, 1LL << 30, "1GiB is 1 GiB");
+	CHECK_INT(config_parse_size("4096", &n), 0, "config_parse_size 4096");
+	CHECK_INT(n, 4096, "4096 is bytes");
+	CHECK_INT(config_parse_size("2kb", &n), 0, "config_parse_size 2kb");
+	CHECK_INT(n, 2048, "2kb is 2048");
+	CHECK_INT(config_parse_size("", &n), -EINVAL, "an empty size is refused");
+	CHECK_INT(config_parse_size("m", &n), -EINVAL, "a unit alone is refused");
+	CHECK_INT(config_parse_size("1 m", &n), -EINVAL, "a space is refused");
+	CHECK_INT(config_parse_size("99999999999t", &n), -EINVAL, "an overflow is refused");
+	CHECK_TRUE(config_env_reserved("PATH") != NULL, "PATH is reserved");
+	CHECK_TRUE(config_env_reserved("ERRAND_X") != NULL, "ERRAND_X is reserved");
+	CHECK_TRUE(config_env_reserved("LANG") == NULL, "LANG is not");
+}
+
 static void test_syntax(void)
 {
 	refused("a syntax error", "{\n  \"sandbox\": {\n    \"network\": \"none\",\n  }\n}\n",
@@ -448,25 +579,25 @@ static void test_pin_parse(void)
 		const char *in, *name, *addr;
 		int port;
 	} good[] = {
-		{ "api.example.com=198.18.0.10", "api.example.com", "198.18.0.10", 0 },
-		{ "API.example.com.=198.18.0.10:8443", "api.example.com", "198.18.0.10", 8443 },
-		{ "v6.example=2001:db8::1", "v6.example", "2001:db8::1", 0 },
-		{ "v6.example=[2001:db8::1]:443", "v6.example", "2001:db8::1", 443 },
+		{"api.example.com=198.18.0.10", "api.example.com", "198.18.0.10", 0},
+		{"API.example.com.=198.18.0.10:8443", "api.example.com", "198.18.0.10", 8443},
+		{"v6.example=2001:db8::1", "v6.example", "2001:db8::1", 0},
+		{"v6.example=[2001:db8::1]:443", "v6.example", "2001:db8::1", 443},
 	};
 	static const struct {
 		const char *in, *fix;
 	} bad[] = {
-		{ "api.example.com", "write NAME=IP or NAME=IP:PORT" },
-		{ "=198.18.0.10", "pin name: empty host name" },
-		{ "*.example.com=198.18.0.10", "name one host" },
-		{ "198.18.0.1=198.18.0.10", "is an IP address" },
-		{ "api.example.com=api2.example.com", "is not an address" },
-		{ "api.example.com=198.18.0.10:0", "use 1-65535" },
-		{ "api.example.com=198.18.0.10:65536", "use 1-65535" },
-		{ "api.example.com=2001:db8::1:99999", "is not an address" },
-		{ "bücher.example=198.18.0.10", "use xn--bcher-kva.example" },
+		{"api.example.com", "write NAME=IP or NAME=IP:PORT"},
+		{"=198.18.0.10", "pin name: empty host name"},
+		{"*.example.com=198.18.0.10", "name one host"},
+		{"198.18.0.1=198.18.0.10", "is an IP address"},
+		{"api.example.com=api2.example.com", "is not an address"},
+		{"api.example.com=198.18.0.10:0", "use 1-65535"},
+		{"api.example.com=198.18.0.10:65536", "use 1-65535"},
+		{"api.example.com=2001:db8::1:99999", "is not an address"},
+		{"bücher.example=198.18.0.10", "use xn--bcher-kva.example"},
 	};
-	struct pin p = { .name = "untouched" };
+	struct pin p = {.name = "untouched"};
 	char err[CONFIG_ERRLEN], buf[ADDR_STRLEN];
 
 	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
@@ -512,6 +643,7 @@ int main(void)
 	test_near_miss();
 	test_unknown();
 	test_types();
+	test_confinement();
 	test_syntax();
 	test_pin_parse();
 	test_distance();

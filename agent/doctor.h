@@ -1,0 +1,32 @@
+/* What this host can enforce, as errand's start-up report and `errandctl
+ * doctor` say it: each kernel feature probed and classified as present, a
+ * gap (stated; refused while sandbox.requireFullEnforcement is true) or
+ * unavailable (sessions refused), and what the configuration grants beyond
+ * the floor. */
+#ifndef ERRAND_DOCTOR_H
+#define ERRAND_DOCTOR_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "lib/config.h"
+
+struct doctor_report;
+
+/* Probes this host (forks short-lived children, loads and attaches a
+ * trivial BPF program to a cgroup it makes and removes, mounts securityfs at
+ * /sys/kernel/security if nothing is there). Returns a report the caller
+ * frees with doctor_report_free(), or NULL with errno set. */
+struct doctor_report *doctor_probe(const struct errand_config *cfg);
+void doctor_report_free(struct doctor_report *r);
+/* Prints the report to f: lines for a person, or one JSON object. */
+void doctor_print(const struct doctor_report *r, const struct errand_config *cfg, bool json,
+		  FILE *f);
+/* The gate at session start. 0 when sessions may start: each gap, if
+ * allowed, printed as "errand: gap: ..." on stderr, and the grants beyond
+ * the floor named. -EPERM when refused, each reason one line on stderr:
+ * "errandctl: refused: <gap>; set sandbox.requireFullEnforcement to false to
+ * run anyway" or "errandctl: unavailable: <what>; <what to do>". */
+int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg);
+
+#endif

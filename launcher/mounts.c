@@ -1,0 +1,436 @@
+/* The session's root, built by its PID 1 inside its user and mount
+ * namespaces: a tmpfs holding the host's system directories (or an image's
+ * entries) read-only, the project, state and policy paths, a fresh /proc, a
+ * minimal /dev, sized tmpfs on /tmp and /dev/shm; then pivot_root into it and
+ * detach the host's root, so nothing else of the host is reachable at all.
+ * Landlock (landlock.c) is the second wall, over the same paths. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "launcher/launch.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+/* The scaffolding, after bubblewrap: a tmpfs on /tmp becomes the root for a
+ * moment, with the host's root below it at OLD and the session's at NEW. */
+#define STAGE "/tmp"
+#define OLD "/oldroot"
+#define NEW "/newroot"
+#define RESOLV_CONF "/etc/resolv.conf"
+#define ROOT_SIZE (1ULL << 20)
+#define DEV_SIZE (64ULL << 10)
+
+/* The host's directories a session reads and runs programs from. */
+static const char *const system_dirs[] = {"usr", "etc",	  "bin",   "sbin",
+					  "lib", "lib32", "lib64", "libx32"};
+/* Host device nodes bound into the session's /dev. */
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+/* The entries of an image that errand mounts itself. */
+static const char *const image_own[] = {"proc", "dev", "tmp", "workspace", "state"};
+
+static int fail(const char *what, const char *path)
+{
+	int r = -errno;
+
+	log_warn("cannot %s %s in the session's mount namespace", what, path);
+	return r;
+}
+
+static int set_attr(const char *path, unsigned int flags, uint64_t attr)
+{
+	struct mount_attr ma = {.attr_set = attr};
+
+	if (mount_setattr(AT_FDCWD, path, flags, &ma, sizeof(ma)) < 0)
+		return fail("set the mount attributes of", path);
+	return 0;
+}
+
+/* A recursive bind, read-only unless rw. What the host locked on the source
+ * (nosuid, noexec, ...) stays: mount_setattr only adds. */
+static int bind(const char *src, const char *dst, bool rw)
+{
+	uint64_t attr = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (rw ? 0 : MOUNT_ATTR_RDONLY);
+
+	if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0) {
+		int r = -errno;
+
+		log_warn("cannot bind %s on %s in the session's mount namespace", src + strlen(OLD),
+			 dst + strlen(NEW));
+		return r;
+	}
+	return set_attr(dst, AT_RECURSIVE, attr);
+}
+
+/* mkdir -p of path, or of its parent only. */
+static int mkdir_p(const char *path, bool parent_only)
+{
+	char buf[PATH_MAX];
+	char *end;
+
+	if (path_fmt(buf, sizeof(buf), "%s", path))
+		return -ENAMETOOLONG;
+	end = parent_only ? strrchr(buf, '/') : buf + strlen(buf);
+	for (char *p = buf + 1; p <= end; p++) {
+		char c = *p;
+
+		if (p < end && c != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return fail("make the directory", buf);
+		*p = c;
+	}
+	return 0;
+}
+
+/* An empty file to bind a file on; one already there (even on a read-only
+ * mount) is fine. */
+static int touch(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+
+	if (fd < 0)
+		return fail("make the file", path);
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
+static int tmpfs(const char *path, mode_t mode, uint64_t size, unsigned long flags)
+{
+	char opts[64];
+
+	snprintf(opts, sizeof(opts), "mode=%04o,size=%llu", (unsigned int)mode,
+		 (unsigned long long)size);
+	if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | flags, opts) < 0)
+		return fail("mount a tmpfs on", path);
+	return 0;
+}
+
+/* A symlink in the new root as the source has it, or a bind of what it is. */
+static int copy_entry(const char *src, const char *dst)
+{
+	char target[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+	int r;
+
+	if (lstat(src, &st) < 0)
+		return errno == ENOENT ? 0 : fail("read", src);
+	if (S_ISLNK(st.st_mode)) {
+		n = readlink(src, target, sizeof(target) - 1);
+		if (n < 0)
+			return fail("read the link", src);
+		target[n] = '\0';
+		if (symlink(target, dst) < 0)
+			return fail("make the link", dst);
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode))
+		r = mkdir(dst, 0755) < 0 && errno != EEXIST ? fail("make the directory", dst) : 0;
+	else if (S_ISREG(st.st_mode))
+		r = touch(dst);
+	else
+		return 0; /* sockets, fifos and devices of an image are left out */
+	return r < 0 ? r : bind(src, dst, false);
+}
+
+static int system_root(void)
+{
+	char src[PATH_MAX], dst[PATH_MAX];
+	int r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++) {
+		snprintf(src, sizeof(src), OLD "/%s", system_dirs[i]);
+		snprintf(dst, sizeof(dst), NEW "/%s", system_dirs[i]);
+		r = copy_entry(src, dst);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Every entry of the image, read-only, but those errand mounts itself. */
+static int image_root(const char *image)
+{
+	char src[PATH_MAX], dst[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int r = 0;
+
+	if (path_fmt(src, sizeof(src), OLD "%s", image))
+		return -ENAMETOOLONG;
+	d = opendir(src);
+	if (!d) {
+		r = -errno;
+		log_warn("cannot read the image %s as the session's uid", image);
+		return r;
+	}
+	while (r == 0 && (de = readdir(d))) {
+		bool own = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+
+		for (size_t i = 0; i < ARRAY_SIZE(image_own) && !own; i++)
+			own = !strcmp(de->d_name, image_own[i]);
+		if (own)
+			continue;
+		if (path_fmt(src, sizeof(src), OLD "%s/%s", image, de->d_name) ||
+		    path_fmt(dst, sizeof(dst), NEW "/%s", de->d_name))
+			r = -ENAMETOOLONG;
+		else
+			r = copy_entry(src, dst);
+	}
+	closedir(d);
+	return r;
+}
+
+static int proc(void)
+{
+	if (mkdir(NEW "/proc", 0555) < 0)
+		return fail("make", "/proc");
+	/* Mounted inside the session's PID namespace: only its processes. */
+	if (mount("proc", NEW "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return fail("mount a new proc on", "/proc");
+	return 0;
+}
+
+static int dev(const struct launch_args *a)
+{
+	static const char *const links[][2] = {{"fd", "/proc/self/fd"},
+					       {"stdin", "/proc/self/fd/0"},
+					       {"stdout", "/proc/self/fd/1"},
+					       {"stderr", "/proc/self/fd/2"}};
+	char src[64], dst[64];
+	int r;
+
+	if (mkdir(NEW "/dev", 0755) < 0)
+		return fail("make", "/dev");
+	if ((r = tmpfs(NEW "/dev", 0755, DEV_SIZE, MS_NOEXEC)) < 0)
+		return r;
+	for (size_t i = 0; i < ARRAY_SIZE(dev_nodes); i++) {
+		snprintf(src, sizeof(src), OLD "/dev/%s", dev_nodes[i]);
+		snprintf(dst, sizeof(dst), NEW "/dev/%s", dev_nodes[i]);
+		if ((r = touch(dst)) < 0)
+			return r;
+		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+			return fail("bind the host's device", src + strlen(OLD));
+		if ((r = set_attr(dst, 0, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC)) < 0)
+			return r;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+		snprintf(dst, sizeof(dst), NEW "/dev/%s", links[i][0]);
+		if (symlink(links[i][1], dst) < 0)
+			return fail("make the link", dst);
+	}
+	/* A devpts of the session's own, for programs that want a terminal;
+	 * a kernel that refuses one in a user namespace only costs them that. */
+	if (mkdir(NEW "/dev/pts", 0755) < 0)
+		return fail("make", "/dev/pts");
+	if (mount("devpts", NEW "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		  "newinstance,ptmxmode=0666,mode=0620") == 0) {
+		if (symlink("pts/ptmx", NEW "/dev/ptmx") < 0)
+			return fail("make the link", "/dev/ptmx");
+	} else {
+		log_debug("no devpts in the session: %s", strerror(errno));
+	}
+	if (mkdir(NEW "/dev/shm", 01777) < 0)
+		return fail("make", "/dev/shm");
+	if ((r = tmpfs(NEW "/dev/shm", 01777, a->shm_size, 0)) < 0)
+		return r;
+	return set_attr(NEW "/dev", 0, MOUNT_ATTR_RDONLY);
+}
+
+/* A bind of a host path into the new root at the same path. */
+struct grant {
+	const char *path; /* NULL once found covered or missing */
+	bool rw;
+};
+
+static int grant_cmp(const void *x, const void *y)
+{
+	const struct grant *a = x, *b = y;
+	size_t la = strlen(a->path), lb = strlen(b->path);
+
+	/* Parents before children; of the same path, the writable one first. */
+	if (la != lb)
+		return la < lb ? -1 : 1;
+	return (int)b->rw - (int)a->rw;
+}
+
+static bool beneath(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Binds each grant at dst_of(grant) (its own path when NULL). A path already
+ * visible through an earlier bind with at least its access is left as it
+ * is, so a grant never narrows another. */
+static int bind_grants(struct grant *g, size_t n, const char *const *dst_of)
+{
+	char src[PATH_MAX], dst[PATH_MAX];
+	struct stat st;
+	int r;
+
+	for (size_t i = 0; i < n; i++) {
+		bool covered = false;
+
+		for (size_t j = 0; j < i && !covered; j++)
+			covered =
+				g[j].path && beneath(g[i].path, g[j].path) && (g[j].rw || !g[i].rw);
+		if (covered)
+			continue;
+		if (path_fmt(src, sizeof(src), OLD "%s", g[i].path) ||
+		    path_fmt(dst, sizeof(dst), NEW "%s",
+			     dst_of && dst_of[i] ? dst_of[i] : g[i].path))
+			return -ENAMETOOLONG;
+		if (stat(src, &st) < 0) {
+			/* Additive only: a path that is not there grants nothing. */
+			log_warnx("%s does not exist or the session's uid cannot reach it; nothing "
+				  "is granted there",
+				  g[i].path);
+			g[i].path = NULL;
+			continue;
+		}
+		r = mkdir_p(dst, !S_ISDIR(st.st_mode));
+		if (r == 0 && !S_ISDIR(st.st_mode))
+			r = touch(dst);
+		if (r < 0 || (r = bind(src, dst, g[i].rw)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int host_grants(const struct launch_args *a)
+{
+	const struct launch_list *ro[] = {&a->policy_read, &a->policy_exec};
+	cleanup_free struct grant *g = NULL;
+	size_t n = 0;
+
+	g = calloc(2 + a->policy_read.n + a->policy_exec.n + a->policy_write.n, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	g[n++] = (struct grant){a->project, true};
+	if (a->state)
+		g[n++] = (struct grant){a->state, true};
+	for (size_t i = 0; i < a->policy_write.n; i++)
+		g[n++] = (struct grant){a->policy_write.v[i], true};
+	for (size_t k = 0; k < ARRAY_SIZE(ro); k++)
+		for (size_t i = 0; i < ro[k]->n; i++)
+			g[n++] = (struct grant){ro[k]->v[i], false};
+	qsort(g, n, sizeof(*g), grant_cmp);
+	return bind_grants(g, n, NULL);
+}
+
+/* With an image the policy paths are the image's own; only the project and
+ * state come from the host, at /workspace and /state. */
+static int image_grants(const struct launch_args *a)
+{
+	struct grant g[2] = {{a->project, true}, {a->state, true}};
+	const char *dst[2] = {LAUNCH_IMAGE_PROJECT, LAUNCH_IMAGE_STATE};
+
+	return bind_grants(g, a->state ? 2 : 1, dst);
+}
+
+/* The session's resolv.conf on the root's. A root whose resolv.conf is a
+ * link (to /run/systemd/resolve/..., say) gets the bind where the link
+ * leads, made in the root's own tmpfs when that is not there. */
+static int resolv(const char *file)
+{
+	char src[PATH_MAX], dst[PATH_MAX], target[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+	int r;
+
+	if (path_fmt(src, sizeof(src), OLD "%s", file))
+		return -ENAMETOOLONG;
+	snprintf(dst, sizeof(dst), NEW "%s", RESOLV_CONF);
+	if (lstat(dst, &st) == 0 && S_ISLNK(st.st_mode)) {
+		n = readlink(dst, target, sizeof(target) - 1);
+		if (n < 0)
+			return fail("read the link", RESOLV_CONF);
+		target[n] = '\0';
+		if (path_fmt(dst, sizeof(dst), NEW "%s%s", target[0] == '/' ? "" : "/etc/", target))
+			return -ENAMETOOLONG;
+		if (lstat(dst, &st) < 0 && ((r = mkdir_p(dst, true)) < 0 || (r = touch(dst)) < 0))
+			return r;
+	} else if (lstat(dst, &st) < 0) {
+		log_warnx("the session's root has no %s to bind the session's on; give the image "
+			  "one (any content)",
+			  RESOLV_CONF);
+		return -ENOENT;
+	}
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0) {
+		r = -errno;
+		log_warnx("cannot bind-mount %s on %s: %s; both must exist for the session's uid",
+			  file, RESOLV_CONF, strerror(-r));
+		return r;
+	}
+	return set_attr(dst, 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+}
+
+static int stage(void)
+{
+	int r;
+
+	/* Nothing mounted in the session may reach the host, nor the reverse. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return fail("make recursively private", "/");
+	if ((r = tmpfs(STAGE, 0700, ROOT_SIZE, 0)) < 0)
+		return r;
+	if (mkdir(STAGE OLD, 0700) < 0 || mkdir(STAGE NEW, 0755) < 0)
+		return fail("make the staging directories in", STAGE);
+	if (syscall(SYS_pivot_root, STAGE, STAGE OLD) < 0)
+		return fail("pivot_root to", STAGE);
+	if (chdir("/") < 0)
+		return fail("change to", "/");
+	return tmpfs(NEW, 0755, ROOT_SIZE, 0);
+}
+
+/* Into the new root; the old one, the host's, is detached whole. */
+static int enter(void)
+{
+	if (set_attr(NEW, 0, MOUNT_ATTR_RDONLY) < 0)
+		return -errno;
+	if (chdir(NEW) < 0)
+		return fail("change to", NEW);
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return fail("pivot_root into", "the session's root");
+	if (umount2(".", MNT_DETACH) < 0)
+		return fail("detach", "the host's root");
+	if (chdir("/") < 0)
+		return fail("change to", "/");
+	return 0;
+}
+
+int mounts_setup(const struct launch_args *a)
+{
+	int r;
+
+	if ((r = stage()) < 0)
+		return r;
+	r = a->image ? image_root(a->image) : system_root();
+	if (r < 0)
+		return r;
+	if ((r = proc()) < 0 || (r = dev(a)) < 0)
+		return r;
+	if (mkdir(NEW "/tmp", 01777) < 0)
+		return fail("make", "/tmp");
+	if ((r = tmpfs(NEW "/tmp", 01777, a->tmp_size, 0)) < 0)
+		return r;
+	r = a->image ? image_grants(a) : host_grants(a);
+	if (r < 0)
+		return r;
+	if (a->resolv && (r = resolv(a->resolv)) < 0)
+		return r;
+	return enter();
+}

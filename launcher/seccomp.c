@@ -1,0 +1,157 @@
+/* The session's syscall filter (libseccomp), loaded last before exec. Only
+ * x86_64's own entry points pass: i386's (int 0x80) and x32's get ENOSYS
+ * before the kernel sees them. Blocked calls get ENOSYS, as cowboy's
+ * sheepdog tier does, so that programs take their fallbacks (glibc makes
+ * threads with clone when clone3 is missing); socket() of a family other than
+ * AF_UNIX, AF_INET and AF_INET6 gets EAFNOSUPPORT; the terminal ioctls that
+ * push input into another program's terminal (TIOCSTI, TIOCLINUX) get EPERM,
+ * compared on the low 32 bits the kernel reads; clone() asking for a new
+ * namespace gets EPERM, as unshare and setns get ENOSYS. */
+#include <errno.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include "launcher/launch.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+#ifndef TIOCLINUX
+#define TIOCLINUX 0x541C
+#endif
+
+static const char *const blocked[] = {
+	"bpf",
+	"ptrace",
+	"process_vm_readv",
+	"process_vm_writev",
+	"perf_event_open",
+	"userfaultfd",
+	"keyctl",
+	"add_key",
+	"request_key",
+	"mount",
+	"umount2",
+	"pivot_root",
+	"move_mount",
+	"open_tree",
+	"fsopen",
+	"fsmount",
+	"fsconfig",
+	"fspick",
+	"mount_setattr",
+	"kexec_load",
+	"kexec_file_load",
+	"init_module",
+	"finit_module",
+	"delete_module",
+	"io_uring_setup",
+	"io_uring_enter",
+	"io_uring_register",
+	"clone3",
+	"unshare",
+	"setns",
+};
+
+static const unsigned long clone_ns[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,   CLONE_NEWUSER,
+					 CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP};
+
+static int rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned int n,
+		const struct scmp_arg_cmp *cmp)
+{
+	int nr = seccomp_syscall_resolve_name(name), r;
+
+	/* A name this libseccomp does not know is a call newer than it, which
+	 * the kernel then does not see filtered: only errand's own list may have
+	 * one (the configuration's names were checked at load). */
+	if (nr == __NR_SCMP_ERROR)
+		return 0;
+	r = seccomp_rule_add_array(ctx, action, nr, n, cmp);
+	if (r < 0)
+		log_warnx("cannot add the seccomp rule for %s: %s", name, strerror(-r));
+	return r;
+}
+
+static int add_socket_rules(scmp_filter_ctx ctx)
+{
+	const uint32_t no = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+	struct scmp_arg_cmp gt = SCMP_A0(SCMP_CMP_GT, AF_INET6);
+	int r;
+
+	/* libseccomp takes one comparison per argument in a rule, so "not 1, 2
+	 * or 10" is every value around them: 0, 3 to 9, and above 10 (which
+	 * holds any value with upper bits set, too). */
+	if ((r = rule(ctx, no, "socket", 1, &gt)) < 0)
+		return r;
+	for (unsigned long af = 0; af < AF_INET6; af++) {
+		struct scmp_arg_cmp eq = SCMP_A0(SCMP_CMP_EQ, af);
+
+		if (af == AF_UNIX || af == AF_INET)
+			continue;
+		if ((r = rule(ctx, no, "socket", 1, &eq)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int build(scmp_filter_ctx ctx, const struct launch_args *a)
+{
+	const unsigned long ioctls[] = {TIOCSTI, TIOCLINUX};
+	int r;
+
+	/* The native arch only: anything else (i386, and x32, which x86_64
+	 * filters set apart by the syscall number's x32 bit) is a bad arch. */
+	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS))) < 0)
+		return r;
+	for (size_t i = 0; i < ARRAY_SIZE(blocked); i++)
+		if ((r = rule(ctx, SCMP_ACT_ERRNO(ENOSYS), blocked[i], 0, NULL)) < 0)
+			return r;
+	for (size_t i = 0; i < a->block.n; i++) {
+		if (seccomp_syscall_resolve_name(a->block.v[i]) == __NR_SCMP_ERROR) {
+			log_warnx("--block-syscall %s: libseccomp knows no such system call; check "
+				  "the name",
+				  a->block.v[i]);
+			return -EINVAL;
+		}
+		if ((r = rule(ctx, SCMP_ACT_ERRNO(ENOSYS), a->block.v[i], 0, NULL)) < 0)
+			return r;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(clone_ns); i++) {
+		struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ, clone_ns[i], clone_ns[i]);
+
+		if ((r = rule(ctx, SCMP_ACT_ERRNO(EPERM), "clone", 1, &c)) < 0)
+			return r;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(ioctls); i++) {
+		/* The kernel reads the request as 32 bits: TIOCSTI | 1 << 32 is TIOCSTI. */
+		struct scmp_arg_cmp c = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, ioctls[i]);
+
+		if ((r = rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &c)) < 0)
+			return r;
+	}
+	return add_socket_rules(ctx);
+}
+
+int seccomp_apply(const struct launch_args *a)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	int r;
+
+	if (!ctx) {
+		log_warnx("cannot set up a seccomp filter; this requires libseccomp and "
+			  "CONFIG_SECCOMP_FILTER");
+		return -ENOMEM;
+	}
+	r = build(ctx, a);
+	if (r == 0) {
+		r = seccomp_load(ctx);
+		if (r < 0)
+			log_warnx("cannot load the seccomp filter: %s; this requires "
+				  "CONFIG_SECCOMP_FILTER",
+				  strerror(-r));
+	}
+	seccomp_release(ctx);
+	return r;
+}

@@ -1,0 +1,61 @@
+#!/bin/bash
+# Guarantee: a session's syscall surface is cut: bpf, ptrace, process_vm_*, perf_event_open, userfaultfd, the keyring, the mount family, kexec, modules, io_uring, clone3 (threads still work), unshare and setns return ENOSYS, clone() for a new namespace EPERM; socket families other than unix, inet and inet6 EAFNOSUPPORT; TIOCSTI and TIOCLINUX EPERM, also with bits above 32 set; the x32 and i386 entry points ENOSYS; sandbox.blockedSyscalls adds names, and an unknown name is refused at load.
+. "$(dirname "$0")/../lib/world.sh"
+need_errandctl
+SYSPROBE=$ROOT/build/selftests/sysprobe
+[ -x "$SYSPROBE" ] || skip "build/selftests/sysprobe is not built (make build/selftests/sysprobe)"
+world_up
+
+PROJ=$W_DIR/project
+mkdir -p "$PROJ" && chmod 0777 "$PROJ"
+tools="\"policyExtra\": { \"read\": [\"$ROOT/build/selftests\"], \"execute\": [\"$ROOT/build/selftests\"] }"
+W_CONFIG=$(world_config seccomp "$tools, \"blockedSyscalls\": [\"uname\", \"getcpu\"]")
+
+blocked="bpf ptrace process_vm_readv process_vm_writev perf_event_open userfaultfd keyctl add_key
+request_key mount umount2 pivot_root move_mount open_tree fsopen fsmount fsconfig kexec_load
+kexec_file_load init_module finit_module delete_module io_uring_setup io_uring_enter
+io_uring_register clone3 unshare setns"
+# shellcheck disable=SC2086
+errand_run --egress none --project "$PROJ" -- sh -c "
+	$SYSPROBE sys $(echo $blocked) uname getcpu getpid
+	for f in packet netlink vsock unix inet inet6; do echo \"socket_\$f=\$($SYSPROBE socket \$f)\"; done
+	for i in tiocsti tiocsti-high tioclinux; do echo \"ioctl_\$i=\$($SYSPROBE ioctl \$i)\"; done
+	echo \"threads=\$($SYSPROBE threads)\"
+	echo \"clone_ns=\$($SYSPROBE clone-ns)\"
+	echo \"x32=\$($SYSPROBE x32)\"
+	echo \"i386=\$($SYSPROBE i386)\"
+	echo \"unshare_cmd=\$(unshare --user true 2>&1 | tail -n 1)\"
+"
+assert_eq "$RUN_RC" 0 "the session ran"
+for s in $blocked; do
+	assert_eq "$(result "$s")" ENOSYS "$s returns ENOSYS"
+done
+assert_eq "$(result uname)" ENOSYS "uname, named in sandbox.blockedSyscalls, returns ENOSYS"
+assert_eq "$(result getcpu)" ENOSYS "getcpu, named in sandbox.blockedSyscalls, returns ENOSYS"
+assert_eq "$(result getpid)" ok "getpid, not blocked, works (control)"
+assert_eq "$(result threads)" ok "threads work without clone3 (glibc falls back to clone)"
+assert_eq "$(result clone_ns)" EPERM "clone() asking for a new namespace returns EPERM"
+assert_eq "$("$SYSPROBE" clone-ns)" ok "... which outside a session works (control)"
+for f in packet netlink vsock; do
+	assert_eq "$(result "socket_$f")" EAFNOSUPPORT "socket(AF_${f^^}) returns EAFNOSUPPORT"
+done
+for f in unix inet inet6; do
+	assert_eq "$(result "socket_$f")" ok "socket(AF_${f^^}) works (control)"
+done
+assert_eq "$(result ioctl_tiocsti)" EPERM "ioctl TIOCSTI returns EPERM"
+assert_eq "$(result ioctl_tiocsti-high)" EPERM "ioctl TIOCSTI | 1<<32 returns EPERM (the kernel reads 32 bits)"
+assert_eq "$(result ioctl_tioclinux)" EPERM "ioctl TIOCLINUX returns EPERM"
+assert_eq "$(result x32)" ENOSYS "an x32 system call returns ENOSYS"
+assert_eq "$(result i386)" ENOSYS "an i386 system call (int 0x80) returns ENOSYS"
+trace "outside a session: i386 getpid says $("$SYSPROBE" i386), x32 says $("$SYSPROBE" x32) (the kernel's own answer)"
+assert_match "$(result unshare_cmd)" "Function not implemented" "unshare(1) inside fails: Function not implemented"
+
+# A name libseccomp does not know is refused when the configuration loads.
+W_CONFIG=$(world_config badsys "\"blockedSyscalls\": [\"ptrace\", \"no_such_call\"]")
+errand_run --egress none --project "$PROJ" -- sh -c 'echo ran'
+assert_eq "$RUN_RC" 125 "an unknown name in sandbox.blockedSyscalls: errandctl exits 125"
+assert_empty "$RUN_STDOUT" "... and the command does not run"
+assert_eq "$(wc -l <"$RUN_ERR")" 1 "... with one line on stderr"
+assert_contains "$RUN_STDERR" 'sandbox.blockedSyscalls[1]: "no_such_call" is not a system call' "... naming the key and the name"
+assert_empty "$(leftovers)" "nothing is left"
+world_finish
