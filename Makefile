@@ -134,14 +134,15 @@ check: deps-check
 	@selftests/run
 
 # Peers the benchmarks compare against; not needed to build or test.
-BENCH_PACKAGES := dnsperf dnsmasq-base
+BENCH_PACKAGES := dnsperf dnsmasq-base bubblewrap hyperfine
 
 bench: deps-check
-	@command -v dnsperf >/dev/null && command -v dnsmasq >/dev/null || \
+	@command -v dnsperf >/dev/null && command -v dnsmasq >/dev/null && command -v bwrap >/dev/null && command -v hyperfine >/dev/null || \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(BENCH_PACKAGES)
 	@$(MAKE) --no-print-directory all $(BENCH_BPF)
 	@bench/egress.sh
 	@bench/dns.sh
+	@bench/start.sh
 
 fuzz: deps-check
 	@$(MAKE) --no-print-directory all
@@ -152,3 +153,33 @@ format-check:
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- vmtests and image (vmtests/, image/, selftests/vm/) ---------------------
+#   make vmcheck   the kernel-level selftests inside VMs: Debian 12's 6.1,
+#                  Debian 13's 6.12 and this machine's own kernel where its
+#                  image is readable (vmtests/run; kernels cached in
+#                  /var/cache/errand-vmtests). make check runs the 6.1 one
+#                  (selftests/vm/kernel61.sh).
+#   make image     the vmtest initramfs (build/vmtests/userland.cpio; each
+#                  kernel's modules are added by vmtests/run) and the session
+#                  root filesystem for errandctl run --image (image/rootfs.sh:
+#                  Debian 12 minbase, cached in /var/cache/errand-image/debian-12,
+#                  IMAGE_DIR=DIR to put it elsewhere)
+VM_PACKAGES := qemu-system-x86 busybox-static cpio kmod xz-utils debootstrap
+.PHONY: vmcheck image vm-deps
+vm-deps:
+	@missing=$$(for p in $(VM_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then echo "installing missing packages: $$missing"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; fi
+
+vmcheck: deps-check vm-deps
+	@$(MAKE) --no-print-directory all
+	@vmtests/run
+
+image: deps-check vm-deps
+	@$(MAKE) --no-print-directory all
+	@image/initramfs.sh userland $(BUILD)/vmtests/userland.cpio
+	@echo "image: $(BUILD)/vmtests/userland.cpio"
+	@image/rootfs.sh $(IMAGE_DIR)

@@ -120,6 +120,14 @@ static int fill_maps(struct egress_bpf *s, const struct enforce_params *p, char 
 		rc = fill_ranges(s, p->public_ranges, p->n_public, true, err, errlen);
 	if (rc)
 		return rc;
+	for (size_t i = 0; i < p->n_ports; i++) {
+		__u16 port = p->ports[i];
+
+		if (bpf_map_update_elem(bpf_map__fd(s->maps.open_ports), &port, &one, BPF_ANY)) {
+			snprintf(err, errlen, "cannot fill the ports map: %s", strerror(errno));
+			return -errno;
+		}
+	}
 	for (size_t i = 0; i < p->n_self; i++) {
 		struct self_key k;
 
@@ -137,7 +145,8 @@ static int pin_maps(struct egress_bpf *s, const char *dir, char *err, size_t err
 {
 	struct bpf_map *maps[] = { s->maps.allow,   s->maps.flows,	s->maps.forbid4,
 				   s->maps.forbid6, s->maps.public4,	s->maps.public6,
-				   s->maps.self_addrs, s->maps.events, s->maps.counters };
+				   s->maps.self_addrs, s->maps.events, s->maps.counters,
+				   s->maps.open_ports };
 	char path[PATH_MAX];
 
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
@@ -290,9 +299,6 @@ struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t
 	s->rodata->sess_addr4 = p->sess4;
 	s->rodata->gw_addr4 = p->gw4;
 	s->rodata->dns_port = p->dns_port;
-	for (size_t i = 0; i < p->n_ports && i < ARRAY_SIZE(s->rodata->egress_ports); i++)
-		s->rodata->egress_ports[i] = p->ports[i];
-	s->rodata->n_egress_ports = p->n_ports;
 	if (!p->host_ifindex)
 		bpf_program__set_autoload(s->progs.errand_tc_in, false);
 	rc = egress_bpf__load(s);

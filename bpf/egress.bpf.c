@@ -21,7 +21,6 @@
 #define SOCK_DGRAM 2
 #define AF_INET 2
 #define AF_INET6 10
-#define EGRESS_PORTS_MAX 16
 
 /* Load-time settings, written by userspace through skel->rodata. */
 const volatile __u32 mode = EGRESS_MODE_NONE;
@@ -29,8 +28,6 @@ const volatile __u64 sess_cgid = 0;
 const volatile __u32 sess_addr4 = 0; /* network order: the session side of the veth */
 const volatile __u32 gw_addr4 = 0;   /* network order: the gateway, where the responder listens */
 const volatile __u16 dns_port = DNS_PORT;
-const volatile __u16 egress_ports[EGRESS_PORTS_MAX] = {};
-const volatile __u32 n_egress_ports = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -68,6 +65,14 @@ struct {
 	__type(key, struct self_key);
 	__type(value, __u8);
 } self_addrs SEC(".maps");
+
+/* Open mode's ports (sandbox.egressPorts). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, EGRESS_PORTS_MAX);
+	__type(key, __u16);
+	__type(value, __u8);
+} open_ports SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -112,12 +117,16 @@ static __always_inline void map_v4(__u8 out[16], __u32 addr4)
 	__builtin_memcpy(out + 12, &addr4, 4);
 }
 
+/* Word compares, not a byte loop: every branch in a loop multiplies the
+ * verifier's work, and every session loads these programs afresh. */
 static __always_inline bool is_v4_mapped(const __u8 a[16])
 {
-	for (int i = 0; i < 10; i++)
-		if (a[i])
-			return false;
-	return a[10] == 0xff && a[11] == 0xff;
+	__u32 w0, w1, w2;
+
+	__builtin_memcpy(&w0, a, 4);
+	__builtin_memcpy(&w1, a + 4, 4);
+	__builtin_memcpy(&w2, a + 8, 4);
+	return w0 == 0 && w1 == 0 && w2 == bpf_htonl(0xffff);
 }
 
 static __always_inline void emit(const __u8 addr[16], __u16 port, __u8 proto, __u8 reason,
@@ -196,13 +205,7 @@ static __always_inline bool addr_forbidden(const __u8 a[16])
 
 static __always_inline bool port_open(__u16 port)
 {
-	for (__u32 i = 0; i < EGRESS_PORTS_MAX; i++) {
-		if (i >= n_egress_ports)
-			break;
-		if (egress_ports[i] == port)
-			return true;
-	}
-	return false;
+	return bpf_map_lookup_elem(&open_ports, &port) != NULL;
 }
 
 /* The policy, shared by every hook and the backstop: 0 admits, anything else

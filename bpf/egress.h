@@ -19,11 +19,13 @@
 #define EGRESS_MAP_SELF "self_addrs"
 #define EGRESS_MAP_EVENTS "events"
 #define EGRESS_MAP_COUNTERS "counters"
+#define EGRESS_MAP_PORTS "open_ports"
 
 #define EGRESS_ALLOW_MAX 4096
 #define EGRESS_FLOWS_MAX 65536
 #define EGRESS_FORBID_MAX 256
 #define EGRESS_SELF_MAX 256
+#define EGRESS_PORTS_MAX 64
 #define EGRESS_EVENTS_BYTES (256 * 1024)
 
 /* Session modes, set in rodata before load. */
