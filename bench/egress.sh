@@ -51,11 +51,15 @@ for r in $(seq "$ROUNDS"); do
 		settle; sess bulk 198.18.1.10 5002 "$BYTES" | mbit >>"$W_DIR/bulk.sess"
 		settle; bare bulk 198.18.1.10 5001 "$BYTES" | mbit >>"$W_DIR/bulk.bare"
 	fi
-	if in_host ip link set dev bh0 xdpdrv obj "$XDP_OBJ" sec xdp 2>"$W_DIR/xdp.err"; then
+	# Loaded with bpftool under the world's own pin: ip(8) would leave
+	# globals directories in the machine's bpffs.
+	if bpftool prog load "$XDP_OBJ" "/sys/fs/bpf/$W-xdp" type xdp 2>"$W_DIR/xdp.err" &&
+		in_host bpftool net attach xdpdrv pinned "/sys/fs/bpf/$W-xdp" dev bh0 2>>"$W_DIR/xdp.err"; then
 		settle; bare rr 198.18.1.10 9103 "$CONNS" | rate >>"$W_DIR/rr.xdp"
 		settle; bare bulk 198.18.1.10 5003 "$BYTES" | mbit >>"$W_DIR/bulk.xdp"
-		in_host ip link set dev bh0 xdpdrv off
+		in_host bpftool net detach xdpdrv dev bh0
 	fi
+	rm -f "/sys/fs/bpf/$W-xdp"
 	echo "# round $r of $ROUNDS done" >&2
 done
 
