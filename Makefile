@@ -31,17 +31,19 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -Ibpf
 # installs them and deps-check asks for them when one is missing.
 DEB_PACKAGES := gcc make pkg-config clang llvm bpftool libbpf-dev libxdp-dev \
 	libnl-3-dev libnl-route-3-dev libjansson-dev libnftables-dev nftables \
-	iproute2 util-linux procps libc-ares-dev libclang-rt-14-dev libseccomp-dev passwd
+	iproute2 util-linux procps libc-ares-dev libclang-rt-14-dev libseccomp-dev libsqlite3-dev passwd
 
 LIB_SRCS      := $(wildcard lib/*.c)
 AGENT_SRCS    := $(filter-out agent/errandctl.c,$(wildcard agent/*.c))
 LAUNCH_SRCS   := $(wildcard launcher/*.c)
 TOOL_SRCS     := $(wildcard selftests/tools/*.c)
 UNIT_SRCS     := $(wildcard selftests/unit/*.c)
+BROKER_SRCS   := $(wildcard broker/*.c)
 
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 AGENT_OBJS  := $(AGENT_SRCS:%.c=$(BUILD)/%.o)
 LAUNCH_OBJS := $(LAUNCH_SRCS:%.c=$(BUILD)/%.o)
+BROKER_OBJS := $(BROKER_SRCS:%.c=$(BUILD)/%.o)
 
 BPF_OBJS  := $(BUILD)/bpf/egress.bpf.o
 BENCH_BPF := $(BUILD)/bench/xdp_pass.bpf.o
@@ -55,6 +57,9 @@ UNITS := $(UNIT_SRCS:selftests/unit/%.c=$(BUILD)/selftests/unit-%)
 # listed in FUZZ_SRCS_X. make check runs each briefly (selftests/fuzz/fuzz.sh),
 # make fuzz for FUZZ_SECONDS each.
 FUZZ_SRCS_dnsmsg := agent/dnsmsg.c lib/addr.c
+FUZZ_SRCS_http := broker/http.c
+FUZZ_SRCS_scrub := broker/scrub.c
+FUZZ_SRCS_control := agent/control.c
 FUZZ_TARGETS := $(patsubst selftests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard selftests/fuzz/*.c))
 FUZZ_SECONDS ?= 300
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -Ibpf -fsanitize=fuzzer,address,undefined \
@@ -98,7 +103,7 @@ $(BUILD)/selftests/%: $(BUILD)/selftests/tools/%.o $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/selftests/unit-%: $(BUILD)/selftests/unit/%.o $(AGENT_OBJS) $(LIB_OBJS)
+$(BUILD)/selftests/unit-%: $(BUILD)/selftests/unit/%.o $(AGENT_OBJS) $(BROKER_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
