@@ -10,7 +10,7 @@ CLANG   ?= clang
 BPFTOOL ?= bpftool
 BUILD   := build
 
-PKGS := libnl-route-3.0 libnftables jansson libbpf libcares libseccomp
+PKGS := libnl-route-3.0 libnftables jansson libbpf libcares libseccomp sqlite3
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
