@@ -95,7 +95,7 @@ $(BUILD)/bin/errandctl: $(BUILD)/agent/errandctl.o $(AGENT_OBJS) $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The launcher stays small: libseccomp and none of the agent's libraries.
-$(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o
+$(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o $(BUILD)/lib/strv.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(shell pkg-config --libs libseccomp 2>/dev/null)
 

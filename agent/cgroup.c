@@ -16,6 +16,7 @@
 
 #include "agent/cgroup.h"
 #include "lib/log.h"
+#include "lib/strv.h"
 #include "lib/util.h"
 
 /* cgroup_session_remove waits this long for killed processes to leave. */
@@ -251,7 +252,7 @@ static int populated(const char *dir)
 static int list_dirs(const char *dir, char ***out)
 {
 	char **names = NULL;
-	size_t n = 0, cap = 0;
+	size_t n = 0;
 	struct dirent *de;
 	DIR *d;
 	int err = 0;
@@ -262,29 +263,13 @@ static int list_dirs(const char *dir, char ***out)
 	while ((de = readdir(d))) {
 		if (de->d_type != DT_DIR || !valid_name(de->d_name))
 			continue;
-		if (n + 2 > cap) {
-			char **nn;
-
-			cap = cap ? cap * 2 : 16;
-			nn = realloc(names, cap * sizeof(*names));
-			if (!nn) {
-				err = -ENOMEM;
-				break;
-			}
-			names = nn;
-		}
-		names[n] = strdup(de->d_name);
-		if (!names[n]) {
-			err = -ENOMEM;
+		err = strv_push(&names, &n, de->d_name);
+		if (err)
 			break;
-		}
-		names[++n] = NULL;
 	}
 	closedir(d);
 	if (err) {
-		for (size_t i = 0; i < n; i++)
-			free(names[i]);
-		free(names);
+		strv_free(names);
 		return err;
 	}
 	if (!names) {
@@ -294,13 +279,6 @@ static int list_dirs(const char *dir, char ***out)
 	}
 	*out = names;
 	return 0;
-}
-
-static void free_names(char **names)
-{
-	for (char **p = names; *p; p++)
-		free(*p);
-	free(names);
 }
 
 /* SIGKILLs every process listed in dir and the cgroups below it. For kernels
@@ -325,7 +303,7 @@ static void kill_tree(const char *dir)
 		if (path_fmt(path, sizeof(path), "%s/%s", dir, *p) == 0)
 			kill_tree(path);
 	}
-	free_names(names);
+	strv_free(names);
 }
 
 /* Removes dir and the cgroups below it, deepest first. A cgroup whose last
@@ -344,7 +322,7 @@ static int rmdir_tree(const char *dir, long long deadline)
 		if (ret == 0)
 			ret = rmdir_tree(path, deadline);
 	}
-	free_names(names);
+	strv_free(names);
 	if (ret < 0)
 		return ret;
 	while (rmdir(dir) < 0) {
@@ -434,6 +412,6 @@ int cgroup_sweep(const char *mount, const char *parent, int (*keep)(const char *
 		}
 		count++;
 	}
-	free_names(names);
+	strv_free(names);
 	return err ? err : count;
 }

@@ -29,6 +29,7 @@
 #include "agent/cgroup.h"
 #include "agent/doctor.h"
 #include "lib/landlock.h"
+#include "lib/strv.h"
 #include "lib/util.h"
 
 #define BPF_FS_MAGIC_NUM 0xcafe4a11
@@ -191,19 +192,14 @@ static void probe_landlock(struct doctor_report *r)
 	set(r, C_LANDLOCK, OK, "ABI %d (errand uses up to %d)", abi, LANDLOCK_ABI_KNOWN);
 }
 
+/* The first line of a small file. */
 static int read_text(const char *path, char *buf, size_t len)
 {
-	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
+	int rc = file_read_text(path, buf, len);
 
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-	return 0;
+	if (!rc)
+		buf[strcspn(buf, "\n")] = '\0';
+	return rc;
 }
 
 static bool has_word(const char *list, const char *word, const char *seps)

@@ -17,6 +17,7 @@
 
 #include "agent/netns.h"
 #include "lib/log.h"
+#include "lib/strv.h"
 #include "lib/util.h"
 
 /* mkdir -p with mode 0755. */
@@ -218,7 +219,7 @@ int netns_remove(const char *path)
 int netns_sweep(const char *dir, int (*keep)(const char *id, void *arg), void *arg)
 {
 	char **names = NULL;
-	size_t n = 0, cap = 0;
+	size_t n = 0;
 	int count = 0, err = 0;
 	struct dirent *de;
 	DIR *d;
@@ -230,28 +231,14 @@ int netns_sweep(const char *dir, int (*keep)(const char *id, void *arg), void *a
 		return errno == ENOENT ? 0 : -errno;
 	/* Names first, removals after, so the listing is not disturbed. */
 	while ((de = readdir(d))) {
-		char **nn;
-
 		if (de->d_type == DT_DIR || strcmp(de->d_name, ".") == 0 ||
 		    strcmp(de->d_name, "..") == 0)
 			continue;
 		if (keep && keep(de->d_name, arg))
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			nn = realloc(names, cap * sizeof(*names));
-			if (!nn) {
-				err = -ENOMEM;
-				break;
-			}
-			names = nn;
-		}
-		names[n] = strdup(de->d_name);
-		if (!names[n]) {
-			err = -ENOMEM;
+		err = strv_push(&names, &n, de->d_name);
+		if (err)
 			break;
-		}
-		n++;
 	}
 	closedir(d);
 

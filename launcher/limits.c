@@ -12,23 +12,10 @@
 
 #include "launcher/launch.h"
 #include "lib/log.h"
+#include "lib/strv.h"
 #include "lib/util.h"
 
 #define CPU_PERIOD 100000 /* cpu.max's default period, microseconds */
-
-static int read_file(const char *path, char *buf, size_t len)
-{
-	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	return 0;
-}
 
 static int write_file(const char *path, const char *text)
 {
@@ -56,10 +43,10 @@ static bool controller(const char *parent, const char *name)
 	char path[PATH_MAX], list[512], plus[32];
 
 	if (path_fmt(path, sizeof(path), "%s/cgroup.controllers", parent) ||
-	    read_file(path, list, sizeof(list)) < 0 || !has_word(list, name))
+	    file_read_text(path, list, sizeof(list)) < 0 || !has_word(list, name))
 		return false;
 	if (path_fmt(path, sizeof(path), "%s/cgroup.subtree_control", parent) ||
-	    read_file(path, list, sizeof(list)) < 0)
+	    file_read_text(path, list, sizeof(list)) < 0)
 		return false;
 	if (has_word(list, name))
 		return true;
