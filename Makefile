@@ -60,6 +60,7 @@ FUZZ_SRCS_dnsmsg := agent/dnsmsg.c lib/addr.c
 FUZZ_SRCS_http := broker/http.c
 FUZZ_SRCS_scrub := broker/scrub.c
 FUZZ_SRCS_control := agent/control.c
+FUZZ_LIBS_control := -ljansson
 FUZZ_TARGETS := $(patsubst selftests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard selftests/fuzz/*.c))
 FUZZ_SECONDS ?= 300
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -Ibpf -fsanitize=fuzzer,address,undefined \
@@ -68,7 +69,7 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -Ibpf -fsanitize=fuzzer,addre
 .SECONDEXPANSION:
 $(BUILD)/fuzz/%: selftests/fuzz/%.c $$(FUZZ_SRCS_$$*) lib/log.c
 	@mkdir -p $(@D)
-	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_SRCS_$*) lib/log.c
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_SRCS_$*) lib/log.c $(FUZZ_LIBS_$*)
 
 .SECONDARY: $(SKELETONS) $(BPF_OBJS)
 .PHONY: all deps deps-check accounts demo check bench fuzz format-check clean

@@ -1,0 +1,126 @@
+/* The control protocol between errandctl and errand-agent on the Unix socket
+ * (/run/errand/agent.sock): framing, per-type size limits checked before the
+ * payload is read, payload validation, and the socket's server-side guards. */
+#ifndef ERRAND_CONTROL_H
+#define ERRAND_CONTROL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+/*
+ * A frame is an 8-byte header in network byte order (big endian), then the
+ * payload:
+ *
+ *	u16 version	CONTROL_VERSION; any other is refused
+ *	u16 type	enum control_type; an unknown type is refused
+ *	u32 length	payload bytes; at most the type's maximum, checked
+ *			before a byte of the payload is read
+ *
+ * The payload is one JSON object (UTF-8, no NUL, no duplicate keys, nothing
+ * after it) holding exactly the members its type allows, with their types:
+ * an unknown member is refused rather than ignored, so an option a newer
+ * errandctl sends is never silently dropped by an older agent.
+ *
+ * Requests (errandctl to agent) and their answers:
+ *	run	 {argv: [str]+, env?: [str], egress?: [str], pins?: [str],
+ *		  secrets?: [str], project?: str, image?: str, json?: bool}
+ *		 -> run-started {session: id}, later run-exit {session: id,
+ *		 status: 0..255}
+ *	sessions {}			-> sessions-reply {sessions: [object]}
+ *	show	 {id}			-> show-reply {session: object}
+ *	stop	 {id}			-> ok
+ *	grant	 {id, host, kind: "once"|"until"|"always", seconds?: int}
+ *		 (seconds > 0 exactly when kind is "until") -> ok
+ *	revoke	 {id, host}		-> ok
+ *	denied	 {id?}			-> denied-reply {denied: [object]}
+ *	reload	 {}			-> ok
+ *	version	 {}			-> version-reply {version: str, protocol: int}
+ * Any request may be answered with error {error: "one line"} instead. ok
+ * may carry {message?: "one line"}. A session id is 1..64 of [A-Za-z0-9_-].
+ */
+#define CONTROL_VERSION 1
+#define CONTROL_HEADER_LEN 8
+#define CONTROL_SOCKET_PATH "/run/errand/agent.sock"
+#define CONTROL_GROUP "errand"
+#define CONTROL_ID_MAX 64
+/* No socket group: the socket is root's alone (0600). */
+#define CONTROL_NO_GROUP ((gid_t)-1)
+
+/* Answers have the high bit set, so a peer can tell a request from one. */
+#define CONTROL_REPLY 0x8000
+enum control_type {
+	CONTROL_RUN = 1,
+	CONTROL_SESSIONS = 2,
+	CONTROL_SHOW = 3,
+	CONTROL_STOP = 4,
+	CONTROL_GRANT = 5,
+	CONTROL_REVOKE = 6,
+	CONTROL_DENIED = 7,
+	CONTROL_RELOAD = 8,
+	CONTROL_VERSION_REQ = 9,
+
+	CONTROL_OK = CONTROL_REPLY | 1,
+	CONTROL_ERROR = CONTROL_REPLY | 2,
+	CONTROL_RUN_STARTED = CONTROL_REPLY | 3,
+	CONTROL_RUN_EXIT = CONTROL_REPLY | 4,
+	CONTROL_SESSIONS_REPLY = CONTROL_REPLY | 5,
+	CONTROL_SHOW_REPLY = CONTROL_REPLY | 6,
+	CONTROL_DENIED_REPLY = CONTROL_REPLY | 7,
+	CONTROL_VERSION_REPLY = CONTROL_REPLY | 8,
+};
+
+struct control_msg {
+	uint16_t version;
+	uint16_t type;
+	json_t *payload; /* owned; control_msg_free drops it */
+};
+
+/* Reads one frame from fd, blocking (a timeout is the caller's, through
+ * SO_RCVTIMEO: it surfaces as -EAGAIN). 0 and *out filled; -EPROTO for a
+ * malformed frame (bad version, unknown type, bad JSON or members),
+ * -EMSGSIZE when the header claims more than the type allows (nothing of
+ * the payload has been read), -ECONNRESET on EOF, other -errno from read.
+ * On error err holds one line saying why and *out is untouched. */
+int control_read(int fd, struct control_msg *out, char *err, size_t errlen);
+/* Checks payload against type (NULL is {}), then writes the frame in full.
+ * -EINVAL when the payload is not what type allows, -EMSGSIZE when too
+ * long, -EPIPE when the peer has gone (no SIGPIPE), other -errno. */
+int control_write(int fd, uint16_t type, const json_t *payload);
+/* The frame control_write would send, in a malloc'd buffer the caller
+ * frees. 0, -EINVAL, -EMSGSIZE or -ENOMEM. */
+int control_frame(uint16_t type, const json_t *payload, uint8_t **buf, size_t *len);
+/* Parses exactly one whole frame in buf[0..len) with every check
+ * control_read makes; same returns, except a short buffer is -EPROTO. */
+int control_parse(const uint8_t *buf, size_t len, struct control_msg *out, char *err,
+		  size_t errlen);
+/* Checks a payload against a type's members, as parse and write do. */
+int control_validate(uint16_t type, const json_t *payload, char *err, size_t errlen);
+/* Releases msg's payload; NULL-safe, msg may be freed twice. */
+void control_msg_free(struct control_msg *msg);
+/* "run", "sessions-reply", ...; "unknown" for a type that isn't one. */
+const char *control_type_name(uint16_t type);
+/* The largest payload a type may carry; 0 for an unknown type. */
+uint32_t control_type_max(uint16_t type);
+static inline bool control_type_is_request(uint16_t type)
+{
+	return !(type & CONTROL_REPLY);
+}
+
+/* The errand group's gid, or CONTROL_NO_GROUP when there is none. */
+gid_t control_group(void);
+/* Binds and listens on path (an old socket there is replaced unless an
+ * agent answers on it: -EADDRINUSE); created under umask 0177 so it is
+ * never reachable by others, then 0660 root:group, or 0600 root:root for
+ * CONTROL_NO_GROUP. The directory must be root's and not writable by
+ * others. The listening fd (CLOEXEC, blocking) or -errno. */
+int control_listen(const char *path, gid_t group);
+/* The peer's credentials as the kernel took them at connect (SO_PEERCRED,
+ * SO_PEERGROUPS): 0 when it is root or in group (primary or supplementary),
+ * -EACCES when not (one log line names its uid and pid), other -errno. */
+int control_peer_allowed(int fd, gid_t group);
+
+#endif
