@@ -1,0 +1,39 @@
+/* Streaming redaction of one secret (a provider's real key) from what the
+ * broker relays back to a session: every occurrence becomes "[redacted]", also
+ * across the boundaries of the pieces an answer arrives in. */
+#ifndef ERRAND_BROKER_SCRUB_H
+#define ERRAND_BROKER_SCRUB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SCRUB_REPLACEMENT "[redacted]"
+
+/* Receives scrubbed output in order; a negative return is handed back by the
+ * scrub_feed() or scrub_finish() that called it. */
+typedef int (*scrub_sink)(void *ctx, const uint8_t *data, size_t len);
+
+struct scrub;
+
+/* A scrubber for secret[0..len), which it copies. Returns one the caller owns
+ * (scrub_free), or NULL with errno: EINVAL for an empty secret, or for one
+ * that holds "[" or "]" or occurs within "[redacted]" itself, since only such
+ * a secret could show up again in the output. */
+struct scrub *scrub_new(const uint8_t *secret, size_t len);
+/* NULL-safe; wipes the copy of the secret. */
+void scrub_free(struct scrub *s);
+
+/* Scrubs in[0..n) into sink. Up to len - 1 bytes that could begin the secret
+ * are held until the next feed or scrub_finish(). Returns 0, or the sink's
+ * error, after which s only returns that error. */
+int scrub_feed(struct scrub *s, const uint8_t *in, size_t n, scrub_sink sink, void *ctx);
+
+/* The stream ended: the held bytes go out. s is ready for a new stream. */
+int scrub_finish(struct scrub *s, scrub_sink sink, void *ctx);
+
+/* Scrubs one whole buffer (a header value), independent of any stream fed to
+ * s. Writes at most cap bytes to out and returns the scrubbed length, which
+ * is more than cap when out was too small, as snprintf does. */
+size_t scrub_buffer(const struct scrub *s, const uint8_t *in, size_t n, uint8_t *out, size_t cap);
+
+#endif

@@ -1,0 +1,126 @@
+/* libFuzzer target for the broker's key scrubber (broker/scrub.c): a secret
+ * and an input from the fuzzer, the input fed in pieces it chooses; the
+ * output must equal a plain whole-buffer replacement and never hold the key. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/scrub.h"
+
+#define INV(cond)                                                                                  \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "invariant failed: %s (%s:%d)\n", #cond, __FILE__,         \
+				__LINE__);                                                         \
+			abort();                                                                   \
+		}                                                                                  \
+	} while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+struct out {
+	uint8_t *b;
+	size_t len, cap;
+};
+
+static int out_take(void *ctx, const uint8_t *d, size_t n)
+{
+	struct out *o = ctx;
+
+	INV(o->len + n <= o->cap);
+	memcpy(o->b + o->len, d, n);
+	o->len += n;
+	return 0;
+}
+
+static size_t reference(const uint8_t *sec, size_t slen, const uint8_t *in, size_t n, uint8_t *out)
+{
+	const size_t rlen = strlen(SCRUB_REPLACEMENT);
+	size_t o = 0;
+
+	for (size_t i = 0; i < n;) {
+		if (n - i >= slen && !memcmp(in + i, sec, slen)) {
+			memcpy(out + o, SCRUB_REPLACEMENT, rlen);
+			o += rlen;
+			i += slen;
+		} else {
+			out[o++] = in[i++];
+		}
+	}
+	return o;
+}
+
+/* Input: byte 0 the secret's length (1..64), bytes 1-4 seed the cuts, then
+ * the secret, then what is scrubbed. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	size_t slen, n, wlen, blen, off = 0;
+	const uint8_t *sec;
+	uint8_t *in, *want, *buf;
+	struct out got = {0};
+	struct scrub *s;
+	uint32_t cut;
+
+	if (size < 6)
+		return 0;
+	slen = 1 + data[0] % 64;
+	if (size < 5 + slen)
+		return 0;
+	memcpy(&cut, data + 1, 4);
+	cut |= 1; /* xorshift stays at 0 from 0, and would cut only empty pieces */
+	sec = data + 5;
+	n = size - 5 - slen;
+	s = scrub_new(sec, slen);
+	if (!s) {
+		INV(errno == EINVAL);
+		INV(memchr(sec, '[', slen) || memchr(sec, ']', slen) ||
+		    memmem(SCRUB_REPLACEMENT, strlen(SCRUB_REPLACEMENT), sec, slen));
+		return 0;
+	}
+	/* exact-size copies, so ASan sees a read past either */
+	in = malloc(n ? n : 1);
+	want = malloc(n * 10 + 1);
+	buf = malloc(n * 10 + 1);
+	got.b = malloc(n * 10 + 1);
+	got.cap = n * 10;
+	INV(in && want && buf && got.b);
+	memcpy(in, sec + slen, n);
+
+	while (off < n) {
+		size_t piece;
+
+		cut ^= cut << 13;
+		cut ^= cut >> 17;
+		cut ^= cut << 5;
+		piece = cut % 4 == 0 ? 0 : 1 + cut % (slen + 8); /* empty pieces too */
+		if (piece > n - off)
+			piece = n - off;
+		INV(!scrub_feed(s, in + off, piece, out_take, &got));
+		off += piece;
+	}
+	INV(!scrub_finish(s, out_take, &got));
+
+	wlen = reference(sec, slen, in, n, want);
+	INV(got.len == wlen);
+	INV(!memcmp(got.b, want, wlen));
+	INV(!memmem(got.b, got.len, sec, slen));
+
+	blen = scrub_buffer(s, in, n, buf, n * 10);
+	INV(blen == wlen && !memcmp(buf, want, wlen));
+	blen = scrub_buffer(s, in, n, buf, n / 2);
+	INV(blen == wlen && !memcmp(buf, want, n / 2 < wlen ? n / 2 : wlen));
+
+	/* s is ready for another stream after finish */
+	got.len = 0;
+	INV(!scrub_feed(s, in, n, out_take, &got));
+	INV(!scrub_finish(s, out_take, &got));
+	INV(got.len == wlen && !memcmp(got.b, want, wlen));
+
+	scrub_free(s);
+	free(in);
+	free(want);
+	free(buf);
+	free(got.b);
+	return 0;
+}

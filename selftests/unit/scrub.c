@@ -1,0 +1,362 @@
+/* Guarantee: every occurrence of the real key in what the broker relays
+ * becomes "[redacted]", wherever the pieces it arrives in are cut, at most
+ * len - 1 bytes are ever held back, and the output is what a plain
+ * whole-buffer replacement gives. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker/scrub.h"
+#include "lib/util.h"
+#include "selftests/unit/test.h"
+
+struct out {
+	uint8_t b[1 << 16];
+	size_t len;
+};
+
+static int out_take(void *ctx, const uint8_t *data, size_t len)
+{
+	struct out *o = ctx;
+
+	if (o->len + len > sizeof(o->b))
+		return -ENOSPC;
+	memcpy(o->b + o->len, data, len);
+	o->len += len;
+	return 0;
+}
+
+/* The reference: left to right, a match is replaced and skipped. */
+static size_t reference(const uint8_t *sec, size_t slen, const uint8_t *in, size_t n, uint8_t *out)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n;) {
+		if (n - i >= slen && !memcmp(in + i, sec, slen)) {
+			memcpy(out + o, SCRUB_REPLACEMENT, strlen(SCRUB_REPLACEMENT));
+			o += strlen(SCRUB_REPLACEMENT);
+			i += slen;
+		} else {
+			out[o++] = in[i++];
+		}
+	}
+	return o;
+}
+
+static struct out got;
+
+/* got as a string, for CHECK_STR (short outputs only) */
+static const char *got_str(void)
+{
+	static char str[200];
+	size_t n = got.len < sizeof(str) - 1 ? got.len : sizeof(str) - 1;
+
+	memcpy(str, got.b, n);
+	str[n] = '\0';
+	return str;
+}
+static uint8_t want[1 << 16];
+
+/* Streams in[0..n) through s cut at cuts[0..n_cuts) and compares with the
+ * reference; silent when equal, so many splits print one line. */
+static bool stream_matches(struct scrub *s, const uint8_t *sec, size_t slen, const uint8_t *in,
+			   size_t n, const size_t *cuts, size_t n_cuts)
+{
+	size_t prev = 0, wlen;
+
+	got.len = 0;
+	for (size_t c = 0; c <= n_cuts; c++) {
+		size_t end = c < n_cuts ? cuts[c] : n;
+
+		if (scrub_feed(s, in + prev, end - prev, out_take, &got))
+			return false;
+		prev = end;
+	}
+	if (scrub_finish(s, out_take, &got))
+		return false;
+	wlen = reference(sec, slen, in, n, want);
+	return got.len == wlen && !memcmp(got.b, want, wlen);
+}
+
+static struct scrub *new_s(const char *secret)
+{
+	return scrub_new((const uint8_t *)secret, strlen(secret));
+}
+
+static void test_basic(void)
+{
+	static const struct {
+		const char *secret, *in, *out;
+	} cases[] = {
+		{"sk-live-123", "key=sk-live-123", "key=[redacted]"},
+		{"sk-live-123", "sk-live-123 at start", "[redacted] at start"},
+		{"sk-live-123", "at end sk-live-123", "at end [redacted]"},
+		{"sk-live-123", "sk-live-123", "[redacted]"},
+		{"sk-live-123", "sk-live-123sk-live-123", "[redacted][redacted]"},
+		{"sk-live-123", "sk-live-12", "sk-live-12"},
+		{"sk-live-123", "sk-live-12sk-live-123", "sk-live-12[redacted]"},
+		{"sk-live-123", "", ""},
+		{"aaab", "aaaaab", "aa[redacted]"},
+		{"aaab", "aaaaaaaaaaaaab", "aaaaaaaaaa[redacted]"},
+		{"aaab", "aaabaaab", "[redacted][redacted]"},
+		{"aaab", "aaa", "aaa"},
+		{"abab", "abababab", "[redacted][redacted]"},
+		{"abab", "ababab", "[redacted]ab"},
+		{"abcabd", "abcabcabd", "abc[redacted]"},
+		{"xx", "xxx", "[redacted]x"},
+		{"x", "xyx", "[redacted]y[redacted]"},
+		{"ab", "aab", "a[redacted]"},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct scrub *s = new_s(cases[i].secret);
+		const uint8_t *in = (const uint8_t *)cases[i].in;
+		size_t n = strlen(cases[i].in);
+		uint8_t buf[256];
+		size_t len;
+
+		if (!CHECK_TRUE(s != NULL, "scrub_new \"%s\"", cases[i].secret))
+			continue;
+		got.len = 0;
+		scrub_feed(s, in, n, out_take, &got);
+		scrub_finish(s, out_take, &got);
+		CHECK_STR(got_str(), cases[i].out, "stream: \"%s\" in \"%s\"", cases[i].secret,
+			  cases[i].in);
+		len = scrub_buffer(s, in, n, buf, sizeof(buf) - 1);
+		buf[len < sizeof(buf) ? len : sizeof(buf) - 1] = '\0';
+		CHECK_STR((char *)buf, cases[i].out, "buffer: \"%s\" in \"%s\"", cases[i].secret,
+			  cases[i].in);
+		scrub_free(s);
+	}
+}
+
+static void test_refused(void)
+{
+	static const char *const bad[] = {"d", "red", "[redacted]", "acted]", "sk[1]", "a]", "[x"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		errno = 0;
+		CHECK_TRUE(!new_s(bad[i]) && errno == EINVAL,
+			   "secret \"%s\" refused: it could reappear in the output", bad[i]);
+	}
+	errno = 0;
+	CHECK_TRUE(!scrub_new((const uint8_t *)"x", 0) && errno == EINVAL, "empty secret refused");
+	scrub_free(NULL);
+	CHECK_TRUE(true, "scrub_free(NULL) is fine");
+}
+
+/* The secret placed at every offset of a buffer, fed in two and in three
+ * pieces cut at every pair of offsets. */
+static void test_every_split(void)
+{
+	const char *secret = "errand-key-0123456789abcdef";
+	size_t slen = strlen(secret), fails = 0, runs = 0;
+	struct scrub *s = new_s(secret);
+	uint8_t in[64];
+	size_t n = sizeof(in);
+
+	if (!CHECK_TRUE(s != NULL, "scrub_new"))
+		return;
+	for (size_t at = 0; at + slen <= n; at++) {
+		memset(in, '.', n);
+		memcpy(in + at, secret, slen);
+		for (size_t a = 0; a <= n; a++) {
+			size_t cuts2[] = {a};
+
+			fails += !stream_matches(s, (const uint8_t *)secret, slen, in, n, cuts2, 1);
+			runs++;
+			for (size_t b = a; b <= n; b++) {
+				size_t cuts3[] = {a, b};
+
+				fails += !stream_matches(s, (const uint8_t *)secret, slen, in, n,
+							 cuts3, 2);
+				runs++;
+			}
+		}
+		if (fails)
+			break;
+	}
+	CHECK_INT(fails, 0,
+		  "secret at every offset, split in two and three at every offset (%zu runs)",
+		  runs);
+	memset(in, '.', n);
+	memcpy(in + 3, secret, slen);
+	got.len = 0;
+	scrub_feed(s, in, n, out_take, &got);
+	scrub_finish(s, out_take, &got);
+	CHECK_TRUE(got.len && !memmem(got.b, got.len, secret, slen), "the output holds no key");
+
+	/* byte by byte: after each byte, at most len - 1 bytes are held */
+	size_t held_max = 0, fed_out;
+	uint8_t ref[256];
+
+	memset(in, 'e', n);
+	memcpy(in + 10, secret, slen - 1); /* a near-match that fails at its last byte */
+	memcpy(in + 40, secret, 10);
+	got.len = 0;
+	for (size_t i = 0; i < n; i++) {
+		scrub_feed(s, in + i, 1, out_take, &got);
+		fed_out = reference((const uint8_t *)secret, slen, in, i + 1, ref);
+		if (fed_out - got.len > held_max)
+			held_max = fed_out - got.len;
+	}
+	scrub_finish(s, out_take, &got);
+	CHECK_INT(held_max, slen - 1, "byte by byte, at most len - 1 bytes held back");
+	CHECK_TRUE(got.len == n && !memcmp(got.b, in, n), "a near-match comes out unchanged");
+	scrub_free(s);
+}
+
+static uint32_t rng = 2463534242u;
+
+static uint32_t next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 17;
+	rng ^= rng << 5;
+	return rng;
+}
+
+/* Random secrets over small alphabets, so near-matches are everywhere, random
+ * inputs with planted secrets, random cuts: equal to the reference. */
+static void test_random(void)
+{
+	static uint8_t in[4096], buf[4096 * 10];
+	size_t fails = 0, runs = 0, skipped = 0;
+
+	for (int round = 0; round < 3000; round++) {
+		const char *alpha = round % 3 == 0 ? "ab" : round % 3 == 1 ? "xyz" : "ab-_sk";
+		size_t alen = strlen(alpha);
+		size_t slen = 1 + next_rand() % (round % 5 == 0 ? 40 : 6);
+		size_t n = next_rand() % (round % 10 == 0 ? sizeof(in) : 200);
+		uint8_t sec[64];
+		size_t cuts[8], n_cuts = next_rand() % 8, blen, wlen;
+		struct scrub *s;
+
+		for (size_t i = 0; i < slen; i++)
+			sec[i] = (uint8_t)alpha[next_rand() % alen];
+		s = scrub_new(sec, slen);
+		if (!s) {
+			skipped++; /* a secret inside "[redacted]" */
+			continue;
+		}
+		for (size_t i = 0; i < n; i++)
+			in[i] = (uint8_t)alpha[next_rand() % alen];
+		for (size_t k = next_rand() % 4; k && n >= slen; k--)
+			memcpy(in + next_rand() % (n - slen + 1), sec, slen);
+		for (size_t c = 0; c < n_cuts; c++)
+			cuts[c] = n ? next_rand() % (n + 1) : 0;
+		/* ascending */
+		for (size_t i = 1; i < n_cuts; i++)
+			for (size_t j = i; j && cuts[j - 1] > cuts[j]; j--) {
+				size_t t = cuts[j];
+
+				cuts[j] = cuts[j - 1];
+				cuts[j - 1] = t;
+			}
+		runs++;
+		if (!stream_matches(s, sec, slen, in, n, cuts, n_cuts) ||
+		    memmem(got.b, got.len, sec, slen))
+			fails++;
+		wlen = reference(sec, slen, in, n, want);
+		blen = scrub_buffer(s, in, n, buf, sizeof(buf));
+		if (blen != wlen || memcmp(buf, want, wlen))
+			fails++;
+		scrub_free(s);
+	}
+	CHECK_INT(fails, 0,
+		  "random secrets, inputs and cuts equal the reference (%zu runs, %zu "
+		  "secrets refused)",
+		  runs, skipped);
+}
+
+static void test_buffer_cap(void)
+{
+	struct scrub *s = new_s("secret-key");
+	const char *in = "Bearer secret-key, again secret-key";
+	uint8_t buf[64];
+	size_t len;
+
+	if (!s)
+		return;
+	len = scrub_buffer(s, (const uint8_t *)in, strlen(in), buf, 10);
+	CHECK_INT(len, strlen("Bearer [redacted], again [redacted]"),
+		  "scrub_buffer says the whole length when out is small");
+	CHECK_TRUE(!memcmp(buf, "Bearer [re", 10), "and writes what fits");
+	CHECK_INT(scrub_buffer(s, (const uint8_t *)in, strlen(in), NULL, 0), len,
+		  "with no room at all");
+	/* scrub_buffer leaves a stream in progress alone */
+	got.len = 0;
+	scrub_feed(s, (const uint8_t *)"xx secret-", 10, out_take, &got);
+	scrub_buffer(s, (const uint8_t *)"zzz", 3, buf, sizeof(buf));
+	scrub_feed(s, (const uint8_t *)"key yy", 6, out_take, &got);
+	scrub_finish(s, out_take, &got);
+	CHECK_STR(got_str(), "xx [redacted] yy", "a stream across a scrub_buffer call");
+	scrub_free(s);
+}
+
+static int sink_fail(void *ctx, const uint8_t *data, size_t len)
+{
+	(void)ctx;
+	(void)data;
+	(void)len;
+	return -EPIPE;
+}
+
+static void test_sink_error(void)
+{
+	struct scrub *s = new_s("key");
+
+	if (!s)
+		return;
+	CHECK_INT(scrub_feed(s, (const uint8_t *)"hello", 5, sink_fail, NULL), -EPIPE,
+		  "a sink's error is returned");
+	CHECK_INT(scrub_feed(s, (const uint8_t *)"x", 1, out_take, &got), -EPIPE, "and stays");
+	CHECK_INT(scrub_finish(s, out_take, &got), -EPIPE, "finish too");
+	scrub_free(s);
+}
+
+static int sink_count(void *ctx, const uint8_t *data, size_t len)
+{
+	(void)data;
+	*(size_t *)ctx += len;
+	return 0;
+}
+
+/* A hostile input for naive matching: a long run of near-matches. */
+static void test_linear(void)
+{
+	static uint8_t in[1 << 20], sec[4096];
+	struct timespec t0, t1;
+	size_t out = 0;
+	struct scrub *s;
+	double secs;
+
+	memset(sec, 'a', sizeof(sec) - 1);
+	sec[sizeof(sec) - 1] = 'b';
+	memset(in, 'a', sizeof(in));
+	s = scrub_new(sec, sizeof(sec));
+	if (!CHECK_TRUE(s != NULL, "scrub_new of a 4 KiB secret"))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < 16; i++)
+		scrub_feed(s, in, sizeof(in), sink_count, &out);
+	scrub_finish(s, sink_count, &out);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	CHECK_INT(out, 16 << 20, "16 MiB of near-matches to a 4 KiB secret come out whole");
+	CHECK_TRUE(secs < 5, "and in linear time (%.2f s, a quadratic scan takes minutes)", secs);
+	scrub_free(s);
+}
+
+int main(void)
+{
+	test_basic();
+	test_refused();
+	test_every_split();
+	test_random();
+	test_buffer_cap();
+	test_sink_error();
+	test_linear();
+	return test_exit();
+}
