@@ -236,14 +236,18 @@ static int attach_tc(struct egress_bpf *s, const struct enforce_params *p, char 
 
 	rc = bpf_tc_hook_create(&hook);
 	if (rc && rc != -EEXIST) {
-		snprintf(err, errlen, "cannot add clsact to ifindex %d: %s", p->host_ifindex,
-			 strerror(-rc));
+		snprintf(err, errlen,
+			 "cannot add clsact to ifindex %d: %s; errand needs tc's clsact qdisc "
+			 "(CONFIG_NET_SCH_INGRESS, module sch_ingress)",
+			 p->host_ifindex, strerror(-rc));
 		return rc;
 	}
 	opts.prog_fd = fd;
 	rc = bpf_tc_attach(&hook, &opts);
 	if (rc) {
-		snprintf(err, errlen, "cannot attach the tc backstop to ifindex %d: %s",
+		snprintf(err, errlen,
+			 "cannot attach the tc backstop to ifindex %d: %s; errand needs BPF "
+			 "classifiers in tc (CONFIG_NET_CLS_BPF, module cls_bpf)",
 			 p->host_ifindex, strerror(-rc));
 		return rc;
 	}
