@@ -72,7 +72,9 @@ $(BUILD)/fuzz/%: selftests/fuzz/%.c $$(FUZZ_SRCS_$$*) lib/log.c
 	@mkdir -p $(@D)
 	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_SRCS_$*) lib/log.c $(FUZZ_LIBS_$*)
 
-.SECONDARY: $(SKELETONS) $(BPF_OBJS)
+# Keep every intermediate (objects, skeletons): make would otherwise delete
+# them after each build and rebuild them next time.
+.SECONDARY:
 .PHONY: all deps deps-check accounts demo check bench fuzz format-check clean
 all: $(BINS) $(TOOLS) $(UNITS) $(FUZZ_TARGETS)
 

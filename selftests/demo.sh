@@ -20,13 +20,17 @@ skip() {
 
 log=$(mktemp /tmp/errand-demo.XXXXXX)
 world_up >"$log" || { cat "$log"; rm -f "$log"; exit 1; }
+world_dns >>"$log" 2>&1 || { cat "$log"; rm -f "$log"; exit 1; }
 good=1
 
 echo "world: agent namespace $W-host (198.18.0.1), wan $W-wan with public hosts"
-echo "       $HOST_A and $HOST_B, a private one $HOST_PRIV, metadata $HOST_META"
-args=(--pin api.test=$HOST_A:443 --egress api.test)
+echo "       $HOST_A and $HOST_B, a private one $HOST_PRIV, metadata $HOST_META,"
+echo "       and a DNS server $DNS_UPSTREAM that knows api.test and other.test"
+args=(--egress api.test)
 echo "session: errandctl run ${args[*]} -- probe ..."
 errand_run "${args[@]}" -- sh -c "$(probe_script \
+	name "resolve api.test" \
+	other "resolve other.test" \
 	a "tcp $HOST_A 443" \
 	b "tcp $HOST_B 443" \
 	priv "tcp $HOST_PRIV 443" \
@@ -45,6 +49,13 @@ dots() {
 	printf '%s' "$s"
 }
 
+res=$(result name)
+printf '  %s %s\n' "$(dots "api.test resolves")" "${res:-no result}"
+[ "$res" = "resolved $HOST_A" ] || { good=0; echo "    ^ expected: resolved $HOST_A (errand's responder)"; }
+res=$(result other)
+printf '  %s %s\n' "$(dots "other.test resolves")" "${res:-no result}"
+[[ "$res" == noname* ]] || { good=0; echo "    ^ expected: no such name (only allowed names exist)"; }
+[ "$(dns_query_count other.test)" = 0 ] || { good=0; echo "    ^ expected: never asked upstream"; }
 res=$(result a)
 case $res in
 ok\ *) shown="reached: ${res#ok }" ;;
