@@ -18,7 +18,7 @@ sed 's/^/#   /' <<<"$human"
 assert_eq "$rc_h" 0 "errandctl doctor runs"
 assert_eq "$rc_j" 0 "errandctl doctor --json runs"
 
-abi=$(python3 -c 'import ctypes; print(ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1))' 2>/dev/null)
+abi=$("$ROOT/build/selftests/sysprobe" landlock-abi)
 delegated=$(cat "$W_CG/cgroup.subtree_control" 2>/dev/null)
 missing=
 for c in memory cpu pids; do

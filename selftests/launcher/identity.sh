@@ -16,8 +16,9 @@ for d in "$PROJ" "$GRANT"; do
 	chmod 0644 "$d/public"
 done
 uid=$(id -u errand-session 2>/dev/null || echo 65534)
-gid=$(getent group errand-session | cut -d: -f3)
-[ -n "$gid" ] || gid=65534
+# As errand decides it: the group errand-session, else the account's own.
+gid=$(getent group errand-session 2>/dev/null | cut -d: -f3)
+[ -n "$gid" ] || gid=$(id -g errand-session 2>/dev/null || echo 65534)
 W_CONFIG=$(world_config identity "\"policyExtra\": { \"read\": [\"$GRANT\"], \"write\": [\"$GRANT\"] }")
 
 errand_run --egress none --project "$PROJ" -- sh -c "

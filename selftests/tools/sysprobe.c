@@ -41,7 +41,8 @@ static int usage(void)
 		"       sysprobe read FILE | write FILE\n"
 		"       sysprobe ifaddr IFACE          its IPv4 address/prefix (no netlink)\n"
 		"       sysprobe net                   links=, routes=, gw= lines from "
-		"/proc/net\n");
+		"/proc/net\n"
+		"       sysprobe landlock-abi          the kernel's Landlock ABI (0: none)\n");
 	return 2;
 }
 
@@ -287,6 +288,15 @@ static int cmd_net(void)
 	return 0;
 }
 
+/* The kernel's Landlock ABI, as errand's doctor should report it. */
+static int cmd_landlock_abi(void)
+{
+	long abi = syscall(444 /* landlock_create_ruleset */, NULL, 0, 1u /* VERSION */);
+
+	printf("%ld\n", abi < 0 ? 0 : abi);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -294,6 +304,8 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!strcmp(argv[1], "sys") && argc > 2)
 		return cmd_sys(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "landlock-abi") && argc == 2)
+		return cmd_landlock_abi();
 	if (!strcmp(argv[1], "socket") && argc == 3)
 		return cmd_socket(argv[2]);
 	if (!strcmp(argv[1], "ioctl") && argc == 3)
