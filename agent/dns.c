@@ -26,7 +26,8 @@
 #define DNS_CHAIN_DEPTH 8
 #define DNS_RR_MAX 64
 #define DNS_UPSTREAM_TIMEOUT_MS 5000
-#define DNS_UDP_BATCH 64
+#define DNS_UDP_BATCH 32
+#define DNS_UDP_QMAX 4096
 #define DNS_EDNS_MAX 1232
 #define NS_PER_S 1000000000ull
 
@@ -46,6 +47,21 @@ struct client {
 	struct sockaddr_storage from;
 	socklen_t fromlen;
 	struct dns_query q;
+};
+
+/* Queries in and answers out by the batch: one recvmmsg and one sendmmsg
+ * for up to DNS_UDP_BATCH queries, instead of two system calls each. */
+struct udp_batch {
+	struct mmsghdr in[DNS_UDP_BATCH];
+	struct iovec in_iov[DNS_UDP_BATCH];
+	struct sockaddr_storage from[DNS_UDP_BATCH];
+	uint8_t in_buf[DNS_UDP_BATCH][DNS_UDP_QMAX];
+	struct mmsghdr out[DNS_UDP_BATCH];
+	struct iovec out_iov[DNS_UDP_BATCH];
+	struct sockaddr_storage to[DNS_UDP_BATCH];
+	uint8_t out_buf[DNS_UDP_BATCH][DNS_EDNS_MAX];
+	unsigned n_out;
+	bool active; /* answers given now join the batch */
 };
 
 struct cache_entry {
@@ -70,6 +86,7 @@ struct dns_responder {
 	int udp_fd, tcp_fd;
 	struct tcp_conn *conns[DNS_TCP_MAX];
 	uint32_t next_gen;
+	struct udp_batch *ub;
 	ares_channel ch;
 	bool ares_ok;
 	ares_socket_t socks[ARES_GETSOCK_MAXNUM]; /* as of the last pollfds */
@@ -142,6 +159,22 @@ static void reply(struct dns_responder *r, const struct client *c, uint8_t rcode
 		max = 65535;
 	else if (c->q.edns)
 		max = c->q.edns_size < DNS_EDNS_MAX ? c->q.edns_size : DNS_EDNS_MAX;
+	if (!c->tcp && r->ub->active && r->ub->n_out < DNS_UDP_BATCH) {
+		struct udp_batch *ub = r->ub;
+		unsigned k = ub->n_out;
+
+		len = dns_response_build(&c->q, rcode, addrs, n, ttl, ub->out_buf[k], max);
+		if (len < 0)
+			return;
+		memcpy(&ub->to[k], &c->from, c->fromlen);
+		ub->out_iov[k] = (struct iovec){ .iov_base = ub->out_buf[k], .iov_len = (size_t)len };
+		ub->out[k].msg_hdr = (struct msghdr){ .msg_name = &ub->to[k],
+						      .msg_namelen = c->fromlen,
+						      .msg_iov = &ub->out_iov[k],
+						      .msg_iovlen = 1 };
+		ub->n_out++;
+		return;
+	}
 	len = dns_response_build(&c->q, rcode, addrs, n, ttl, out + 2, max);
 	if (len < 0)
 		return;
@@ -474,19 +507,56 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 	ares_query(r->ch, q->name, DNS_CLASS_IN, q->qtype, upstream_done, p);
 }
 
+static void udp_flush(struct dns_responder *r)
+{
+	struct udp_batch *ub = r->ub;
+	unsigned done = 0;
+
+	while (done < ub->n_out) {
+		int n = sendmmsg(r->udp_fd, ub->out + done, ub->n_out - done, MSG_DONTWAIT);
+
+		/* A full socket buffer drops the rest: the resolver asks again. */
+		if (n <= 0)
+			break;
+		done += (unsigned)n;
+	}
+	ub->n_out = 0;
+}
+
 static void udp_read(struct dns_responder *r)
 {
-	for (int i = 0; i < DNS_UDP_BATCH; i++) {
-		struct client c = { .tcp = false, .conn = -1 };
-		uint8_t buf[4096];
-		ssize_t n;
+	struct udp_batch *ub = r->ub;
 
-		c.fromlen = sizeof(c.from);
-		n = recvfrom(r->udp_fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&c.from,
-			     &c.fromlen);
-		if (n < 0)
+	for (int round = 0; round < 2; round++) {
+		int n;
+
+		for (int i = 0; i < DNS_UDP_BATCH; i++) {
+			ub->in_iov[i] = (struct iovec){ .iov_base = ub->in_buf[i],
+							.iov_len = DNS_UDP_QMAX };
+			ub->in[i].msg_hdr = (struct msghdr){ .msg_name = &ub->from[i],
+							     .msg_namelen = sizeof(ub->from[i]),
+							     .msg_iov = &ub->in_iov[i],
+							     .msg_iovlen = 1 };
+		}
+		n = recvmmsg(r->udp_fd, ub->in, DNS_UDP_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
 			return;
-		handle_query(r, &c, buf, (size_t)n);
+		ub->active = true;
+		ub->n_out = 0;
+		for (int i = 0; i < n; i++) {
+			struct client c = { .tcp = false, .conn = -1 };
+
+			/* A query longer than any errand answers is not read in part. */
+			if (ub->in[i].msg_hdr.msg_flags & MSG_TRUNC)
+				continue;
+			memcpy(&c.from, &ub->from[i], ub->in[i].msg_hdr.msg_namelen);
+			c.fromlen = ub->in[i].msg_hdr.msg_namelen;
+			handle_query(r, &c, ub->in_buf[i], ub->in[i].msg_len);
+		}
+		ub->active = false;
+		udp_flush(r);
+		if (n < DNS_UDP_BATCH)
+			return;
 	}
 }
 
@@ -602,10 +672,13 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 	int rc;
 
 	if (!r || !(r->cache = calloc(DNS_CACHE_SIZE, sizeof(*r->cache))) ||
+	    !(r->ub = calloc(1, sizeof(*r->ub))) ||
 	    !(r->seen = calloc(cfg->dns_max_names, sizeof(*r->seen)))) {
 		snprintf(err, errlen, "out of memory");
-		if (r)
+		if (r) {
 			free(r->cache);
+			free(r->ub);
+		}
 		free(r);
 		errno = ENOMEM;
 		return NULL;
@@ -651,6 +724,7 @@ void dns_responder_free(struct dns_responder *r)
 	if (r->tcp_fd >= 0)
 		close(r->tcp_fd);
 	free(r->cache);
+	free(r->ub);
 	free(r->seen);
 	free(r);
 }
