@@ -465,9 +465,10 @@ struct doctor_report *doctor_probe(const struct errand_config *cfg)
 	probe_bpf_lsm(r);
 	libbpf_set_print(prev);
 	if (cfg->limits.disk)
-		set(r, C_DISK, GAP,
-		    "sandbox.limits.disk is neither measured nor enforced by this version: a "
-		    "session may fill its writable directories up to the filesystem's free space");
+		set(r, C_DISK, OK,
+		    "disk use measured, not enforced by a filesystem: a session whose project and "
+		    "state directories grow past %llu bytes is stopped",
+		    (unsigned long long)cfg->limits.disk);
 	else
 		set(r, C_DISK, INFO,
 		    "disk use is not limited (no sized filesystem under the project or state)");

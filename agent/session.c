@@ -30,6 +30,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/confine.h"
+#include "agent/disk.h"
 #include "agent/dns.h"
 #include "agent/enforce.h"
 #include "agent/events.h"
@@ -63,6 +64,7 @@ struct session {
 	struct dns_responder *dns;
 	struct observe_server *obs;
 	struct event_limiter *limiter;
+	struct disk_watch disk;
 	struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
 	enum egress_mode mode;
@@ -578,10 +580,29 @@ static pid_t session_spawn(struct session *s, const sigset_t *oldmask)
 /* Waits for the launcher, serving DNS and the event stream, printing
  * refusals as they come and passing on the signals a user sends errandctl,
  * so the session ends the way CMD decides. */
+/* Past its disk budget, a session is stopped, and told why. */
+static void session_stop_disk(struct session *s, pid_t pid)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	log_warnx("session %s stopped: its project and state directories grew by %llu bytes, "
+		  "past sandbox.limits.disk (%llu); raise the budget or write less",
+		  s->id, (unsigned long long)s->disk.used, (unsigned long long)s->disk.budget);
+	fd = path_fmt(path, sizeof(path), "%s/cgroup.kill", s->cgroup_path)
+		     ? -1
+		     : open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "1", 1) != 1)
+		kill(pid, SIGKILL); /* the launcher's PID 1 dies with it, and so the rest */
+	if (fd >= 0)
+		close(fd);
+}
+
 static int session_wait(struct session *s, pid_t pid, int sfd)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	int status = 0;
+	int status = 0, disk_due;
+	bool stopped = false;
 
 	for (;;) {
 		struct pollfd fds[128];
@@ -594,8 +615,15 @@ static int session_wait(struct session *s, pid_t pid, int sfd)
 			observe_server_pollfds(s->obs, fds, &n, (int)ARRAY_SIZE(fds));
 		if (s->dns)
 			dns_responder_pollfds(s->dns, fds, &n, (int)ARRAY_SIZE(fds), &timeout);
+		disk_due = disk_watch_timeout(&s->disk, boottime_ns());
+		if (disk_due >= 0 && (timeout < 0 || disk_due < timeout))
+			timeout = disk_due;
 		if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR)
 			break;
+		if (!stopped && disk_watch_check(&s->disk, boottime_ns()) == 1) {
+			session_stop_disk(s, pid);
+			stopped = true;
+		}
 		if (fds[1].revents)
 			enforce_events_drain(s->enf, print_event, s);
 		if (fds[2].revents & POLLIN) {
@@ -759,6 +787,7 @@ static void warn_weakened(const struct errand_config *cfg)
 int session_run(const struct session_spec *spec)
 {
 	struct session s = { .spec = spec, .cfg = spec->cfg, .lock_fd = -1 };
+	char state[PATH_MAX];
 	sigset_t mask, oldmask;
 	int sfd, status;
 	pid_t pid;
@@ -778,6 +807,8 @@ int session_run(const struct session_spec *spec)
 		session_teardown(&s);
 		return 125;
 	}
+	if (path_fmt(state, sizeof(state), "%s/work", s.record_dir) == 0)
+		disk_watch_start(&s.disk, spec->project, state, spec->cfg->limits.disk);
 	pid = session_spawn(&s, &oldmask);
 	if (pid < 0) {
 		session_teardown(&s);

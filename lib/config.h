@@ -41,7 +41,7 @@ struct config_limits {
 	uint64_t file_size; /* fileSize: RLIMIT_FSIZE, default 1g */
 	uint64_t tmp;	    /* tmp: size of the tmpfs on /tmp, default 512m */
 	uint64_t shm;	    /* shm: size of the tmpfs on /dev/shm, default 64m */
-	uint64_t disk;	    /* disk: a budget; neither measured nor enforced yet (a gap) */
+	uint64_t disk;	    /* disk: a budget for the growth of project and state; 0: none */
 };
 
 /* A list of strings from the file, NULL-terminated; v is NULL when empty. */

@@ -44,7 +44,7 @@ assert_match "$human" "^  granted to execute \(sandbox.policyExtra.execute\): $G
 assert_match "$human" "^  granted WRITABLE outside the project \(sandbox.policyExtra.write\): $GR/rw\$" "writable grants are named apart"
 assert_match "$human" '^  sandbox.env sets \(values not shown\): ERRT_NAME$' "sandbox.env names are named"
 assert_not_contains "$human$json" errt-hidden-value "... and its values are not, in either form"
-assert_match "$human" '^    - sandbox.limits.disk is neither measured nor enforced' "a disk budget is a stated gap"
+assert_match "$human" '^  disk: disk use measured, not enforced by a filesystem: .* past 10737418240 bytes is stopped' "a disk budget is stated as measured"
 if [ -n "$missing" ]; then
 	assert_match "$human" "^    - per-session .*limits are not applied: cgroup2 at $W_CG does not delegate the .* to errand's cgroup $W " \
 		"controllers not delegated ($missing) are a stated gap"

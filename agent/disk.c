@@ -1,0 +1,144 @@
+/* Measuring a session's disk use against its budget (see disk.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/disk.h"
+#include "agent/events.h"
+
+#define NS_PER_MS 1000000ull
+#define DISK_DEPTH_MAX 256
+
+/* Iterative over an explicit stack of directory streams, so a hostile tree
+ * can neither exhaust errand's stack nor lead it out through a link. */
+int disk_usage(const char *path, uint64_t *bytes)
+{
+	DIR *stack[DISK_DEPTH_MAX];
+	struct stat st;
+	int depth = 0, fd, err = 0;
+	uint64_t total = 0;
+	dev_t dev;
+
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		close(fd);
+		return -errno;
+	}
+	dev = st.st_dev;
+	total += (uint64_t)st.st_blocks * 512;
+	stack[depth] = fdopendir(fd);
+	if (!stack[depth]) {
+		close(fd);
+		return -errno;
+	}
+	depth++;
+	while (depth > 0) {
+		DIR *d = stack[depth - 1];
+		struct dirent *de = readdir(d);
+		int sub;
+
+		if (!de) {
+			closedir(d);
+			depth--;
+			continue;
+		}
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
+			err = err ? err : -errno;
+			continue;
+		}
+		if (st.st_dev != dev)
+			continue;
+		total += (uint64_t)st.st_blocks * 512;
+		if (!S_ISDIR(st.st_mode) || depth == DISK_DEPTH_MAX)
+			continue;
+		sub = openat(dirfd(d), de->d_name,
+			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0)
+			continue;
+		stack[depth] = fdopendir(sub);
+		if (!stack[depth]) {
+			close(sub);
+			continue;
+		}
+		depth++;
+	}
+	*bytes = total;
+	return err == -ENOENT ? 0 : err; /* files vanish while a session works */
+}
+
+static uint64_t usage_of(const struct disk_watch *w)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; i < 2; i++) {
+		uint64_t b = 0;
+
+		if (w->paths[i] && disk_usage(w->paths[i], &b) == 0)
+			sum += b;
+	}
+	return sum;
+}
+
+int disk_watch_start(struct disk_watch *w, const char *project, const char *state,
+		     uint64_t budget)
+{
+	w->paths[0] = project;
+	w->paths[1] = state;
+	w->budget = budget;
+	w->used = 0;
+	w->baseline = budget ? usage_of(w) : 0;
+	w->last_ns = boottime_ns();
+	w->next_ns = w->last_ns + 100 * NS_PER_MS;
+	return 0;
+}
+
+int disk_watch_timeout(const struct disk_watch *w, uint64_t now_ns)
+{
+	if (!w->budget)
+		return -1;
+	return w->next_ns <= now_ns ? 0 : (int)((w->next_ns - now_ns) / NS_PER_MS) + 1;
+}
+
+int disk_watch_check(struct disk_watch *w, uint64_t now_ns)
+{
+	uint64_t took, now, interval, sum, prev = w->used, left;
+	uint64_t since = w->last_ns ? now_ns - w->last_ns : 0;
+
+	if (!w->budget || now_ns < w->next_ns)
+		return 0;
+	sum = usage_of(w);
+	now = boottime_ns();
+	took = now - now_ns;
+	w->used = sum > w->baseline ? sum - w->baseline : 0;
+	w->last_ns = now_ns;
+	if (w->used > w->budget)
+		return 1;
+	/* Paced by how fast the session writes: the next look comes by half
+	 * the time the budget would last at the rate just seen, within
+	 * 100 ms .. 1 s, and never so often that measuring takes more than
+	 * about a tenth of the time. */
+	left = w->budget - w->used;
+	interval = 1000 * NS_PER_MS;
+	if (w->used > prev && since) {
+		uint64_t rate = (w->used - prev) * 1000 / (since / NS_PER_MS + 1); /* bytes/s */
+		uint64_t lasts_ms = rate ? left * 1000 / rate : UINT64_MAX / NS_PER_MS;
+
+		if (lasts_ms / 2 * NS_PER_MS < interval)
+			interval = lasts_ms / 2 * NS_PER_MS;
+	}
+	if (interval < 100 * NS_PER_MS)
+		interval = 100 * NS_PER_MS;
+	if (interval < 10 * took)
+		interval = 10 * took;
+	w->next_ns = now + interval;
+	return 0;
+}

@@ -1,0 +1,31 @@
+/* A session's disk budget (sandbox.limits.disk), measured, not enforced by a
+ * filesystem: what the session's writable directories grew by since it
+ * started, checked at a pace set by how close it is to the budget and by
+ * what a measurement costs. */
+#ifndef ERRAND_DISK_H
+#define ERRAND_DISK_H
+
+#include <stdint.h>
+
+/* Bytes allocated below path (st_blocks), not following links nor crossing
+ * onto another filesystem. 0 or -errno; what could be read is counted. */
+int disk_usage(const char *path, uint64_t *bytes);
+
+struct disk_watch {
+	const char *paths[2]; /* the project and the state directory */
+	uint64_t budget;      /* bytes; 0: none */
+	uint64_t baseline;    /* usage when the session started */
+	uint64_t used;	      /* growth at the last measurement */
+	uint64_t next_ns;     /* CLOCK_BOOTTIME of the next measurement */
+	uint64_t last_ns;     /* of the last one */
+};
+
+/* Takes the baseline. 0 or -errno. */
+int disk_watch_start(struct disk_watch *w, const char *project, const char *state,
+		     uint64_t budget);
+/* Milliseconds until the next measurement is due (-1: none), for poll(). */
+int disk_watch_timeout(const struct disk_watch *w, uint64_t now_ns);
+/* Measures when due. 1 when the session is past its budget, else 0. */
+int disk_watch_check(struct disk_watch *w, uint64_t now_ns);
+
+#endif
