@@ -7,17 +7,8 @@
 #include <string.h>
 
 #include "agent/control.h"
+#include "selftests/fuzz/fuzz.h"
 
-#define INV(cond)                                                                                  \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "invariant failed: %s (%s:%d)\n", #cond, __FILE__,         \
-				__LINE__);                                                         \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static uint32_t get32(const uint8_t *p)
 {

@@ -10,6 +10,7 @@
 
 #include "agent/dnsmsg.h"
 #include "lib/addr.h"
+#include "selftests/fuzz/fuzz.h"
 
 /* Input layout: byte 0 chooses, the rest is the message.
  *   bits 0-1  the name the answer is for (names[])
@@ -21,16 +22,6 @@ static const char *const names[] = {"www.example.com", "example.com", "a.example
 static const uint16_t qtypes[] = {DNS_TYPE_A, DNS_TYPE_AAAA, DNS_TYPE_CNAME, DNS_TYPE_TXT};
 static const size_t max_lens[] = {512, 1232, 65535, 60};
 
-#define INV(cond)                                                                                  \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "invariant failed: %s (%s:%d)\n", #cond, __FILE__,         \
-				__LINE__);                                                         \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static uint16_t get16(const uint8_t *p)
 {

@@ -9,17 +9,8 @@
 #include <strings.h>
 
 #include "broker/http.h"
+#include "selftests/fuzz/fuzz.h"
 
-#define INV(cond)                                                                                  \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "invariant failed: %s (%s:%d)\n", #cond, __FILE__,         \
-				__LINE__);                                                         \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_MSGS 4
 
