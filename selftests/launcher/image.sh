@@ -24,9 +24,12 @@ for lib in $(list_libs "$SH" 2>/dev/null | grep -o '/[^ ]*'); do
 	mkdir -p "$IMG$(dirname "$lib")"
 	cp "$(readlink -f "$lib")" "$IMG$lib"
 done
-echo errt-image >"$IMG/etc/errt-marker"
 echo "root:x:0:0:root:/state:/bin/sh" >"$IMG/etc/passwd"
+echo errt-image >"$IMG/etc/errt-marker"
 chmod -R a+rX "$IMG"
+# The marker is the newest file of the image: what is newer, the session wrote.
+sleep 0.05
+touch "$IMG/etc/errt-marker"
 PROJ=$W_DIR/project
 mkdir -p "$PROJ"
 chmod 0777 "$PROJ"
