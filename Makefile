@@ -35,22 +35,24 @@ DEB_PACKAGES := gcc make pkg-config clang llvm bpftool libbpf-dev libxdp-dev \
 	qemu-system-x86 busybox-static cpio kmod xz-utils
 
 LIB_SRCS      := $(wildcard lib/*.c)
-AGENT_SRCS    := $(filter-out agent/errandctl.c,$(wildcard agent/*.c))
+AGENT_SRCS    := $(filter-out agent/errandctl.c agent/agentd.c,$(wildcard agent/*.c))
 LAUNCH_SRCS   := $(wildcard launcher/*.c)
 TOOL_SRCS     := $(wildcard selftests/tools/*.c)
 UNIT_SRCS     := $(wildcard selftests/unit/*.c)
-BROKER_SRCS   := $(wildcard broker/*.c)
+# The broker's parsing and scrubbing, shared with the unit and fuzz tests;
+# the errand-broker binary itself is built by mk/broker.mk.
+BROKER_LIB_SRCS := broker/http.c broker/scrub.c
 
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 AGENT_OBJS  := $(AGENT_SRCS:%.c=$(BUILD)/%.o)
 LAUNCH_OBJS := $(LAUNCH_SRCS:%.c=$(BUILD)/%.o)
-BROKER_OBJS := $(BROKER_SRCS:%.c=$(BUILD)/%.o)
+BROKER_LIB_OBJS := $(BROKER_LIB_SRCS:%.c=$(BUILD)/%.o)
 
 BPF_OBJS  := $(BUILD)/bpf/egress.bpf.o
 BENCH_BPF := $(BUILD)/bench/xdp_pass.bpf.o
 SKELETONS := $(BUILD)/bpf/egress.skel.h
 
-BINS  := $(BUILD)/bin/errandctl $(BUILD)/bin/errand-launch
+BINS  := $(BUILD)/bin/errandctl $(BUILD)/bin/errand-agent $(BUILD)/bin/errand-launch
 TOOLS := $(TOOL_SRCS:selftests/tools/%.c=$(BUILD)/selftests/%)
 UNITS := $(UNIT_SRCS:selftests/unit/%.c=$(BUILD)/selftests/unit-%)
 
@@ -64,6 +66,10 @@ FUZZ_SRCS_control := agent/control.c
 FUZZ_LIBS_control := -ljansson
 FUZZ_TARGETS := $(patsubst selftests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard selftests/fuzz/*.c))
 FUZZ_SECONDS ?= 300
+
+# Parts with rules of their own (the broker, installation) add to BINS,
+# DEB_PACKAGES and the rest here, before the rules below read them.
+include $(sort $(wildcard mk/*.mk))
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -Ibpf -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=undefined
 
@@ -98,6 +104,10 @@ $(BUILD)/bin/errandctl: $(BUILD)/agent/errandctl.o $(AGENT_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+$(BUILD)/bin/errand-agent: $(BUILD)/agent/agentd.o $(AGENT_OBJS) $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 # The launcher stays small: libseccomp and none of the agent's libraries.
 $(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o $(BUILD)/lib/strv.o
 	@mkdir -p $(@D)
@@ -107,7 +117,7 @@ $(BUILD)/selftests/%: $(BUILD)/selftests/tools/%.o $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/selftests/unit-%: $(BUILD)/selftests/unit/%.o $(AGENT_OBJS) $(BROKER_OBJS) $(LIB_OBJS)
+$(BUILD)/selftests/unit-%: $(BUILD)/selftests/unit/%.o $(AGENT_OBJS) $(BROKER_LIB_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 

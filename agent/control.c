@@ -699,3 +699,133 @@ int control_peer_allowed(int fd, gid_t group)
 			  cr.uid, cr.pid, group);
 	return -EACCES;
 }
+
+int control_header(const uint8_t hdr[CONTROL_HEADER_LEN], uint16_t *type, uint32_t *length,
+		   char *err, size_t errlen)
+{
+	const struct type_info *t;
+	int rc = header_check(hdr, &t, length, err, errlen);
+
+	if (!rc)
+		*type = t->type;
+	return rc;
+}
+
+/* Descriptors ride with the first byte of a frame: sendmsg with SCM_RIGHTS,
+ * then the rest as control_write would send it. */
+int control_write_fds(int fd, uint16_t type, const json_t *payload, const int *fds, int nfds)
+{
+	cleanup_free uint8_t *frame = NULL;
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * CONTROL_FDS_MAX)];
+		struct cmsghdr align;
+	} u = {};
+	struct iovec iov;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+	size_t len, off;
+	ssize_t n;
+	int rc;
+
+	if (nfds < 1 || nfds > CONTROL_FDS_MAX)
+		return -EINVAL;
+	rc = control_frame(type, payload, &frame, &len);
+	if (rc)
+		return rc;
+	iov.iov_base = frame;
+	iov.iov_len = len;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+	memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
+	do
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return n < 0 ? -errno : -EPIPE;
+	for (off = (size_t)n; off < len; off += (size_t)n) {
+		n = send(fd, frame + off, len - off, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR) {
+			n = 0;
+			continue;
+		}
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+	}
+	return 0;
+}
+
+ssize_t control_recv(int fd, void *buf, size_t len, int *fds, int *nfds, int flags)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * CONTROL_FDS_MAX)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	ssize_t n;
+
+	do
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | flags);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		size_t k;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int got;
+
+			memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			/* more than the frame may carry: never kept */
+			if (*nfds < CONTROL_FDS_MAX)
+				fds[(*nfds)++] = got;
+			else
+				close(got);
+		}
+	}
+	/* cut short: a descriptor may have been lost; the frame is refused */
+	if (mh.msg_flags & MSG_CTRUNC)
+		return -EPROTO;
+	return n;
+}
+
+int control_read_fds(int fd, struct control_msg *out, int *fds, int *nfds, char *err,
+		     size_t errlen)
+{
+	uint8_t hdr[CONTROL_HEADER_LEN];
+	cleanup_free uint8_t *payload = NULL;
+	const struct type_info *t;
+	size_t got = 0;
+	uint32_t length;
+	int rc;
+
+	*nfds = 0;
+	while (got < sizeof(hdr)) {
+		ssize_t n = control_recv(fd, hdr + got, sizeof(hdr) - got, fds, nfds, 0);
+
+		if (n < 0)
+			return errf(err, errlen, (int)n, "reading a header: %s", strerror((int)-n));
+		if (n == 0)
+			return errf(err, errlen, -ECONNRESET, "reading a header: the peer closed");
+		got += (size_t)n;
+	}
+	rc = header_check(hdr, &t, &length, err, errlen);
+	if (rc)
+		return rc;
+	payload = malloc(length ? length : 1);
+	if (!payload)
+		return errf(err, errlen, -ENOMEM, "%s: no memory for %u bytes", t->name, length);
+	rc = read_full(fd, payload, length);
+	if (rc)
+		return errf(err, errlen, rc, "%s: reading %u payload bytes: %s", t->name, length,
+			    strerror(-rc));
+	return payload_parse(t, payload, length, out, err, errlen);
+}

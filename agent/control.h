@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -86,6 +87,23 @@ struct control_msg {
  * the payload has been read), -ECONNRESET on EOF, other -errno from read.
  * On error err holds one line saying why and *out is untouched. */
 int control_read(int fd, struct control_msg *out, char *err, size_t errlen);
+/* A frame's header alone: 0 with *type and *length (at most the type's
+ * maximum), else as control_read. For a reader that gathers the payload
+ * itself without blocking. */
+int control_header(const uint8_t hdr[CONTROL_HEADER_LEN], uint16_t *type, uint32_t *length,
+		   char *err, size_t errlen);
+/* Descriptors passed along a frame (SCM_RIGHTS): the command's stdin,
+ * stdout and stderr with run; the launcher's pidfd with run-started. */
+#define CONTROL_FDS_MAX 3
+/* control_write, with nfds descriptors riding on the frame. */
+int control_write_fds(int fd, uint16_t type, const json_t *payload, const int *fds, int nfds);
+/* One recvmsg: bytes read (0 at EOF) or -errno; descriptors that came along
+ * are appended to fds[*nfds..CONTROL_FDS_MAX) (close-on-exec), extra ones
+ * closed; -EPROTO when some were cut off. */
+ssize_t control_recv(int fd, void *buf, size_t len, int *fds, int *nfds, int flags);
+/* control_read, keeping the descriptors that came with the frame. */
+int control_read_fds(int fd, struct control_msg *out, int *fds, int *nfds, char *err,
+		     size_t errlen);
 /* Checks payload against type (NULL is {}), then writes the frame in full.
  * -EINVAL when the payload is not what type allows, -EMSGSIZE when too
  * long, -EPIPE when the peer has gone (no SIGPIPE), other -errno. */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/dns.h"
@@ -98,6 +99,7 @@ struct dns_responder {
 	size_t n_self;
 	dns_event_fn fn;
 	void *fn_arg;
+	const struct grant_set *grants; /* the session's; NULL: none */
 };
 
 struct pending {
@@ -199,18 +201,38 @@ static uint32_t ttl_clamp(const struct errand_config *cfg, uint32_t ttl)
 	return ttl > cfg->dns_ttl_cap ? cfg->dns_ttl_cap : ttl;
 }
 
-/* The ports the host rules admitting name give it; 0 when none admits it.
- * *wild is the first wildcard rule that admits it, when no exact rule does. */
-static size_t name_ports(const struct errand_config *cfg, const char *name, uint16_t *ports,
+/* One port a name may be reached on, and what opened it: a host rule of the
+ * policy (grant 0) or a grant, whose entries carry its id and end with it. */
+struct name_port {
+	uint16_t port;
+	uint32_t grant;
+	uint32_t flags;
+	int64_t until; /* unix seconds; 0: no end of its own */
+};
+
+static void port_add(struct name_port *ports, size_t *n, size_t max, const struct name_port *p)
+{
+	for (size_t j = 0; j < *n; j++)
+		if (ports[j].port == p->port)
+			return; /* the policy's rule comes first and wins */
+	if (*n < max)
+		ports[(*n)++] = *p;
+}
+
+/* The ports the host rules admitting name give it, then the live grants';
+ * 0 when none admits it. *wild is the first wildcard rule that admits it,
+ * when no exact rule does. */
+static size_t name_ports(const struct dns_responder *r, const char *name, struct name_port *ports,
 			 size_t max, int *wild)
 {
+	const struct errand_config *cfg = r->cfg;
+	int64_t now = time(NULL);
 	size_t n = 0;
 	bool exact = false;
 
 	*wild = -1;
 	for (size_t i = 0; i < cfg->n_allow; i++) {
 		const struct host_rule *h = &cfg->allow[i];
-		bool dup = false;
 
 		if (!host_rule_match(h, name))
 			continue;
@@ -218,14 +240,29 @@ static size_t name_ports(const struct errand_config *cfg, const char *name, uint
 			*wild = (int)i;
 		if (!h->wildcard)
 			exact = true;
-		for (size_t j = 0; j < n; j++)
-			dup |= ports[j] == h->port;
-		if (!dup && n < max)
-			ports[n++] = h->port;
+		port_add(ports, &n, max, &(struct name_port){ .port = h->port });
+	}
+	for (size_t i = 0; r->grants && i < r->grants->n; i++) {
+		const struct grant *g = &r->grants->v[i];
+
+		if (!grant_live(g, now) || !host_rule_match(&g->rule, name))
+			continue;
+		if (!g->rule.wildcard)
+			exact = true;
+		port_add(ports, &n, max,
+			 &(struct name_port){ .port = g->rule.port,
+					      .grant = g->id,
+					      .flags = g->kind == GRANT_ONCE ? ENTRY_F_ONCE : 0,
+					      .until = g->kind == GRANT_UNTIL ? g->until : 0 });
 	}
 	if (exact)
 		*wild = -1;
 	return n;
+}
+
+void dns_responder_set_grants(struct dns_responder *r, const struct grant_set *grants)
+{
+	r->grants = grants;
 }
 
 /* Admits name under the caps: names a session, names under one wildcard. */
@@ -255,23 +292,39 @@ static void program_and_reply(struct dns_responder *r, const struct client *c,
 			      const struct addr *addrs, size_t n, uint32_t ttl)
 {
 	const struct errand_config *cfg = r->cfg;
-	uint16_t ports[64];
-	uint64_t expires;
+	struct name_port ports[64];
+	uint64_t expires, now = boottime_ns();
+	int64_t unix_now = time(NULL);
 	size_t n_ports;
 	int wild, rc;
 
 	ttl = ttl_clamp(cfg, ttl);
-	expires = boottime_ns() + ((uint64_t)ttl + cfg->dns_grace) * NS_PER_S;
-	n_ports = name_ports(cfg, c->q.name, ports, ARRAY_SIZE(ports), &wild);
+	expires = now + ((uint64_t)ttl + cfg->dns_grace) * NS_PER_S;
+	n_ports = name_ports(r, c->q.name, ports, ARRAY_SIZE(ports), &wild);
+	for (size_t j = 0; j < n_ports; j++) {
+		/* A grant with an end: neither the answer nor its entries outlive it. */
+		if (ports[j].until && ports[j].until > unix_now) {
+			uint64_t left = (uint64_t)(ports[j].until - unix_now);
+
+			if (ttl > left)
+				ttl = (uint32_t)left;
+		}
+	}
 	for (size_t i = 0; i < n; i++) {
 		for (size_t j = 0; j < n_ports; j++) {
-			rc = enforce_allow_answer(r->enf, &addrs[i], ports[j], expires);
+			uint64_t exp = expires;
+
+			if (ports[j].until)
+				exp = now + (uint64_t)(ports[j].until - unix_now) * NS_PER_S;
+			rc = enforce_allow_answer(r->enf, &addrs[i], ports[j].port,
+						  exp < expires ? exp : expires, ports[j].flags,
+						  ports[j].grant);
 			if (rc) {
 				char a[ADDR_STRLEN];
 
 				log_warnx("session %s: cannot program %s:%u for %s: %s; answering "
 					  "SERVFAIL",
-					  r->session, addr_str(&addrs[i], a), ports[j], c->q.name,
+					  r->session, addr_str(&addrs[i], a), ports[j].port, c->q.name,
 					  strerror(-rc));
 				reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
 				return;
@@ -434,7 +487,7 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 	struct cache_entry *ce;
 	struct pending *p;
 	char norm[HOST_NAME_MAX_LEN + 1];
-	uint16_t ports[64];
+	struct name_port ports[64];
 	int rc, wild;
 
 	memset(q, 0, sizeof(*q));
@@ -456,7 +509,7 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 		return;
 	}
 	if (host_name_normalize(q->name, norm, NULL, 0) ||
-	    !name_ports(r->cfg, q->name, ports, ARRAY_SIZE(ports), &wild)) {
+	    !name_ports(r, q->name, ports, ARRAY_SIZE(ports), &wild)) {
 		deny(r, q, "not-allowed");
 		reply(r, c, DNS_RCODE_NXDOMAIN, NULL, 0, 0);
 		return;

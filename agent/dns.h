@@ -10,6 +10,7 @@
 
 #include "agent/enforce.h"
 #include "agent/events.h"
+#include "agent/grant.h"
 #include "lib/config.h"
 
 struct dns_responder;
@@ -27,6 +28,10 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 					const char *session, dns_event_fn fn, void *arg, char *err,
 					size_t errlen);
 void dns_responder_free(struct dns_responder *r);
+/* The session's grants: names they admit are answered like the policy's,
+ * their entries carrying the grant's id. grants must outlive the responder
+ * (or be replaced); the next query sees a change. */
+void dns_responder_set_grants(struct dns_responder *r, const struct grant_set *grants);
 /* Adds the fds to poll to fds[*n..max) and lowers *timeout_ms to when the
  * responder next needs to run (upstream timeouts, idle TCP clients). */
 void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, int max,

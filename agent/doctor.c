@@ -699,3 +699,13 @@ int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg)
 	gate_list("sandbox.env sets (values not shown)", &cfg->env, true);
 	return 0;
 }
+
+json_t *doctor_gaps(const struct doctor_report *r)
+{
+	json_t *gaps = json_array();
+
+	for (size_t i = 0; gaps && i < C_COUNT; i++)
+		if (r->c[i].state == GAP)
+			json_array_append_new(gaps, json_string(r->c[i].detail));
+	return gaps;
+}

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "lib/config.h"
 
 struct doctor_report;
@@ -28,5 +30,8 @@ void doctor_print(const struct doctor_report *r, const struct errand_config *cfg
  * "errandctl: refused: <gap>; set sandbox.requireFullEnforcement to false to
  * run anyway" or "errandctl: unavailable: <what>; <what to do>". */
 int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg);
+
+/* The gaps as a JSON array of lines (a session's record keeps them). */
+json_t *doctor_gaps(const struct doctor_report *r);
 
 #endif

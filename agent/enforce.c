@@ -21,7 +21,8 @@
 #include "lib/util.h"
 
 struct enforce {
-	struct egress_bpf *skel;
+	struct egress_bpf *skel; /* NULL for a session adopted from its pins */
+	int allow_fd, events_fd; /* the skeleton's, or opened from the pins */
 	struct ring_buffer *rb;
 	void (*fn)(const struct egress_event *ev, void *arg);
 	void *arg;
@@ -146,7 +147,7 @@ static int pin_maps(struct egress_bpf *s, const char *dir, char *err, size_t err
 	struct bpf_map *maps[] = { s->maps.allow,   s->maps.flows,	s->maps.forbid4,
 				   s->maps.forbid6, s->maps.public4,	s->maps.public6,
 				   s->maps.self_addrs, s->maps.events, s->maps.counters,
-				   s->maps.open_ports };
+				   s->maps.open_ports, s->maps.once_used };
 	char path[PATH_MAX];
 
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
@@ -291,6 +292,7 @@ struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	e->allow_fd = e->events_fd = -1;
 	libbpf_set_print(libbpf_quiet);
 	s = e->skel = egress_bpf__open();
 	if (!s) {
@@ -328,7 +330,9 @@ struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t
 		rc = attach_tc(s, p, err, errlen);
 	if (rc)
 		goto fail_unpin;
-	e->rb = ring_buffer__new(bpf_map__fd(s->maps.events), on_event, e, NULL);
+	e->allow_fd = bpf_map__fd(s->maps.allow);
+	e->events_fd = bpf_map__fd(s->maps.events);
+	e->rb = ring_buffer__new(e->events_fd, on_event, e, NULL);
 	if (!e->rb) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot read the event ring buffer: %s", strerror(-rc));
@@ -351,14 +355,14 @@ int enforce_allow(struct enforce *e, const struct addr *a, uint16_t port, uint64
 	struct allow_val v = { .expires_ns = expires_ns, .flags = flags };
 
 	memcpy(k.addr, a->b, 16);
-	if (bpf_map_update_elem(bpf_map__fd(e->skel->maps.allow), &k, &v, BPF_ANY))
+	if (bpf_map_update_elem(e->allow_fd, &k, &v, BPF_ANY))
 		return -errno;
 	return 0;
 }
 
 int enforce_expire(struct enforce *e, uint64_t now_ns)
 {
-	int fd = bpf_map__fd(e->skel->maps.allow), n = 0;
+	int fd = e->allow_fd, n = 0;
 	struct allow_key k, next;
 	struct allow_val v;
 	void *prev = NULL;
@@ -378,11 +382,11 @@ int enforce_expire(struct enforce *e, uint64_t now_ns)
 }
 
 int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
-			 uint64_t expires_ns)
+			 uint64_t expires_ns, uint32_t flags, uint32_t grant)
 {
-	int fd = bpf_map__fd(e->skel->maps.allow);
+	int fd = e->allow_fd;
 	struct allow_key k = { .port = port };
-	struct allow_val v = { .expires_ns = expires_ns };
+	struct allow_val v = { .expires_ns = expires_ns, .flags = flags, .grant = grant };
 	struct allow_val old;
 	struct timespec ts;
 
@@ -390,8 +394,9 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 	if (bpf_map_lookup_elem(fd, &k, &old) == 0) {
 		if (old.flags & ENTRY_F_PINNED)
 			return 0;
-		/* Another answer may already keep it longer. */
-		if (old.expires_ns > expires_ns)
+		/* Another answer may already keep it longer; the policy's own entry
+		 * is never turned into a once grant's. */
+		if (old.expires_ns > expires_ns || (!old.grant && grant && !old.expires_ns))
 			return 0;
 	}
 	if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) == 0)
@@ -421,8 +426,168 @@ void enforce_free(struct enforce *e)
 	if (!e)
 		return;
 	ring_buffer__free(e->rb);
-	egress_bpf__destroy(e->skel);
+	if (e->skel) {
+		egress_bpf__destroy(e->skel);
+	} else {
+		if (e->allow_fd >= 0)
+			close(e->allow_fd);
+		if (e->events_fd >= 0)
+			close(e->events_fd);
+	}
 	free(e);
+}
+
+/* The pins a live session must have: every cgroup link, and the maps the
+ * agent writes and reads. */
+static int pin_open(const char *pin_dir, const char *name, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", pin_dir, name);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		snprintf(err, errlen, "cannot open pin %s: %s", path, strerror(errno));
+	return fd;
+}
+
+struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
+{
+	struct enforce *e = calloc(1, sizeof(*e));
+	int rc = -ENOMEM;
+
+	if (!e) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	e->allow_fd = e->events_fd = -1;
+	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
+		int fd = pin_open(pin_dir, hooks[i].pin, err, errlen);
+
+		if (fd < 0) {
+			rc = -errno;
+			goto fail;
+		}
+		close(fd);
+	}
+	e->allow_fd = pin_open(pin_dir, "allow", err, errlen);
+	if (e->allow_fd < 0 ||
+	    (e->events_fd = pin_open(pin_dir, "events", err, errlen)) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	e->rb = ring_buffer__new(e->events_fd, on_event, e, NULL);
+	if (!e->rb) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot read the event ring buffer: %s", strerror(-rc));
+		goto fail;
+	}
+	return e;
+fail:
+	enforce_free(e);
+	errno = -rc;
+	return NULL;
+}
+
+int enforce_entry_grant(struct enforce *e, const struct addr *a, uint16_t port, uint32_t *grant)
+{
+	struct allow_key k = { .port = port };
+	struct allow_val v;
+
+	memcpy(k.addr, a->b, 16);
+	if (bpf_map_lookup_elem(e->allow_fd, &k, &v))
+		return -errno;
+	*grant = v.grant;
+	return 0;
+}
+
+int enforce_drop_grant(struct enforce *e, uint32_t grant)
+{
+	struct allow_key k, next;
+	struct allow_val v;
+	void *prev = NULL;
+	int n = 0, more;
+
+	/* Deleting the current key would restart the walk: step first. */
+	do {
+		more = bpf_map_get_next_key(e->allow_fd, prev, &next) == 0;
+		if (prev && bpf_map_lookup_elem(e->allow_fd, &k, &v) == 0 && v.grant == grant &&
+		    bpf_map_delete_elem(e->allow_fd, &k) == 0)
+			n++;
+		k = next;
+		prev = &k;
+	} while (more);
+	return n;
+}
+
+int enforce_walk(const char *pin_dir, enforce_entry_fn fn, void *arg)
+{
+	char err[256];
+	cleanup_close int fd = pin_open(pin_dir, "allow", err, sizeof(err));
+	struct allow_key k;
+	struct allow_val v;
+	void *prev = NULL;
+	int n = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
+		struct addr a;
+
+		if (bpf_map_lookup_elem(fd, &k, &v) == 0) {
+			memcpy(a.b, k.addr, 16);
+			fn(&a, k.port, v.expires_ns, v.flags, v.grant, arg);
+			n++;
+		}
+		prev = &k;
+	}
+	return n;
+}
+
+int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX])
+{
+	char err[256];
+	cleanup_close int fd = pin_open(pin_dir, EGRESS_MAP_COUNTERS, err, sizeof(err));
+	int ncpu = libbpf_num_possible_cpus();
+
+	memset(out, 0, sizeof(uint64_t) * CNT_MAX);
+	if (fd < 0)
+		return -errno;
+	if (ncpu <= 0)
+		return ncpu ? ncpu : -EINVAL;
+	for (__u32 i = 0; i < CNT_MAX; i++) {
+		cleanup_free __u64 *vals = calloc((size_t)ncpu, sizeof(*vals));
+
+		if (!vals)
+			return -ENOMEM;
+		if (bpf_map_lookup_elem(fd, &i, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			out[i] += vals[c];
+	}
+	return 0;
+}
+
+int enforce_programs(const char *pin_dir, const char *cgroup_path, enforce_prog_fn fn, void *arg)
+{
+	cleanup_close int cg_fd = open(cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char err[256];
+	int n = 0;
+
+	if (cg_fd < 0)
+		return -errno;
+	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
+		cleanup_close int fd = pin_open(pin_dir, hooks[i].pin, err, sizeof(err));
+		struct bpf_link_info info = {};
+		__u32 len = sizeof(info);
+		bool attached = false;
+
+		if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
+			attached = verify_cgroup(cg_fd, hooks[i].type, info.prog_id) == 0;
+		fn(hooks[i].pin, fd >= 0 ? info.prog_id : 0, attached, arg);
+		n++;
+	}
+	return n;
 }
 
 int enforce_unpin(const char *pin_dir)

@@ -5,6 +5,7 @@
 #ifndef ERRAND_ENFORCE_H
 #define ERRAND_ENFORCE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,7 +41,25 @@ int enforce_allow(struct enforce *e, const struct addr *a, uint16_t port, uint64
  * for the same address and port is left as it is, and a full map is first
  * cleared of expired entries. 0 or -errno. */
 int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
-			 uint64_t expires_ns);
+			 uint64_t expires_ns, uint32_t flags, uint32_t grant);
+/* Reopens a live session's enforcement from its pins (a restarted agent
+ * adopting it): every cgroup link must be there. NULL with errno set and
+ * one line in err. */
+struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen);
+/* The grant an allow entry came from (0: the policy). 0 or -ENOENT. */
+int enforce_entry_grant(struct enforce *e, const struct addr *a, uint16_t port, uint32_t *grant);
+/* Deletes every entry a grant opened. The count deleted. */
+int enforce_drop_grant(struct enforce *e, uint32_t grant);
+/* Read-only views for errandctl show, from the pins alone. */
+typedef void (*enforce_entry_fn)(const struct addr *a, uint16_t port, uint64_t expires_ns,
+				 uint32_t flags, uint32_t grant, void *arg);
+typedef void (*enforce_prog_fn)(const char *hook, uint32_t prog_id, bool attached, void *arg);
+/* Each allow entry; count or -errno. */
+int enforce_walk(const char *pin_dir, enforce_entry_fn fn, void *arg);
+/* The counters summed over CPUs. 0 or -errno. */
+int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX]);
+/* Each cgroup hook: its program and whether the cgroup runs it. */
+int enforce_programs(const char *pin_dir, const char *cgroup_path, enforce_prog_fn fn, void *arg);
 /* Deletes entries whose expiry has passed (pins never expire). Count or -errno. */
 int enforce_expire(struct enforce *e, uint64_t now_ns);
 /* The ring buffer of refusals: an fd to poll, and a call that hands each

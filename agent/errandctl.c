@@ -11,7 +11,11 @@
 #include <unistd.h>
 
 #include "agent/doctor.h"
+#include "agent/grant.h"
+#include "agent/inspect.h"
 #include "agent/observe.h"
+#include "agent/client.h"
+#include "agent/request.h"
 #include "agent/session.h"
 #include "lib/config.h"
 #include "lib/log.h"
@@ -36,7 +40,7 @@ static void usage_all(FILE *f)
 
 	fprintf(f, "usage: errandctl [--config FILE] [-v] COMMAND [ARGS]\n\ncommands:\n");
 	for (size_t i = 0; i < n; i++)
-		fprintf(f, "  %-8s %s\n", c[i].name, c[i].summary);
+		fprintf(f, "  %-46s %s\n", c[i].usage, c[i].summary);
 	fprintf(f, "\nerrandctl COMMAND --help shows a command's options.\n");
 }
 
@@ -67,29 +71,12 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
 	return argv[++*i];
 }
 
-static bool env_name_ok(const char *s, size_t len)
-{
-	if (!len || !(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
-		return false;
-	for (size_t i = 1; i < len; i++)
-		if (!(s[i] == '_' || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
-		      (s[i] >= '0' && s[i] <= '9')))
-			return false;
-	return true;
-}
-
 struct run_opts {
 	const char *config_path;
 	const char *project;
 	const char *image;
+	json_t *egress, *pins, *env; /* strings, as the run request carries them */
 	bool json;
-	bool mode_none, mode_open;
-	struct host_rule *rules;
-	size_t n_rules;
-	struct pin *pins;
-	size_t n_pins;
-	char **env;
-	size_t n_env;
 };
 
 static void run_usage(FILE *f)
@@ -97,33 +84,6 @@ static void run_usage(FILE *f)
 	fprintf(f, "usage: errandctl run [--config FILE] [--egress none|open|HOST[:PORT]]...\n"
 		   "                     [--pin NAME=IP[:PORT]]... [--project DIR] [--image DIR]\n"
 		   "                     [--env NAME=VALUE]... [--json] -- CMD [ARG...]\n");
-}
-
-static void *grow(void *p, size_t n, size_t size)
-{
-	void *q = reallocarray(p, n + 1, size);
-
-	if (!q)
-		refuse("out of memory");
-	return q;
-}
-
-static void run_egress(struct run_opts *o, const char *v)
-{
-	char err[256];
-
-	if (!strcmp(v, "none")) {
-		o->mode_none = true;
-	} else if (!strcmp(v, "open")) {
-		o->mode_open = true;
-	} else {
-		o->rules = grow(o->rules, o->n_rules, sizeof(*o->rules));
-		if (host_rule_parse(v, &o->rules[o->n_rules], err, sizeof(err)))
-			refuse("--egress %s: %s", v, err);
-		o->n_rules++;
-	}
-	if (o->mode_none && (o->mode_open || o->n_rules))
-		refuse("--egress none removes the network; it cannot be combined with other --egress");
 }
 
 static int run_parse(int argc, char **argv, struct run_opts *o)
@@ -144,30 +104,17 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 		} else if ((v = opt_value(argc, argv, &i, "--config"))) {
 			o->config_path = v;
 		} else if ((v = opt_value(argc, argv, &i, "--egress"))) {
-			run_egress(o, v);
+			json_array_append_new(o->egress, json_string(v));
 		} else if ((v = opt_value(argc, argv, &i, "--pin"))) {
-			o->pins = grow(o->pins, o->n_pins, sizeof(*o->pins));
-			if (pin_parse(v, &o->pins[o->n_pins], err, sizeof(err)))
-				refuse("--pin %s: %s", v, err);
-			o->n_pins++;
+			json_array_append_new(o->pins, json_string(v));
 		} else if ((v = opt_value(argc, argv, &i, "--project"))) {
 			o->project = v;
 		} else if ((v = opt_value(argc, argv, &i, "--image"))) {
 			o->image = v;
 		} else if ((v = opt_value(argc, argv, &i, "--env"))) {
-			const char *eq = strchr(v, '=');
-
-			if (!eq || !env_name_ok(v, (size_t)(eq - v)))
-				refuse("--env %s: write NAME=VALUE with a NAME of letters, digits "
-				       "and _",
-				       v);
-			if (!strncmp(v, "PATH=", 5) || !strncmp(v, "HOME=", 5))
-				refuse("--env %.4s: errand places PATH and HOME itself; use "
-				       "sandbox.pathExtra for PATH",
-				       v);
-			o->env = grow(o->env, o->n_env + 1, sizeof(*o->env));
-			o->env[o->n_env++] = (char *)v;
-			o->env[o->n_env] = NULL;
+			if (request_env_check(v, err, sizeof(err)))
+				refuse("%s", err);
+			json_array_append_new(o->env, json_string(v));
 		} else if (argv[i][0] == '-') {
 			refuse("run: unknown option %s; see errandctl run --help", argv[i]);
 		} else {
@@ -178,68 +125,86 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 	refuse("run: no command given; write errandctl run [OPTIONS] -- CMD [ARG...]");
 }
 
+/* The request errandctl run sends: its flags as strings, checked here the
+ * way the agent will check them, so bad input is refused before anything is
+ * made, whichever agent runs the session. */
+static json_t *run_request(int argc, char **argv, struct run_opts *o, int cmd,
+			   const char *config_text, const char *config_path)
+{
+	char err[CONFIG_ERRLEN], project[PATH_MAX], image[PATH_MAX];
+	json_t *req = json_object(), *args = json_array();
+	struct errand_config cfg;
+
+	if (!req || !args)
+		refuse("out of memory");
+	for (int i = cmd; i < argc; i++)
+		json_array_append_new(args, json_string(argv[i]));
+	if (!realpath(o->project ? o->project : ".", project))
+		refuse("run: project directory %s: %s; name an existing directory with --project",
+		       o->project ? o->project : ".", strerror(errno));
+	if (o->image && !realpath(o->image, image))
+		refuse("run: --image %s: %s; name a root filesystem directory", o->image,
+		       strerror(errno));
+	json_object_set_new(req, "argv", args);
+	json_object_set(req, "egress", o->egress);
+	json_object_set(req, "pins", o->pins);
+	json_object_set(req, "env", o->env);
+	json_object_set_new(req, "project", json_string(project));
+	if (o->image)
+		json_object_set_new(req, "image", json_string(image));
+	if (o->json)
+		json_object_set_new(req, "json", json_true());
+	if (config_load_text(config_text, config_path, &cfg, err, sizeof(err)) ||
+	    request_apply(&cfg, req, err, sizeof(err)))
+		refuse("%s", err);
+	config_free(&cfg);
+	return req;
+}
+
 static int cmd_run(int argc, char **argv, const char *config_path)
 {
 	struct run_opts o = { .config_path = config_path };
+	struct session_params sp = {};
+	char err[CONFIG_ERRLEN], *text = NULL;
 	struct errand_config cfg;
-	struct session_spec spec = {};
-	struct doctor_report *rep;
-	char err[CONFIG_ERRLEN], project[PATH_MAX], image[PATH_MAX];
+	struct agent_conn *ac;
+	json_t *req;
 	int cmd, status;
 
+	o.egress = json_array();
+	o.pins = json_array();
+	o.env = json_array();
 	cmd = run_parse(argc, argv, &o);
 	if (cmd >= argc)
 		refuse("run: no command after --; write errandctl run [OPTIONS] -- CMD [ARG...]");
-	if (config_load(o.config_path ? o.config_path : CONFIG_DEFAULT_PATH, o.config_path != NULL,
-			&cfg, err, sizeof(err)))
+	config_path = o.config_path ? o.config_path : CONFIG_DEFAULT_PATH;
+	if (config_read_text(config_path, o.config_path != NULL, &text, err, sizeof(err)) ||
+	    config_load_text(text, config_path, &cfg, err, sizeof(err)))
 		refuse("%s", err);
-	if (o.mode_none)
-		cfg.network = NETWORK_NONE;
-	if (o.mode_open)
-		cfg.egress_mode = EGRESS_OPEN;
-	else if (o.n_rules)
-		cfg.egress_mode = EGRESS_RESTRICTED;
-	for (size_t i = 0; i < o.n_rules; i++)
-		if (config_add_rule(&cfg, &o.rules[i]))
-			refuse("out of memory");
-	for (size_t i = 0; i < o.n_pins; i++)
-		if (config_add_pin(&cfg, &o.pins[i]))
-			refuse("out of memory");
-	if (!realpath(o.project ? o.project : ".", project))
-		refuse("run: project directory %s: %s; name an existing directory with --project",
-		       o.project ? o.project : ".", strerror(errno));
-	if (o.image) {
-		if (!realpath(o.image, image))
-			refuse("run: --image %s: %s; name a root filesystem directory", o.image,
-			       strerror(errno));
-		free(cfg.image);
-		cfg.image = strdup(image);
-		if (!cfg.image)
-			refuse("out of memory");
+	req = run_request(argc, argv, &o, cmd, text, config_path);
+	/* The daemon runs the session when it is there; else this process does. */
+	ac = agent_connect(cfg.run_dir);
+	if (ac) {
+		status = client_run(ac, req, cfg.run_dir);
+		agent_close(ac);
+	} else {
+		if (geteuid() != 0)
+			refuse("run: no errand-agent runs, and the embedded agent needs root to "
+			       "make the session's cgroup, network and BPF programs; run errandctl "
+			       "as root or start errand-agent");
+		sp.config_text = text;
+		sp.config_path = config_path;
+		sp.request = req;
+		sp.st = state_open_dir(cfg.state_dir);
+		status = session_run(&sp);
+		state_close(sp.st);
 	}
-	if (geteuid() != 0)
-		refuse("run: the embedded agent needs root to make the session's cgroup, network "
-		       "and BPF programs; run errandctl as root");
-	/* What this host cannot enforce refuses the session, or is stated. */
-	rep = doctor_probe(&cfg);
-	if (!rep)
-		refuse("run: cannot probe this host's enforcement: %s", strerror(errno));
-	if (doctor_gate(rep, &cfg)) {
-		doctor_report_free(rep);
-		config_free(&cfg);
-		return EXIT_ERRAND;
-	}
-	doctor_report_free(rep);
-	spec.cfg = &cfg;
-	spec.project = project;
-	spec.argv = argv + cmd;
-	spec.env = o.env;
-	spec.json = o.json;
-	status = session_run(&spec);
+	json_decref(req);
+	json_decref(o.egress);
+	json_decref(o.pins);
+	json_decref(o.env);
 	config_free(&cfg);
-	free(o.rules);
-	free(o.pins);
-	free(o.env);
+	free(text);
 	return status;
 }
 
@@ -313,12 +278,309 @@ static int cmd_doctor(int argc, char **argv, const char *config_path)
 	return 0;
 }
 
+/* The options every inspection command shares: --config FILE, --json, and
+ * its positional arguments (at most max, at least min). */
+struct ctl_args {
+	const char *config_path;
+	bool json;
+	const char *pos[3];
+	int n_pos;
+	struct errand_config cfg;
+	struct state *st; /* without an agent: state.db, opened here */
+	struct agent_conn *ac;
+};
+
+static void ctl_parse(int argc, char **argv, const char *config_path, const char *usage,
+		      int min, int max, struct ctl_args *a)
+{
+	char err[CONFIG_ERRLEN];
+
+	memset(a, 0, sizeof(*a));
+	a->config_path = config_path;
+	for (int i = 1; i < argc; i++) {
+		const char *v;
+
+		if (!strcmp(argv[i], "--json")) {
+			a->json = true;
+		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("usage: errandctl %s\n", usage);
+			exit(0);
+		} else if ((v = opt_value(argc, argv, &i, "--config"))) {
+			a->config_path = v;
+		} else if (argv[i][0] == '-') {
+			refuse("%s: unknown option %s; see errandctl %s --help", argv[0], argv[i],
+			       argv[0]);
+		} else if (a->n_pos < max) {
+			a->pos[a->n_pos++] = argv[i];
+		} else {
+			refuse("%s: too many arguments; write errandctl %s", argv[0], usage);
+		}
+	}
+	if (a->n_pos < min)
+		refuse("%s: missing arguments; write errandctl %s", argv[0], usage);
+	if (a->n_pos && strcmp(argv[0], "version") && strcmp(argv[0], "reload") &&
+	    (strlen(a->pos[0]) != SESSION_ID_LEN ||
+	     strspn(a->pos[0], "0123456789abcdef") != SESSION_ID_LEN))
+		refuse("%s: %s is not a session id (8 hex digits, as errandctl sessions prints "
+		       "them)",
+		       argv[0], a->pos[0]);
+	if (config_load(a->config_path ? a->config_path : CONFIG_DEFAULT_PATH,
+			a->config_path != NULL, &a->cfg, err, sizeof(err)))
+		refuse("%s", err);
+}
+
+/* The agent when one runs; else this process reads state.db itself. */
+static void ctl_connect(struct ctl_args *a, bool need_root)
+{
+	a->ac = agent_connect(a->cfg.run_dir);
+	if (a->ac)
+		return;
+	if (errno == EACCES || errno == EPERM)
+		exit(EXIT_ERRAND);
+	if (need_root && geteuid() != 0)
+		refuse("no errand-agent runs, and reading errand's state needs root; run errandctl "
+		       "as root");
+	a->st = state_open_dir(a->cfg.state_dir);
+	if (!a->st)
+		refuse("cannot open state.db under %s", a->cfg.state_dir);
+}
+
+static void ctl_done(struct ctl_args *a)
+{
+	agent_close(a->ac);
+	state_close(a->st);
+	config_free(&a->cfg);
+}
+
+/* One request to the agent; the answer's member, or the agent's error
+ * refused in one line. */
+static json_t *ctl_call(struct ctl_args *a, uint16_t type, json_t *payload, uint16_t want,
+			const char *member)
+{
+	struct control_msg m = {};
+	char err[512];
+	json_t *out;
+
+	if (agent_call(a->ac, type, payload, &m, err, sizeof(err)))
+		refuse("%s", err);
+	json_decref(payload);
+	if (m.type == CONTROL_ERROR)
+		refuse("%s", json_string_value(json_object_get(m.payload, "error")));
+	if (m.type != want)
+		refuse("errand-agent answered %s with %s", control_type_name(type),
+		       control_type_name(m.type));
+	out = member ? json_incref(json_object_get(m.payload, member)) : json_incref(m.payload);
+	control_msg_free(&m);
+	return out;
+}
+
+static void print_json(const json_t *j)
+{
+	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+
+	if (text)
+		printf("%s\n", text);
+	free(text);
+}
+
+static int cmd_sessions(int argc, char **argv, const char *config_path)
+{
+	struct ctl_args a;
+	json_t *list;
+
+	ctl_parse(argc, argv, config_path, "sessions [--json]", 0, 0, &a);
+	ctl_connect(&a, true);
+	list = a.ac ? ctl_call(&a, CONTROL_SESSIONS, NULL, CONTROL_SESSIONS_REPLY, "sessions")
+		    : inspect_sessions(a.st, &a.cfg);
+	if (a.json)
+		print_json(list);
+	else
+		inspect_print_sessions(list, stdout);
+	json_decref(list);
+	ctl_done(&a);
+	return 0;
+}
+
+static int cmd_show(int argc, char **argv, const char *config_path)
+{
+	struct ctl_args a;
+	char err[512];
+	json_t *show;
+
+	ctl_parse(argc, argv, config_path, "show ID [--json]", 1, 1, &a);
+	ctl_connect(&a, true);
+	if (a.ac) {
+		show = ctl_call(&a, CONTROL_SHOW, json_pack("{s:s}", "id", a.pos[0]),
+				CONTROL_SHOW_REPLY, "session");
+	} else if (!(show = inspect_show(a.st, &a.cfg, a.pos[0], err, sizeof(err)))) {
+		refuse("%s", err);
+	}
+	if (a.json)
+		print_json(show);
+	else
+		inspect_print_show(show, stdout);
+	json_decref(show);
+	ctl_done(&a);
+	return 0;
+}
+
+static void print_done(const struct ctl_args *a, const char *what, const char *id,
+		       const char *host)
+{
+	if (a->json) {
+		json_t *o = json_pack("{s:s,s:s}", "result", what, "session", id);
+
+		if (host)
+			json_object_set_new(o, "host", json_string(host));
+		print_json(o);
+		json_decref(o);
+	} else {
+		printf("%s%s%s (session %s)\n", what, host ? " " : "", host ? host : "", id);
+	}
+}
+
+static int cmd_stop(int argc, char **argv, const char *config_path)
+{
+	struct ctl_args a;
+	char err[512];
+
+	ctl_parse(argc, argv, config_path, "stop ID [--json]", 1, 1, &a);
+	ctl_connect(&a, true);
+	if (a.ac)
+		json_decref(ctl_call(&a, CONTROL_STOP, json_pack("{s:s}", "id", a.pos[0]),
+				     CONTROL_OK, NULL));
+	else if (inspect_stop(a.st, a.pos[0], err, sizeof(err)))
+		refuse("%s", err);
+	print_done(&a, "stopped", a.pos[0], NULL);
+	ctl_done(&a);
+	return 0;
+}
+
+static int cmd_grant(int argc, char **argv, const char *config_path)
+{
+	struct ctl_args a;
+	enum grant_kind kind = GRANT_ONCE;
+	int64_t secs = 0;
+	char err[512];
+
+	ctl_parse(argc, argv, config_path, "grant ID HOST [once|DURATION|always] [--json]", 2, 3,
+		  &a);
+	if (a.n_pos == 3 && grant_kind_parse(a.pos[2], &kind, &secs, err, sizeof(err)))
+		refuse("grant: %s", err);
+	ctl_connect(&a, true);
+	if (a.ac) {
+		json_t *p = json_pack("{s:s,s:s,s:s}", "id", a.pos[0], "host", a.pos[1], "kind",
+				      grant_kind_name(kind));
+
+		if (kind == GRANT_UNTIL)
+			json_object_set_new(p, "seconds", json_integer(secs));
+		json_decref(ctl_call(&a, CONTROL_GRANT, p, CONTROL_OK, NULL));
+	} else if (inspect_grant(a.st, &a.cfg, a.pos[0], a.pos[1], kind, secs, err,
+				 sizeof(err))) {
+		refuse("grant: %s", err);
+	}
+	print_done(&a, "granted", a.pos[0], a.pos[1]);
+	ctl_done(&a);
+	return 0;
+}
+
+static int cmd_revoke(int argc, char **argv, const char *config_path)
+{
+	struct ctl_args a;
+	char err[512];
+
+	ctl_parse(argc, argv, config_path, "revoke ID HOST [--json]", 2, 2, &a);
+	ctl_connect(&a, true);
+	if (a.ac)
+		json_decref(ctl_call(&a, CONTROL_REVOKE,
+				     json_pack("{s:s,s:s}", "id", a.pos[0], "host", a.pos[1]),
+				     CONTROL_OK, NULL));
+	else if (inspect_revoke(a.st, &a.cfg, a.pos[0], a.pos[1], err, sizeof(err)))
+		refuse("revoke: %s", err);
+	print_done(&a, "revoked", a.pos[0], a.pos[1]);
+	ctl_done(&a);
+	return 0;
+}
+
+static int cmd_denied(int argc, char **argv, const char *config_path)
+{
+	struct ctl_args a;
+	json_t *list;
+
+	ctl_parse(argc, argv, config_path, "denied [ID] [--json]", 0, 1, &a);
+	ctl_connect(&a, true);
+	if (a.ac) {
+		json_t *p = a.n_pos ? json_pack("{s:s}", "id", a.pos[0]) : json_object();
+
+		list = ctl_call(&a, CONTROL_DENIED, p, CONTROL_DENIED_REPLY, "denied");
+	} else {
+		list = inspect_denied(a.st, a.n_pos ? a.pos[0] : NULL);
+	}
+	if (a.json)
+		print_json(list);
+	else
+		inspect_print_denied(list, stdout);
+	json_decref(list);
+	ctl_done(&a);
+	return 0;
+}
+
+static int cmd_reload(int argc, char **argv, const char *config_path)
+{
+	struct ctl_args a;
+	bool reloaded = false;
+
+	ctl_parse(argc, argv, config_path, "reload [--json]", 0, 0, &a);
+	a.ac = agent_connect(a.cfg.run_dir);
+	if (!a.ac && (errno == EACCES || errno == EPERM))
+		exit(EXIT_ERRAND);
+	if (a.ac) {
+		json_decref(ctl_call(&a, CONTROL_RELOAD, NULL, CONTROL_OK, NULL));
+		reloaded = true;
+	}
+	if (a.json) {
+		json_t *o = json_pack("{s:b,s:s}", "reloaded", reloaded, "message",
+				      reloaded ? "errand-agent reloaded its configuration"
+					       : "no errand-agent runs; each errandctl run reads the "
+						 "configuration itself");
+
+		print_json(o);
+		json_decref(o);
+	} else {
+		printf("%s\n", reloaded ? "errand-agent reloaded its configuration"
+					: "no errand-agent runs; each errandctl run reads the "
+					  "configuration itself");
+	}
+	ctl_done(&a);
+	return 0;
+}
+
 static int cmd_version(int argc, char **argv, const char *config_path)
 {
-	(void)argc;
-	(void)argv;
-	(void)config_path;
-	printf("errandctl %s\n", ERRAND_VERSION);
+	struct ctl_args a;
+	json_t *agent = NULL, *o;
+
+	ctl_parse(argc, argv, config_path, "version [--json]", 0, 0, &a);
+	a.ac = agent_connect(a.cfg.run_dir);
+	if (a.ac)
+		agent = ctl_call(&a, CONTROL_VERSION_REQ, NULL, CONTROL_VERSION_REPLY, NULL);
+	if (a.json) {
+		o = json_pack("{s:s,s:i,s:o}", "errandctl", ERRAND_VERSION, "protocol",
+			      CONTROL_VERSION, "agent",
+			      agent ? json_incref(json_object_get(agent, "version")) : json_null());
+		print_json(o);
+		json_decref(o);
+	} else {
+		printf("errandctl %s\n", ERRAND_VERSION);
+		if (agent)
+			printf("errand-agent %s (protocol %" JSON_INTEGER_FORMAT ")\n",
+			       json_string_value(json_object_get(agent, "version")),
+			       json_integer_value(json_object_get(agent, "protocol")));
+		else
+			printf("errand-agent not running\n");
+	}
+	json_decref(agent);
+	ctl_done(&a);
 	return 0;
 }
 
@@ -333,10 +595,19 @@ static int cmd_help(int argc, char **argv, const char *config_path)
 
 static const struct command commands[] = {
 	{ "run", "run [OPTIONS] -- CMD [ARG...]", "run CMD in a confined session", cmd_run },
-	{ "doctor", "doctor [--json]", "what this host can enforce, and every gap", cmd_doctor },
+	{ "sessions", "sessions [--json]", "the running sessions", cmd_sessions },
+	{ "show", "show ID [--json]",
+	  "a session's policy, allow map, programs, counters and gaps", cmd_show },
+	{ "stop", "stop ID [--json]", "stop a session: every process of it is killed", cmd_stop },
+	{ "grant", "grant ID HOST [once|DURATION|always] [--json]",
+	  "let a running session reach HOST (once by default)", cmd_grant },
+	{ "revoke", "revoke ID HOST [--json]", "take a grant back", cmd_revoke },
+	{ "denied", "denied [ID] [--json]", "what sessions were refused", cmd_denied },
 	{ "observe", "observe [SESSION] [--json]", "print running sessions' events as they happen",
 	  cmd_observe },
-	{ "version", "version", "print errand's version", cmd_version },
+	{ "doctor", "doctor [--json]", "what this host can enforce, and every gap", cmd_doctor },
+	{ "reload", "reload [--json]", "make errand-agent reread its configuration", cmd_reload },
+	{ "version", "version [--json]", "errandctl's and the agent's versions", cmd_version },
 	{ "help", "help", "this list", cmd_help },
 };
 

@@ -16,7 +16,7 @@ static const char *const reasons[] = {
 	[REASON_SPOOF] = "spoof",		  [REASON_PROTO] = "proto",
 	[REASON_FRAGMENT] = "fragment",	  [REASON_NO_FLOW] = "no-flow",
 	[REASON_SOCKET] = "socket",		  [REASON_IPV6] = "ipv6",
-	[REASON_DOT] = "dot",
+	[REASON_DOT] = "dot",		  [REASON_GRANT_SPENT] = "grant-spent",
 };
 _Static_assert(ARRAY_SIZE(reasons) == REASON_MAX, "a reason without a name");
 

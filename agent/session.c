@@ -1,7 +1,11 @@
-/* One session from start to teardown for the embedded agent: every object is
- * made in order, enforcement verified before the command runs, and on any
- * failure or at the end everything is removed again. Leftovers of a crashed
- * run are swept at the next start, by errand's own names only. */
+/* One session from start to teardown, for the daemon and the embedded agent
+ * alike: every object is made in order, enforcement verified before the
+ * command runs, and on any failure or at the end everything is removed
+ * again. The launcher, not the agent, is the session's supervisor: it holds
+ * the session's lock and writes its exit status, so a session outlives its
+ * agent and a restarted agent adopts it from state.db and the pins.
+ * Leftovers of sessions whose launcher is gone are swept, by errand's own
+ * names only. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
@@ -34,11 +39,15 @@
 #include "agent/dns.h"
 #include "agent/enforce.h"
 #include "agent/events.h"
+#include "agent/doctor.h"
+#include "agent/grant.h"
 #include "agent/nat.h"
 #include "agent/netlink.h"
 #include "agent/netns.h"
 #include "agent/observe.h"
+#include "agent/request.h"
 #include "agent/session.h"
+#include "agent/state.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -48,8 +57,16 @@
 #define VETH_SESS_PREFIX "es"
 
 struct session {
-	const struct session_spec *spec;
-	const struct errand_config *cfg;
+	struct errand_config config; /* the session's own: the agent's config as it was, and the request */
+	const struct errand_config *cfg; /* &config */
+	bool have_config;
+	char *config_text;   /* what config was parsed from, kept in the record */
+	json_t *request;     /* the run request */
+	json_t *gaps;	     /* what this host did not enforce when it started */
+	const char *project; /* in request */
+	bool embedded;	     /* an errandctl run's own agent: events go to its stderr */
+	bool json;	     /* events as JSON lines */
+	struct state *st;    /* state.db; NULL when it cannot be opened */
 	char id[SESSION_ID_LEN + 1];
 	char cgroup_mount[PATH_MAX];
 	char cgroup_path[PATH_MAX];
@@ -68,6 +85,16 @@ struct session {
 	struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
 	enum egress_mode mode;
+	struct grant_set grants;
+	struct suggest_limiter suggest;
+	int inotify_fd; /* on the record directory: grants.json written by errandctl grant */
+	pid_t pid;	/* the launcher */
+	int pidfd;
+	bool child; /* this process started the launcher (and reaps it) */
+	bool stopped;
+	int status; /* once ended */
+	char exit_path[PATH_MAX];
+	int poll_first, poll_n; /* where session_pollfds put its fds */
 };
 
 static int mkdir_p(const char *path, mode_t mode)
@@ -155,6 +182,19 @@ static int unlink_path(const char *path)
 	return unlink(path) && errno != ENOENT ? -errno : 0;
 }
 
+/* An exit status waits for whoever still waits on the session (errandctl
+ * run across an agent restart) for a while, then goes. */
+#define EXIT_KEEP_S 600
+
+static int unlink_stale(const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) || time(NULL) - st.st_mtime < EXIT_KEEP_S)
+		return -EAGAIN;
+	return unlink_path(path);
+}
+
 int session_sweep(const struct errand_config *cfg)
 {
 	char dir[PATH_MAX], mnt[PATH_MAX];
@@ -177,6 +217,7 @@ int session_sweep(const struct errand_config *cfg)
 	/* Lock files of dead sessions go last, once nothing of theirs is left. */
 	snprintf(dir, sizeof(dir), "%s/sessions", cfg->run_dir);
 	sweep_dir(dir, ".events", cfg, unlink_path);
+	sweep_dir(dir, ".exit", cfg, unlink_stale);
 	sweep_dir(dir, ".lock", cfg, unlink_path);
 	if (n)
 		log_info("swept %d object(s) left by sessions that did not end cleanly", n);
@@ -349,6 +390,18 @@ static int write_file(const char *path, const char *text, mode_t mode)
 	return 0;
 }
 
+static int write_json(const char *path, const json_t *j)
+{
+	char *text = json_dumps(j, JSON_COMPACT);
+	int rc;
+
+	if (!text)
+		return -ENOMEM;
+	rc = write_file(path, text, 0600);
+	free(text);
+	return rc;
+}
+
 static const char *mode_name(enum egress_mode m)
 {
 	return m == EGRESS_MODE_NONE ? "none" : m == EGRESS_MODE_OPEN ? "open" : "restricted";
@@ -383,6 +436,7 @@ static int session_record(struct session *s)
 	json_object_set_new(root, "cgroup", json_string(s->cgroup_path));
 	json_object_set_new(root, "netns", json_string(s->netns_path));
 	json_object_set_new(root, "bpf", json_string(s->pin_dir));
+	json_object_set_new(root, "gaps", s->gaps ? json_incref(s->gaps) : json_array());
 	if (s->have_veth) {
 		struct addr x;
 
@@ -403,6 +457,10 @@ static int session_record(struct session *s)
 			rc = write_file(path, text, 0600);
 	}
 	free(text);
+	if (!rc && !(rc = path_fmt(path, sizeof(path), "%s/config.json", s->record_dir)))
+		rc = write_file(path, s->config_text ? s->config_text : "{}", 0600);
+	if (!rc && !(rc = path_fmt(path, sizeof(path), "%s/request.json", s->record_dir)))
+		rc = write_json(path, s->request);
 	if (!rc && s->have_veth) {
 		struct addr gw;
 		char line[64];
@@ -414,6 +472,53 @@ static int session_record(struct session *s)
 			rc = write_file(path, line, 0644);
 	}
 	return rc;
+}
+
+/* The owner, in the policy column of state.db: an agent adopts a session
+ * only when the process that ran it is gone. */
+static json_t *owner_json(const struct session *s)
+{
+	uint64_t start = 0;
+
+	state_pid_start(getpid(), &start);
+	return json_pack("{s:s,s:i,s:I}", "owner", s->embedded ? "errandctl" : "agent", "ownerPid",
+			 (int)getpid(), "ownerStart", (json_int_t)start);
+}
+
+static void session_state_add(struct session *s)
+{
+	char a[ADDR_STRLEN], g[ADDR_STRLEN], *command, *policy;
+	json_t *owner = owner_json(s);
+	struct state_session row = {};
+	struct addr x;
+
+	if (!s->st)
+		return;
+	command = json_dumps(json_object_get(s->request, "argv"), JSON_COMPACT);
+	policy = owner ? json_dumps(owner, JSON_COMPACT) : NULL;
+	json_decref(owner);
+	row.id = s->id;
+	row.command = command ? command : "[]";
+	row.mode = mode_name(s->mode);
+	row.policy = policy;
+	row.cgroup = s->cgroup_path;
+	row.netns = s->netns_path;
+	row.bpf = s->pin_dir;
+	if (s->have_veth) {
+		row.host_if = s->link.host_if;
+		addr_from_v4(&x, s->link.sess4);
+		row.address = addr_str(&x, a);
+		addr_from_v4(&x, s->link.gw4);
+		row.gateway = addr_str(&x, g);
+	}
+	row.launcher_pid = s->pid;
+	state_pid_start(s->pid, &row.launcher_start);
+	if (state_session_add(s->st, &row))
+		log_warnx("session %s: cannot record it in state.db; a restarted agent will not "
+			  "adopt it (it is still enforced, and swept when it ends)",
+			  s->id);
+	free(command);
+	free(policy);
 }
 
 static void session_teardown(struct session *s)
@@ -445,16 +550,94 @@ static void session_teardown(struct session *s)
 		log_warnx("session %s: cannot remove netns %s: %s", s->id, s->netns_path,
 			  strerror(-rc));
 	/* The session could write below it: removed without following links. */
-	confine_remove_tree(s->record_dir);
-	if (s->lock_fd >= 0) {
+	if (s->record_dir[0])
+		confine_remove_tree(s->record_dir);
+	if (s->lock_path[0])
 		unlink(s->lock_path);
-		close(s->lock_fd);
-		s->lock_fd = -1;
-	}
+	/* Nobody but the embedded agent waits on its session's status. */
+	if (s->embedded && s->exit_path[0])
+		unlink(s->exit_path);
 }
 
-/* Every event goes to the live stream; the log shows each target at most
- * once per EVENT_LOG_INTERVAL_NS, so a session cannot flood it. */
+/* Closes what this process holds; the session's kernel objects stay. */
+static void session_release(struct session *s)
+{
+	dns_responder_free(s->dns);
+	observe_server_free(s->obs);
+	event_limiter_free(s->limiter);
+	free(s->self);
+	enforce_free(s->enf);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	if (s->inotify_fd >= 0)
+		close(s->inotify_fd);
+	if (s->have_config)
+		config_free(&s->config);
+	json_decref(s->request);
+	json_decref(s->gaps);
+	free(s->config_text);
+	free(s);
+}
+
+void session_end(struct session *s)
+{
+	if (!s)
+		return;
+	if (s->st && s->pid > 0 && state_session_end(s->st, s->id, s->status) == -ENOENT)
+		log_debug("session %s: not in state.db", s->id);
+	session_teardown(s);
+	s->dns = NULL;
+	s->obs = NULL;
+	s->limiter = NULL;
+	s->self = NULL;
+	s->enf = NULL;
+	session_release(s);
+}
+
+void session_detach(struct session *s)
+{
+	if (s)
+		session_release(s);
+}
+
+/* A refused name gets a suggestion naming the exact command, at most once
+ * a minute per host and three hosts a minute per session; only single
+ * exact names, never a wildcard. */
+static void session_suggest(struct session *s, const char *name)
+{
+	char line[EVENT_LINE_MAX], host[HOST_NAME_MAX_LEN + 8];
+	uint16_t port = HOST_DEFAULT_PORT;
+	json_t *ev;
+	char *text;
+
+	if (!name || !name[0] || strchr(name, '*') || !strchr(name, '.'))
+		return;
+	if (!suggest_pass(&s->suggest, name, boottime_ns()))
+		return;
+	/* A grant opens only egressPorts: name one of them. */
+	for (size_t i = 0; i < s->cfg->n_egress_ports && port == HOST_DEFAULT_PORT; i++)
+		if (i == 0 && s->cfg->egress_ports[0] != HOST_DEFAULT_PORT)
+			port = s->cfg->egress_ports[0];
+	if (port == HOST_DEFAULT_PORT)
+		snprintf(host, sizeof(host), "%s", name);
+	else
+		snprintf(host, sizeof(host), "%s:%u", name, port);
+	log_info("session %s: %s is not allowed; to allow it: errandctl grant %s %s", s->id, name,
+		 s->id, host);
+	snprintf(line, sizeof(line), "errandctl grant %s %s", s->id, host);
+	ev = json_pack("{s:s,s:s,s:s,s:s}", "event", "suggest", "session", s->id, "name", name,
+		       "command", line);
+	text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+	if (text)
+		observe_broadcast(s->obs, text);
+	free(text);
+	json_decref(ev);
+}
+
+/* Every event goes to the live stream; the log and state.db get each target
+ * at most once per EVENT_LOG_INTERVAL_NS, so a session cannot flood them. */
 static void session_event(const struct event_rec *ev, void *arg)
 {
 	struct session *s = arg;
@@ -462,12 +645,46 @@ static void session_event(const struct event_rec *ev, void *arg)
 
 	event_format(ev, true, line, sizeof(line));
 	observe_broadcast(s->obs, line);
+	if (ev->denied && ev->reason && !strcmp(ev->reason, "not-allowed"))
+		session_suggest(s, ev->name);
 	event_target(ev, target, sizeof(target));
 	if (s->limiter && !event_limiter_pass(s->limiter, target, boottime_ns()))
 		return;
-	if (!s->spec->json)
+	if (s->st) {
+		struct state_denied d = { .session = s->id, .reason = ev->reason };
+
+		if (ev->denied) {
+			d.name = ev->name;
+			d.proto = "dns";
+		} else {
+			d.addr = ev->addr;
+			d.port = (uint16_t)ev->port;
+			d.proto = ev->proto;
+		}
+		state_denied_add(s->st, &d);
+	}
+	if (!s->json)
 		event_format(ev, false, line, sizeof(line));
 	fprintf(stderr, "%s\n", line);
+}
+
+/* A connection spent a once grant: its entries go, and the grant is used. */
+static void session_grant_used(struct session *s, const struct egress_event *bev)
+{
+	char a[ADDR_STRLEN];
+	uint32_t id = 0;
+	struct addr x;
+	int rc;
+
+	memcpy(x.b, bev->addr, 16);
+	if (enforce_entry_grant(s->enf, &x, bev->port, &id) || !id)
+		return;
+	enforce_drop_grant(s->enf, id);
+	rc = grants_mark_used(s->record_dir, id, &s->grants);
+	if (rc && rc != -ENOENT)
+		log_warnx("session %s: cannot mark grant %u used: %s", s->id, id, strerror(-rc));
+	log_info("session %s: a once grant was used by a connection to %s:%u", s->id,
+		 addr_str(&x, a), bev->port);
 }
 
 static void print_event(const struct egress_event *bev, void *arg)
@@ -475,8 +692,39 @@ static void print_event(const struct egress_event *bev, void *arg)
 	struct session *s = arg;
 	struct event_rec ev;
 
+	if (bev->reason == EVENT_GRANT_USED) {
+		session_grant_used(s, bev);
+		return;
+	}
 	event_from_bpf(bev, s->id, &ev);
 	session_event(&ev, s);
+}
+
+/* grants.json changed (errandctl grant or revoke): the new set answers the
+ * next query; entries of grants that are gone or spent go at once. */
+int session_grants_reload(struct session *s)
+{
+	struct grant_set gs;
+	int64_t now = time(NULL);
+	int rc = grants_load(s->record_dir, &gs);
+
+	if (rc) {
+		log_warnx("session %s: cannot read %s/" GRANTS_FILE ": %s; its grants stay as they "
+			  "were",
+			  s->id, s->record_dir, strerror(-rc));
+		return rc;
+	}
+	for (size_t i = 0; i < s->grants.n; i++) {
+		const struct grant *old = &s->grants.v[i];
+		bool kept = false;
+
+		for (size_t j = 0; j < gs.n; j++)
+			kept |= gs.v[j].id == old->id && grant_live(&gs.v[j], now);
+		if (!kept && s->enf)
+			enforce_drop_grant(s->enf, old->id);
+	}
+	s->grants = gs;
+	return 0;
 }
 
 static int launcher_path(char *out, size_t len)
@@ -499,11 +747,12 @@ static int launcher_path(char *out, size_t len)
 
 #define LAUNCH_ARGS_MAX 1024
 
-static pid_t session_spawn(struct session *s, const sigset_t *oldmask)
+static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
 	cleanup_free const char **args = calloc(LAUNCH_ARGS_MAX, sizeof(*args));
-	size_t n = 0;
+	const json_t *argv = json_object_get(s->request, "argv"), *it;
+	size_t n = 0, i;
 	pid_t pid;
 	int rc;
 
@@ -511,7 +760,7 @@ static pid_t session_spawn(struct session *s, const sigset_t *oldmask)
 		return -ENOMEM;
 	rc = launcher_path(launcher, sizeof(launcher));
 	if (rc) {
-		log_warnx("cannot find errand-launch next to errandctl (%s): %s; reinstall errand",
+		log_warnx("cannot find errand-launch next to this program (%s): %s; reinstall errand",
 			  launcher, strerror(-rc));
 		return rc;
 	}
@@ -531,6 +780,8 @@ static pid_t session_spawn(struct session *s, const sigset_t *oldmask)
 	args[n++] = uid;
 	args[n++] = "--gid";
 	args[n++] = gid;
+	args[n++] = "--status-file";
+	args[n++] = s->exit_path;
 	if (s->have_veth) {
 		if (path_fmt(resolv, sizeof(resolv), "%s/resolv.conf", s->record_dir))
 			return -ENAMETOOLONG;
@@ -538,7 +789,7 @@ static pid_t session_spawn(struct session *s, const sigset_t *oldmask)
 		args[n++] = resolv;
 	}
 	/* Confinement first: the session's own --env come after and win. */
-	rc = confine_launch_args(s->cfg, s->spec->project, state, args, &n, LAUNCH_ARGS_MAX - 4);
+	rc = confine_launch_args(s->cfg, s->project, state, args, &n, LAUNCH_ARGS_MAX - 4);
 	if (rc) {
 		log_warnx("session %s: the confinement options do not fit on the launcher's command "
 			  "line; shorten sandbox.policyExtra or sandbox.env",
@@ -547,115 +798,94 @@ static pid_t session_spawn(struct session *s, const sigset_t *oldmask)
 	}
 	args[n++] = "--env";
 	args[n++] = sessenv;
-	for (char *const *e = s->spec->env; e && *e; e++) {
+	json_array_foreach(json_object_get(s->request, "env"), i, it)
+	{
 		if (n + 2 >= LAUNCH_ARGS_MAX - 2)
 			return -E2BIG;
 		args[n++] = "--env";
-		args[n++] = *e;
+		args[n++] = json_string_value(it);
 	}
 	args[n++] = "--";
-	for (char *const *a = s->spec->argv; *a; a++) {
+	json_array_foreach(argv, i, it)
+	{
 		if (n >= LAUNCH_ARGS_MAX - 1) {
 			log_warnx("too many arguments for the command (at most %d in all)",
 				  LAUNCH_ARGS_MAX);
 			return -E2BIG;
 		}
-		args[n++] = *a;
+		args[n++] = json_string_value(it);
 	}
 	args[n] = NULL;
 	pid = fork();
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
-		sigprocmask(SIG_SETMASK, oldmask, NULL);
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, mask ? mask : &none, NULL);
+		for (int fd = 0; stdio && fd < 3; fd++)
+			if (stdio[fd] != fd && dup2(stdio[fd], fd) < 0)
+				_exit(125);
+		/* The launcher holds the session's lock from here on: while it
+		 * lives, no sweep takes the session for a leftover, whatever
+		 * becomes of this agent. */
+		if (fcntl(s->lock_fd, F_SETFD, 0) < 0)
+			_exit(125);
+		/* The daemon's sessions are not in its process group: a signal
+		 * meant for the agent never reaches them. */
+		if (!s->embedded)
+			setsid();
 		execv(launcher, (char *const *)args);
-		fprintf(stderr, "errandctl: cannot run %s: %s\n", launcher, strerror(errno));
+		fprintf(stderr, "errand: cannot run %s: %s\n", launcher, strerror(errno));
 		_exit(125);
 	}
-	return pid;
+	s->pid = pid;
+	s->child = true;
+	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (s->pidfd < 0) {
+		rc = -errno;
+		log_warnx("session %s: cannot watch its launcher (pidfd_open): %s", s->id,
+			  strerror(-rc));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return rc;
+	}
+	fcntl(s->pidfd, F_SETFD, FD_CLOEXEC);
+	return 0;
 }
 
-/* Waits for the launcher, printing refusals as they come and passing on the
- * signals a user sends errandctl, so the session ends the way CMD decides. */
-/* Waits for the launcher, serving DNS and the event stream, printing
- * refusals as they come and passing on the signals a user sends errandctl,
- * so the session ends the way CMD decides. */
 /* Past its disk budget, a session is stopped, and told why. */
-static void session_stop_disk(struct session *s, pid_t pid)
+static void session_kill(struct session *s)
 {
 	char path[PATH_MAX];
 	int fd;
 
-	log_warnx("session %s stopped: its project and state directories grew by %llu bytes, "
-		  "past sandbox.limits.disk (%llu); raise the budget or write less",
-		  s->id, (unsigned long long)s->disk.used, (unsigned long long)s->disk.budget);
 	fd = path_fmt(path, sizeof(path), "%s/cgroup.kill", s->cgroup_path)
 		     ? -1
 		     : open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, "1", 1) != 1)
-		kill(pid, SIGKILL); /* the launcher's PID 1 dies with it, and so the rest */
+	if (fd < 0 || write(fd, "1", 1) != 1) {
+		/* the launcher's PID 1 dies with it, and so the rest */
+		if (s->pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+	}
 	if (fd >= 0)
 		close(fd);
+	s->stopped = true;
 }
 
-static int session_wait(struct session *s, pid_t pid, int sfd)
+void session_stop(struct session *s)
 {
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	int status = 0, disk_due;
-	bool stopped = false;
-
-	for (;;) {
-		struct pollfd fds[128];
-		int n = 0, timeout = pidfd < 0 ? 100 : -1;
-
-		fds[n++] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
-		fds[n++] = (struct pollfd){ .fd = enforce_events_fd(s->enf), .events = POLLIN };
-		fds[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-		if (s->obs)
-			observe_server_pollfds(s->obs, fds, &n, (int)ARRAY_SIZE(fds));
-		if (s->dns)
-			dns_responder_pollfds(s->dns, fds, &n, (int)ARRAY_SIZE(fds), &timeout);
-		disk_due = disk_watch_timeout(&s->disk, boottime_ns());
-		if (disk_due >= 0 && (timeout < 0 || disk_due < timeout))
-			timeout = disk_due;
-		if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR)
-			break;
-		if (!stopped && disk_watch_check(&s->disk, boottime_ns()) == 1) {
-			session_stop_disk(s, pid);
-			stopped = true;
-		}
-		if (fds[1].revents)
-			enforce_events_drain(s->enf, print_event, s);
-		if (fds[2].revents & POLLIN) {
-			struct signalfd_siginfo si;
-
-			if (read(sfd, &si, sizeof(si)) == sizeof(si))
-				kill(pid, (int)si.ssi_signo);
-		}
-		if (s->obs)
-			observe_server_process(s->obs, fds + 3, n - 3);
-		if (s->dns)
-			dns_responder_process(s->dns, fds + 3, n - 3);
-		/* Ask only when the pidfd says so: DNS wakes this loop far more often. */
-		if ((pidfd < 0 || fds[0].revents) && waitpid(pid, &status, WNOHANG) == pid)
-			break;
-	}
-	if (pidfd >= 0)
-		close(pidfd);
-	/* Refusals made just before the end are still in the ring. */
-	enforce_events_drain(s->enf, print_event, s);
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return 125;
+	log_info("session %s stopped by errandctl stop", s->id);
+	session_kill(s);
 }
 
-/* What the embedded agent serves while the session runs: the event stream,
- * and the DNS responder on the session's gateway. */
+/* What the agent serves while the session runs: the event stream, the DNS
+ * responder on the session's gateway, and the watch on its grants. */
 static int session_services(struct session *s)
 {
 	char path[PATH_MAX], err[512];
+	int rc;
 
 	s->limiter = event_limiter_new();
 	if (!s->limiter)
@@ -667,6 +897,14 @@ static int session_services(struct session *s)
 		log_warn("session %s: cannot serve events on %s", s->id, path);
 		return -errno;
 	}
+	if ((rc = grants_load(s->record_dir, &s->grants)))
+		log_warnx("session %s: cannot read its grants: %s", s->id, strerror(-rc));
+	s->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (s->inotify_fd < 0 ||
+	    inotify_add_watch(s->inotify_fd, s->record_dir, IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
+		log_warn("session %s: cannot watch %s for grants", s->id, s->record_dir);
+		return -errno;
+	}
 	if (s->mode == EGRESS_MODE_NONE)
 		return 0;
 	s->dns = dns_responder_new(s->cfg, s->enf, s->link.gw4, s->self, s->n_self, s->id,
@@ -675,6 +913,23 @@ static int session_services(struct session *s)
 		log_warnx("session %s: %s", s->id, err);
 		return -errno;
 	}
+	dns_responder_set_grants(s->dns, &s->grants);
+	return 0;
+}
+
+static int session_paths(struct session *s)
+{
+	const struct errand_config *cfg = s->cfg;
+
+	if (path_fmt(s->netns_path, sizeof(s->netns_path), "%s/netns/%s", cfg->run_dir, s->id) ||
+	    path_fmt(s->pin_dir, sizeof(s->pin_dir), "%s/%s", cfg->bpf_dir, s->id) ||
+	    path_fmt(s->record_dir, sizeof(s->record_dir), "%s/sessions/%s", cfg->state_dir,
+		     s->id) ||
+	    path_fmt(s->lock_path, sizeof(s->lock_path), "%s/sessions/%s.lock", cfg->run_dir,
+		     s->id) ||
+	    path_fmt(s->exit_path, sizeof(s->exit_path), "%s/sessions/%s.exit", cfg->run_dir,
+		     s->id))
+		return -ENAMETOOLONG;
 	return 0;
 }
 
@@ -696,10 +951,12 @@ static int session_setup(struct session *s)
 		log_warnx("cannot take a session id under %s: %s", dir, strerror(-rc));
 		return rc;
 	}
-	snprintf(s->netns_path, sizeof(s->netns_path), "%s/netns/%s", cfg->run_dir, s->id);
-	snprintf(s->pin_dir, sizeof(s->pin_dir), "%s/%s", cfg->bpf_dir, s->id);
-	snprintf(s->record_dir, sizeof(s->record_dir), "%s/sessions/%s", cfg->state_dir, s->id);
-
+	if ((rc = session_paths(s))) {
+		log_warnx("session %s: its paths are too long; shorten paths.run, paths.state or "
+			  "paths.bpf",
+			  s->id);
+		return rc;
+	}
 	rc = cgroup2_mount(s->cgroup_mount, sizeof(s->cgroup_mount));
 	if (rc) {
 		log_warnx("no cgroup v2 mount found; mount cgroup2 at /sys/fs/cgroup (or "
@@ -784,16 +1041,322 @@ static void warn_weakened(const struct errand_config *cfg)
 	}
 }
 
-int session_run(const struct session_spec *spec)
+static struct session *session_alloc(void)
 {
-	struct session s = { .spec = spec, .cfg = spec->cfg, .lock_fd = -1 };
+	struct session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->cfg = &s->config;
+	s->lock_fd = s->pidfd = s->inotify_fd = -1;
+	s->status = -1;
+	return s;
+}
+
+/* The session's configuration: the agent's, as text, and the request. */
+static int session_configure(struct session *s, const char *text, const char *path,
+			     const json_t *request, char *err, size_t errlen)
+{
+	int rc;
+
+	if (text && !(s->config_text = strdup(text))) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->request = json_deep_copy(request);
+	if (!s->request) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if ((rc = config_load_text(text, path, &s->config, err, errlen)))
+		return rc;
+	s->have_config = true;
+	if ((rc = request_apply(&s->config, s->request, err, errlen)))
+		return rc;
+	s->project = json_string_value(json_object_get(s->request, "project"));
+	s->json = json_is_true(json_object_get(s->request, "json"));
+	s->mode = session_mode(s->cfg);
+	return 0;
+}
+
+struct session *session_start(const struct session_params *p, char *err, size_t errlen)
+{
+	struct session *s = session_alloc();
+	struct doctor_report *rep;
 	char state[PATH_MAX];
+	int rc;
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->embedded = p->embedded;
+	s->st = p->st;
+	if (session_configure(s, p->config_text, p->config_path, p->request, err, errlen))
+		goto fail;
+	/* What this host cannot enforce refuses the session, or is stated. */
+	rep = doctor_probe(s->cfg);
+	if (!rep) {
+		snprintf(err, errlen, "cannot probe this host's enforcement: %s", strerror(errno));
+		goto fail;
+	}
+	rc = doctor_gate(rep, s->cfg);
+	s->gaps = doctor_gaps(rep);
+	doctor_report_free(rep);
+	if (rc) {
+		snprintf(err, errlen,
+			 "this host cannot enforce everything the session needs (errandctl doctor "
+			 "names the gaps); fix them, or set sandbox.requireFullEnforcement to false");
+		goto fail;
+	}
+	warn_weakened(s->cfg);
+	if (session_setup(s))
+		goto fail_teardown;
+	if (path_fmt(state, sizeof(state), "%s/work", s->record_dir) == 0)
+		disk_watch_start(&s->disk, s->project, state, s->cfg->limits.disk);
+	if (session_spawn(s, p->stdio, p->sigmask))
+		goto fail_teardown;
+	session_state_add(s);
+	return s;
+
+fail_teardown:
+	snprintf(err, errlen, "%s", log_last_warning());
+	session_teardown(s);
+fail:
+	s->dns = NULL;
+	s->obs = NULL;
+	s->limiter = NULL;
+	s->self = NULL;
+	s->enf = NULL;
+	session_release(s);
+	return NULL;
+}
+
+static char *read_text(const char *path)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return NULL;
+	if (getdelim(&text, &len, '\0', f) < 0) {
+		free(text);
+		text = NULL;
+	}
+	fclose(f);
+	return text;
+}
+
+/* The exit status: the launcher's file, else (for a child) what wait said. */
+static int session_collect(struct session *s)
+{
+	char *text = read_text(s->exit_path);
+	int status = -1, ws = 0;
+
+	if (s->child && waitpid(s->pid, &ws, WNOHANG) == s->pid) {
+		if (WIFEXITED(ws))
+			status = WEXITSTATUS(ws);
+		else if (WIFSIGNALED(ws))
+			status = 128 + WTERMSIG(ws);
+	}
+	if (text) {
+		status = atoi(text);
+		free(text);
+	} else {
+		char line[16];
+
+		/* Killed, so the launcher wrote nothing: errandctl run still learns
+		 * how the session ended when it waits without the agent. */
+		if (status < 0)
+			status = s->stopped ? 128 + SIGKILL : 125;
+		snprintf(line, sizeof(line), "%d\n", status);
+		write_file(s->exit_path, line, 0644);
+	}
+	return status;
+}
+
+struct session *session_adopt(const struct state_session *row, const char *state_dir,
+			      struct state *st, char *err, size_t errlen)
+{
+	struct session *s = session_alloc();
+	char path[PATH_MAX], *text = NULL, *rtext = NULL;
+	json_t *request = NULL;
+	uint64_t start = 0;
+	char enf_err[512];
+	int rc = -EINVAL;
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->st = st;
+	snprintf(s->id, sizeof(s->id), "%s", row->id);
+	/* The record's paths come from the configuration it was started with. */
+	if (!row->bpf || !row->cgroup || !row->netns) {
+		snprintf(err, errlen, "its row in state.db is incomplete");
+		goto fail;
+	}
+	if (path_fmt(path, sizeof(path), "%s/sessions/%s/config.json", state_dir, s->id) ||
+	    !(text = read_text(path))) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (path_fmt(path, sizeof(path), "%s/sessions/%s/request.json", state_dir, s->id) ||
+	    !(rtext = read_text(path)) || !(request = json_loads(rtext, 0, NULL))) {
+		snprintf(err, errlen, "cannot read %s", path);
+		goto fail;
+	}
+	if (session_configure(s, text, path, request, err, errlen))
+		goto fail;
+	if (session_paths(s)) {
+		snprintf(err, errlen, "its paths are too long");
+		goto fail;
+	}
+	snprintf(s->cgroup_path, sizeof(s->cgroup_path), "%s", row->cgroup);
+	s->have_cgroup = s->have_netns = true;
+	if (row->host_if && row->address && row->gateway) {
+		struct addr a, g;
+
+		if (addr_parse(row->address, &a) || addr_parse(row->gateway, &g)) {
+			snprintf(err, errlen, "its addresses in state.db do not parse");
+			goto fail;
+		}
+		snprintf(s->link.host_if, sizeof(s->link.host_if), "%s", row->host_if);
+		s->link.sess4 = addr_v4(&a);
+		s->link.gw4 = addr_v4(&g);
+		s->have_veth = s->have_nat = true;
+	}
+	s->pid = row->launcher_pid;
+	if (state_pid_start(s->pid, &start) || start != row->launcher_start ||
+	    (s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0)) < 0) {
+		rc = -ESRCH;
+		snprintf(err, errlen, "its launcher (pid %d) is gone", (int)s->pid);
+		goto fail;
+	}
+	fcntl(s->pidfd, F_SETFD, FD_CLOEXEC);
+	rc = netlink_self_addrs(&s->self);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot list this namespace's own addresses: %s",
+			 strerror(-rc));
+		goto fail;
+	}
+	s->n_self = (size_t)rc;
+	s->enf = enforce_open(s->pin_dir, enf_err, sizeof(enf_err));
+	if (!s->enf) {
+		snprintf(err, errlen, "%s", enf_err);
+		goto fail;
+	}
+	if (session_services(s)) {
+		snprintf(err, errlen, "%s", log_last_warning());
+		goto fail;
+	}
+	free(text);
+	free(rtext);
+	json_decref(request);
+	return s;
+fail:
+	free(text);
+	free(rtext);
+	json_decref(request);
+	session_release(s);
+	errno = -rc;
+	return NULL;
+}
+
+const char *session_id(const struct session *s)
+{
+	return s->id;
+}
+
+pid_t session_pid(const struct session *s)
+{
+	return s->pid;
+}
+
+int session_pidfd(const struct session *s)
+{
+	return s->pidfd;
+}
+
+int session_status(const struct session *s)
+{
+	return s->status;
+}
+
+const char *session_record_dir(const struct session *s)
+{
+	return s->record_dir;
+}
+
+const struct errand_config *session_config(const struct session *s)
+{
+	return s->cfg;
+}
+
+void session_pollfds(struct session *s, struct pollfd *fds, int *n, int max, int *timeout)
+{
+	int disk_due;
+
+	s->poll_first = *n;
+	if (*n + 3 > max)
+		return;
+	fds[(*n)++] = (struct pollfd){ .fd = s->pidfd, .events = POLLIN };
+	fds[(*n)++] = (struct pollfd){ .fd = enforce_events_fd(s->enf), .events = POLLIN };
+	fds[(*n)++] = (struct pollfd){ .fd = s->inotify_fd, .events = POLLIN };
+	if (s->obs)
+		observe_server_pollfds(s->obs, fds, n, max);
+	if (s->dns)
+		dns_responder_pollfds(s->dns, fds, n, max, timeout);
+	s->poll_n = *n - s->poll_first;
+	disk_due = disk_watch_timeout(&s->disk, boottime_ns());
+	if (disk_due >= 0 && (*timeout < 0 || disk_due < *timeout))
+		*timeout = disk_due;
+}
+
+bool session_process(struct session *s, const struct pollfd *fds)
+{
+	const struct pollfd *f = fds + s->poll_first;
+	int n = s->poll_n;
+
+	if (n < 3)
+		return false;
+	if (!s->stopped && disk_watch_check(&s->disk, boottime_ns()) == 1) {
+		log_warnx("session %s stopped: its project and state directories grew by %llu "
+			  "bytes, past sandbox.limits.disk (%llu); raise the budget or write less",
+			  s->id, (unsigned long long)s->disk.used,
+			  (unsigned long long)s->disk.budget);
+		session_kill(s);
+	}
+	if (f[1].revents)
+		enforce_events_drain(s->enf, print_event, s);
+	if (f[2].revents & POLLIN) {
+		char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+		while (read(s->inotify_fd, buf, sizeof(buf)) > 0)
+			;
+		session_grants_reload(s);
+	}
+	if (s->obs)
+		observe_server_process(s->obs, f + 3, n - 3);
+	if (s->dns)
+		dns_responder_process(s->dns, f + 3, n - 3);
+	if (!f[0].revents)
+		return false;
+	/* Refusals made just before the end are still in the ring. */
+	enforce_events_drain(s->enf, print_event, s);
+	s->status = session_collect(s);
+	return true;
+}
+
+int session_run(const struct session_params *p)
+{
+	struct session_params sp = *p;
+	struct session *s;
+	char err[CONFIG_ERRLEN];
 	sigset_t mask, oldmask;
 	int sfd, status;
-	pid_t pid;
 
-	s.mode = session_mode(spec->cfg);
-	warn_weakened(spec->cfg);
 	/* Signals wait in a signalfd until the launcher runs, then go to it:
 	 * errandctl itself must live to tear the session down. */
 	sigemptyset(&mask);
@@ -803,19 +1366,36 @@ int session_run(const struct session_spec *spec)
 	sigaddset(&mask, SIGQUIT);
 	sigprocmask(SIG_BLOCK, &mask, &oldmask);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (session_setup(&s)) {
-		session_teardown(&s);
+	sp.sigmask = &oldmask;
+	sp.embedded = true;
+	s = session_start(&sp, err, sizeof(err));
+	if (!s) {
+		if (err[0])
+			fprintf(stderr, "errandctl: %s\n", err);
+		if (sfd >= 0)
+			close(sfd);
+		sigprocmask(SIG_SETMASK, &oldmask, NULL);
 		return 125;
 	}
-	if (path_fmt(state, sizeof(state), "%s/work", s.record_dir) == 0)
-		disk_watch_start(&s.disk, spec->project, state, spec->cfg->limits.disk);
-	pid = session_spawn(&s, &oldmask);
-	if (pid < 0) {
-		session_teardown(&s);
-		return 125;
+	for (;;) {
+		struct pollfd fds[128];
+		int n = 0, timeout = -1;
+
+		fds[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		session_pollfds(s, fds, &n, (int)ARRAY_SIZE(fds), &timeout);
+		if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR)
+			break;
+		if (fds[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) == sizeof(si))
+				kill(s->pid, (int)si.ssi_signo);
+		}
+		if (session_process(s, fds))
+			break;
 	}
-	status = session_wait(&s, pid, sfd);
-	session_teardown(&s);
+	status = s->status < 0 ? 125 : s->status;
+	session_end(s);
 	if (sfd >= 0)
 		close(sfd);
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);

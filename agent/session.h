@@ -1,30 +1,75 @@
-/* A session from start to teardown, as the embedded agent runs it: cgroup,
- * network namespace, veth and NAT, BPF enforcement verified, the record
- * written, then the launcher; afterwards everything removed again. */
+/* A session from start to teardown, as the daemon and the embedded agent run
+ * it: cgroup, network namespace, veth and NAT, BPF enforcement verified, the
+ * record written, then the launcher; afterwards everything removed again.
+ * The launcher is the session's supervisor: a session outlives the agent
+ * that started it, and a restarted agent adopts it (session_adopt). */
 #ifndef ERRAND_SESSION_H
 #define ERRAND_SESSION_H
 
+#include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
+#include <jansson.h>
+
+#include "agent/state.h"
 #include "lib/config.h"
 
 #define SESSION_ID_LEN 8
 
-struct session_spec {
-	const struct errand_config *cfg; /* policy: network, mode, rules, pins, ports */
-	char *const *argv;		 /* CMD and its arguments, NULL-terminated */
-	char *const *env;		 /* NAME=VALUE for the session, NULL-terminated */
-	const char *project;		 /* absolute project directory */
-	bool json;			 /* events as JSON lines */
+struct session;
+
+struct session_params {
+	const char *config_text; /* the agent's configuration as last read; NULL: defaults */
+	const char *config_path; /* where it came from, for messages */
+	const json_t *request;	 /* the run request (agent/request.h) */
+	const int *stdio;	 /* the command's stdin, stdout, stderr; NULL: this process's */
+	const sigset_t *sigmask; /* the launcher's signal mask; NULL: none blocked */
+	bool embedded;		 /* errandctl's own agent: events to its stderr */
+	struct state *st;	 /* state.db, where the session is recorded; may be NULL */
 };
 
-/* Runs the session to its end. Returns the exit status errandctl should
- * give: CMD's own, or 125 when errand could not start it (one line on
- * stderr says why; nothing is left behind). */
-int session_run(const struct session_spec *spec);
-/* Removes what crashed runs left: every session object under cfg's paths and
- * in this network namespace whose session holds no lock. Count or -errno. */
+/* Makes the session and starts its command. NULL with one line in err
+ * naming what to change (nothing is left behind). */
+struct session *session_start(const struct session_params *p, char *err, size_t errlen);
+/* Takes over a live session another agent started, from its row in state.db,
+ * its record under state_dir and its pins: DNS answers, events and grants
+ * are served again. NULL with one line in err (errno ESRCH: its launcher is
+ * gone, and what is left of it is the sweep's). */
+struct session *session_adopt(const struct state_session *row, const char *state_dir,
+			      struct state *st, char *err, size_t errlen);
+/* Adds the session's fds to fds[*n..max) and lowers *timeout (ms). */
+void session_pollfds(struct session *s, struct pollfd *fds, int *n, int max, int *timeout);
+/* Serves what poll found ready among them; true once the command has ended
+ * (session_status then has its exit status). */
+bool session_process(struct session *s, const struct pollfd *fds);
+/* Kills every process of the session (the launcher reports 137). */
+void session_stop(struct session *s);
+/* Rereads grants.json: the next DNS answer and connect see it. */
+int session_grants_reload(struct session *s);
+/* Records the exit, removes every object of the session, frees s. */
+void session_end(struct session *s);
+/* Frees what this process holds and leaves the session running: its pins
+ * keep enforcing, and another agent may adopt it. */
+void session_detach(struct session *s);
+
+const char *session_id(const struct session *s);
+pid_t session_pid(const struct session *s);
+int session_pidfd(const struct session *s);
+int session_status(const struct session *s);
+const char *session_record_dir(const struct session *s);
+const struct errand_config *session_config(const struct session *s);
+
+/* The embedded agent: starts the session, serves it until the command ends,
+ * passing on the signals errandctl gets, and removes it. Returns the exit
+ * status errandctl should give: CMD's own, or 125 when errand could not
+ * start it (one line on stderr says why; nothing is left behind). */
+int session_run(const struct session_params *p);
+/* Removes what ended sessions left: every session object under cfg's paths
+ * and in this network namespace whose session holds no lock. Count or
+ * -errno. */
 int session_sweep(const struct errand_config *cfg);
 
 #endif

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -769,4 +770,22 @@ int state_pid_start(pid_t pid, uint64_t *start)
 	if (errno || end == p + 1)
 		return -EIO;
 	return 0;
+}
+
+struct state *state_open_dir(const char *state_dir)
+{
+	char path[PATH_MAX];
+
+	/* 0711: the launcher, already the session's uid, passes through to the
+	 * session's record (its resolv.conf and state directory); state.db
+	 * itself is 0600. */
+	if (mkdir(state_dir, 0711) && errno != EEXIST) {
+		log_warn("cannot create the state directory %s", state_dir);
+		return NULL;
+	}
+	if (path_fmt(path, sizeof(path), "%s/" STATE_DB_NAME, state_dir)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	return state_open(path);
 }

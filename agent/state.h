@@ -75,6 +75,8 @@ typedef int (*state_denied_cb)(const struct state_denied *d, void *arg);
  * written by a newer errand. */
 struct state *state_open(const char *path);
 void state_close(struct state *st);
+/* state_open of state_dir/state.db, making state_dir (0711) when missing. */
+struct state *state_open_dir(const char *state_dir);
 
 /* Every function returns 0 or -errno: -EBUSY when another connection held
  * the database past STATE_BUSY_MS, -EEXIST for a duplicate key, -ENOENT

@@ -74,6 +74,14 @@ struct {
 	__type(value, __u8);
 } open_ports SEC(".maps");
 
+/* once_used: the once grants a connection has spent, by grant id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, EGRESS_GRANTS_MAX);
+	__type(key, __u32);
+	__type(value, __u8);
+} once_used SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, EGRESS_EVENTS_BYTES);
@@ -210,13 +218,15 @@ static __always_inline bool port_open(__u16 port)
 
 /* The policy, shared by every hook and the backstop: 0 admits, anything else
  * is the reason for refusing. addr is v4-mapped for IPv4. */
-static __always_inline __u8 verdict(const __u8 addr[16], __u16 port, __u32 *flags)
+static __always_inline __u8 verdict(const __u8 addr[16], __u16 port, __u32 *flags,
+				    __u32 *grant)
 {
 	struct allow_key k = { .port = port };
 	struct self_key sk;
 	struct allow_val *v;
 
 	*flags = 0;
+	*grant = 0;
 	if (mode == EGRESS_MODE_NONE)
 		return REASON_NO_NETWORK;
 	if (port == DOT_PORT)
@@ -236,6 +246,7 @@ static __always_inline __u8 verdict(const __u8 addr[16], __u16 port, __u32 *flag
 		if (v->expires_ns && v->expires_ns < bpf_ktime_get_boot_ns())
 			return REASON_EXPIRED;
 		*flags = v->flags;
+		*grant = v->grant;
 		return REASON_NONE;
 	}
 	if (addr_forbidden(addr))
@@ -243,6 +254,33 @@ static __always_inline __u8 verdict(const __u8 addr[16], __u16 port, __u32 *flag
 	if (mode == EGRESS_MODE_OPEN)
 		return port_open(port) ? REASON_NONE : REASON_PORT;
 	return REASON_NOT_ALLOWED;
+}
+
+/* A once grant admits one connection: the first to mark it spent wins, any
+ * other is refused, and the agent hears of it to retire the grant's entries. */
+static __always_inline __u8 spend_once(const __u8 addr[16], __u16 port, __u8 proto, __u32 grant,
+				       __u8 hook)
+{
+	struct egress_event *e;
+	__u8 one = 1;
+
+	if (bpf_map_update_elem(&once_used, &grant, &one, BPF_NOEXIST))
+		return REASON_GRANT_SPENT;
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(CNT_EVENTS_LOST);
+		return REASON_NONE;
+	}
+	e->ts_ns = bpf_ktime_get_boot_ns();
+	e->cgroup_id = sess_cgid;
+	__builtin_memcpy(e->addr, addr, 16);
+	e->port = port;
+	e->proto = proto;
+	e->reason = EVENT_GRANT_USED;
+	e->hook = hook;
+	__builtin_memset(e->pad, 0, sizeof(e->pad));
+	bpf_ringbuf_submit(e, 0);
+	return REASON_NONE;
 }
 
 static __always_inline void dns_remember(struct bpf_sock_addr *ctx, const __u8 addr[16])
@@ -266,7 +304,7 @@ static __always_inline int decide4(struct bpf_sock_addr *ctx, __u8 hook)
 	__u16 port = bpf_ntohs(ctx->user_port);
 	__u8 proto = ctx->type == SOCK_DGRAM ? IPPROTO_UDP : IPPROTO_TCP;
 	__u8 addr[16];
-	__u32 flags;
+	__u32 flags, grant;
 	__u8 why;
 
 	map_v4(addr, dst);
@@ -284,7 +322,9 @@ static __always_inline int decide4(struct bpf_sock_addr *ctx, __u8 hook)
 		emit(addr, port, proto, REASON_UDP, hook);
 		return 0;
 	}
-	why = verdict(addr, port, &flags);
+	why = verdict(addr, port, &flags, &grant);
+	if (!why && (flags & ENTRY_F_ONCE))
+		why = spend_once(addr, port, proto, grant, hook);
 	if (why) {
 		emit(addr, port, proto, why, hook);
 		return 0;
@@ -304,7 +344,7 @@ static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
 	__u8 proto = ctx->type == SOCK_DGRAM ? IPPROTO_UDP : IPPROTO_TCP;
 	__u32 a32[4];
 	__u8 addr[16];
-	__u32 flags;
+	__u32 flags, grant;
 	__u8 why;
 
 	a32[0] = ctx->user_ip6[0];
@@ -331,7 +371,9 @@ static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
 		emit(addr, port, proto, REASON_UDP, hook);
 		return 0;
 	}
-	why = verdict(addr, port, &flags);
+	why = verdict(addr, port, &flags, &grant);
+	if (!why && (flags & ENTRY_F_ONCE))
+		why = spend_once(addr, port, proto, grant, hook);
 	if (why) {
 		emit(addr, port, proto, why, hook);
 		return 0;
@@ -457,7 +499,7 @@ int errand_tc_in(struct __sk_buff *skb)
 	struct iphdr *ip;
 	__u16 sport, dport;
 	__u8 addr[16];
-	__u32 flags;
+	__u32 flags, grant;
 	bool syn = false;
 	__u8 why;
 
@@ -517,7 +559,10 @@ int errand_tc_in(struct __sk_buff *skb)
 	fk.proto = IPPROTO_TCP;
 	if (syn) {
 		/* A SYN is always a new connection: judged afresh, never by an old flow. */
-		why = verdict(addr, dport, &flags);
+		why = verdict(addr, dport, &flags, &grant);
+		/* A once grant's SYN passes only after its connect spent it. */
+		if (!why && (flags & ENTRY_F_ONCE) && !bpf_map_lookup_elem(&once_used, &grant))
+			why = REASON_GRANT_SPENT;
 		if (why) {
 			emit(addr, dport, IPPROTO_TCP, why, HOOK_TC);
 			goto drop;

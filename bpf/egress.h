@@ -26,6 +26,7 @@
 #define EGRESS_FORBID_MAX 256
 #define EGRESS_SELF_MAX 256
 #define EGRESS_PORTS_MAX 64
+#define EGRESS_GRANTS_MAX 1024
 #define EGRESS_EVENTS_BYTES (256 * 1024)
 
 /* Session modes, set in rodata before load. */
@@ -52,7 +53,10 @@ enum egress_reason {
 	REASON_SOCKET = 12,	 /* socket type refused at creation (raw, ICMP) */
 	REASON_IPV6 = 13,	 /* IPv6 packet on a v4-only session link */
 	REASON_DOT = 14,	 /* DNS over TLS (port 853) */
-	REASON_MAX
+	REASON_GRANT_SPENT = 15, /* a once grant another connection used */
+	REASON_MAX,
+	/* Not a refusal: a connection used a once grant (the agent retires it). */
+	EVENT_GRANT_USED = 64,
 };
 
 /* Where a refusal happened. */
@@ -67,6 +71,7 @@ enum egress_hook {
 
 #define ENTRY_F_PINNED (1u << 0) /* the operator vouched: forbidden ranges do not apply */
 #define ENTRY_F_RELAY (1u << 1)	 /* redirect to the broker */
+#define ENTRY_F_ONCE (1u << 2)	 /* from a once grant: the first connection spends it */
 
 /* allow map: an (address, port) the session may reach. IPv4 is stored
  * v4-mapped (::ffff:a.b.c.d), so one key form serves both families. */
@@ -80,7 +85,7 @@ _Static_assert(sizeof(struct allow_key) == 20, "allow_key size");
 struct allow_val {
 	__u64 expires_ns; /* CLOCK_BOOTTIME; 0 = never (pins) */
 	__u32 flags;	  /* ENTRY_F_* */
-	__u32 pad;
+	__u32 grant;	  /* the grant that opened it (errandctl grant); 0: the policy */
 };
 _Static_assert(sizeof(struct allow_val) == 16, "allow_val size");
 

@@ -46,6 +46,7 @@ enum opt {
 	OPT_CPU,
 	OPT_PIDS,
 	OPT_LANDLOCK_MIN,
+	OPT_STATUS_FILE,
 };
 
 enum opt_kind {
@@ -87,6 +88,7 @@ static const struct {
 	[OPT_CPU] = {"--cpu-milli", "N", "the session's CPUs, in thousandths", NUMBER},
 	[OPT_PIDS] = {"--pids", "N", "the session's pids.max", NUMBER},
 	[OPT_LANDLOCK_MIN] = {"--landlock-min", "N", "the lowest Landlock ABI to run with", NUMBER},
+	[OPT_STATUS_FILE] = {"--status-file", "FILE", "where to write the exit status", ABS},
 };
 
 #define HOSTNAME_MAX 64 /* the kernel's limit for sethostname() */
@@ -97,7 +99,7 @@ static const char usage[] =
 	"[--image DIR] [--policy-read PATH]... [--policy-write PATH]... [--policy-exec PATH]... "
 	"[--path-extra DIR]... [--block-syscall NAME]... [--fsize BYTES] [--tmp-size BYTES] "
 	"[--shm-size BYTES] [--memory BYTES] [--cpu-milli N] [--pids N] [--landlock-min N] "
-	"-- CMD [ARG...]";
+	"[--status-file FILE] -- CMD [ARG...]";
 
 static int find_opt(const char *name, size_t len)
 {
@@ -311,6 +313,7 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 	a->cgroup = val[OPT_CGROUP];
 	a->netns = val[OPT_NETNS];
 	a->resolv = val[OPT_RESOLV];
+	a->status_file = val[OPT_STATUS_FILE];
 	a->cwd = val[OPT_CWD];
 	a->project = val[OPT_PROJECT];
 	a->state = val[OPT_STATE];
@@ -421,6 +424,22 @@ static void resolve_state(struct launch_args *a)
 	a->state_in = a->image ? LAUNCH_IMAGE_STATE : a->state;
 }
 
+/* The exit status for whoever waits on the session without being this
+ * process's parent (errandctl run while the agent restarts, a re-adopting
+ * agent): written whole, then renamed into place. */
+static void write_status(const char *path, int status)
+{
+	char tmp[PATH_MAX], text[16];
+	int fd, len;
+
+	if (!path || snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return;
+	len = snprintf(text, sizeof(text), "%d\n", status);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0 || write(fd, text, (size_t)len) != len || close(fd) || rename(tmp, path))
+		log_warn("cannot write the exit status to %s", path);
+}
+
 /* A failed launch must not leave a half-made session behind. */
 static int abandon(pid_t pid)
 {
@@ -489,5 +508,6 @@ int main(int argc, char **argv)
 		log_warn("cannot wait for session process %d", (int)pid);
 		return abandon(pid);
 	}
+	write_status(a.status_file, r);
 	return r;
 }

@@ -37,6 +37,7 @@ struct launch_args {
 	uid_t uid;		/* --uid, the host uid the session's uid 0 maps to; never 0 */
 	gid_t gid;		/* --gid, likewise */
 	const char *resolv;	/* --resolv FILE; NULL keeps the root's /etc/resolv.conf */
+	const char *status_file; /* --status-file FILE: the exit status, written at the end */
 	const char *cwd;	/* --cwd DIR, inside the session; NULL: the project, else / */
 	struct launch_list env; /* each --env NAME=VALUE, in order */
 	const char *term;	/* the caller's TERM; NULL when unset */

@@ -882,7 +882,303 @@ static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *
 	return 0;
 }
 
-static int parse_agent(struct ctx *c, const json_t *ag)
+/* where.key and where[i] for the keys of a provider, whose where is itself
+ * built: a name too long for the message is cut, the message stays one line. */
+static void where_key(char *out, size_t len, const char *where, const char *key)
+{
+	char k[SAFE_MAX];
+	int n = snprintf(out, len, "%s.%s", where, safe(key, k, sizeof(k)));
+
+	if (n < 0 || (size_t)n >= len)
+		out[len - 1] = '\0';
+}
+
+static void where_index(char *out, size_t len, const char *where, size_t i)
+{
+	int n = snprintf(out, len, "%s[%zu]", where, i);
+
+	if (n < 0 || (size_t)n >= len)
+		out[len - 1] = '\0';
+}
+
+/* A provider's name goes into a route and an environment variable's name. */
+static bool provider_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > 64)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
+			return false;
+	return true;
+}
+
+/* baseUrl: https://HOST[:PORT][/PATH], or http:// to a loopback address
+ * written as one, and only with sandbox.egress.allowInternal: the key
+ * travels on every call. */
+static int provider_url(struct ctx *c, const char *where, const char *url,
+			struct config_provider *p)
+{
+	char q[SAFE_MAX], host[256];
+	const char *rest, *end, *hs, *he;
+	unsigned long port = 0;
+	struct addr a;
+	char *pe;
+
+	if (!strncmp(url, "https://", 8)) {
+		p->tls = true;
+		rest = url + 8;
+	} else if (!strncmp(url, "http://", 7)) {
+		rest = url + 7;
+	} else {
+		return cfg_error(c, "%s: \"%s\" is not an https:// URL; write one like "
+				    "\"https://api.anthropic.com\"",
+				 where, safe(url, q, sizeof(q)));
+	}
+	end = rest + strcspn(rest, "/?#");
+	if (*end == '?' || *end == '#' || strpbrk(end, "?#"))
+		return cfg_error(c, "%s: \"%s\" has a query or fragment; write the URL up to its "
+				    "path",
+				 where, safe(url, q, sizeof(q)));
+	hs = rest;
+	if (*hs == '[') {
+		he = memchr(hs, ']', (size_t)(end - hs));
+		if (!he)
+			return cfg_error(c, "%s: \"%s\" has an unclosed [; write [IPv6]:PORT", where,
+					 safe(url, q, sizeof(q)));
+		hs++;
+		pe = (char *)he + 1;
+	} else {
+		he = memchr(hs, ':', (size_t)(end - hs));
+		if (!he)
+			he = end;
+		pe = (char *)he;
+	}
+	if (memchr(rest, '@', (size_t)(end - rest)) || he == hs ||
+	    (size_t)(he - hs) >= sizeof(host))
+		return cfg_error(c, "%s: \"%s\" has no plain host; write one like "
+				    "\"https://api.example.com/v1\"",
+				 where, safe(url, q, sizeof(q)));
+	memcpy(host, hs, (size_t)(he - hs));
+	host[he - hs] = '\0';
+	for (char *h = host; *h; h++)
+		*h = lower(*h);
+	if (*pe == ':') {
+		char *stop;
+
+		port = strtoul(pe + 1, &stop, 10);
+		if (stop != end || stop == pe + 1 || !port || port > 65535)
+			return cfg_error(c, "%s: \"%s\" has no valid port; use 1-65535", where,
+					 safe(url, q, sizeof(q)));
+	} else if (pe != end) {
+		return cfg_error(c, "%s: \"%s\" is not a URL; write one like "
+				    "\"https://api.example.com/v1\"",
+				 where, safe(url, q, sizeof(q)));
+	}
+	p->host_literal = !addr_parse(host, &a);
+	if (!p->tls) {
+		struct cidr lo4, lo6;
+
+		cidr_parse("127.0.0.0/8", &lo4);
+		cidr_parse("::1/128", &lo6);
+		if (!p->host_literal || !(cidr_contains(&lo4, &a) || cidr_contains(&lo6, &a)) ||
+		    !p->allow_internal)
+			return cfg_error(c, "%s: \"%s\" is plain http; write https://, since the "
+					    "key travels on every call (http:// is taken only to a "
+					    "loopback address written as one, with "
+					    "sandbox.egress.allowInternal)",
+					 where, safe(url, q, sizeof(q)));
+	}
+	p->port = port ? (uint16_t)port : p->tls ? 443 : 80;
+	p->host = strdup(host);
+	p->base_path = strndup(end, strlen(end) - (end[0] && end[strlen(end) - 1] == '/'));
+	p->base_url = strdup(url);
+	return p->host && p->base_path && p->base_url ? 0 : oom(c);
+}
+
+static int provider_file(struct ctx *c, const json_t *v, const char *where, char **dst)
+{
+	int rc;
+
+	if ((rc = want(c, v, JSON_STRING, where, "an absolute path, like \"/etc/errand/key\"")) ||
+	    (rc = check_abs_path(c, where, json_string_value(v))))
+		return rc;
+	return set_string(dst, json_string_value(v)) ? oom(c) : 0;
+}
+
+static int provider_capability(struct ctx *c, const json_t *v, const char *where,
+			       struct provider_capability *cap)
+{
+	static const char *const keys[] = {"method", "path", NULL};
+	char w[WHERE_MAX], q[SAFE_MAX];
+	const char *m, *path;
+	json_t *mv, *pv;
+	int rc;
+
+	if ((rc = section(c, v, where, keys, NULL)))
+		return rc;
+	mv = get(v, "method");
+	pv = get(v, "path");
+	if (!mv || !pv)
+		return cfg_error(c, "%s needs a method and a path, like {\"method\": \"POST\", "
+				    "\"path\": \"/v1/messages\"}",
+				 where);
+	where_key(w, sizeof(w), where, "method");
+	if ((rc = want(c, mv, JSON_STRING, w, "a method, like \"POST\", or \"*\"")))
+		return rc;
+	m = json_string_value(mv);
+	if (!*m || strlen(m) >= sizeof(cap->method) ||
+	    (strcmp(m, "*") && strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(m)))
+		return cfg_error(c, "%s: \"%s\" is not a method; write it upper case, like "
+				    "\"POST\", or \"*\"",
+				 w, safe(m, q, sizeof(q)));
+	where_key(w, sizeof(w), where, "path");
+	if ((rc = want(c, pv, JSON_STRING, w, "a path, like \"/v1/messages\"")))
+		return rc;
+	path = json_string_value(pv);
+	if (strcmp(path, "*") && (path[0] != '/' || strchr(path, '?')))
+		return cfg_error(c, "%s: \"%s\" is not a path; write one like \"/v1/messages\" "
+				    "(* one segment, ** any), without a query",
+				 w, safe(path, q, sizeof(q)));
+	snprintf(cap->method, sizeof(cap->method), "%s", m);
+	cap->path = strdup(path);
+	return cap->path ? 0 : oom(c);
+}
+
+static int provider_capabilities(struct ctx *c, const json_t *v, const char *where,
+				 struct config_provider *p)
+{
+	char w[WHERE_MAX];
+	size_t i;
+	json_t *e;
+	int rc;
+
+	p->has_caps = true;
+	if (json_is_string(v) && !strcmp(json_string_value(v), "*")) {
+		p->all_calls = true;
+		return 0;
+	}
+	if ((rc = want(c, v, JSON_ARRAY, where,
+		       "a list like [{\"method\": \"POST\", \"path\": \"/v1/messages\"}], or "
+		       "\"*\" for every call")))
+		return rc;
+	if (!json_array_size(v))
+		return cfg_error(c, "%s is empty, which would allow no call; list the calls, or "
+				    "write \"*\" for every call",
+				 where);
+	p->caps = calloc(json_array_size(v), sizeof(*p->caps));
+	if (!p->caps)
+		return oom(c);
+	json_array_foreach(v, i, e)
+	{
+		where_index(w, sizeof(w), where, i);
+		if ((rc = provider_capability(c, e, w, &p->caps[i])))
+			return rc;
+		p->n_caps++;
+	}
+	return 0;
+}
+
+static int provider_placement(struct ctx *c, const json_t *v, const char *where,
+			      struct config_provider *p)
+{
+	char q[SAFE_MAX];
+	int rc;
+
+	if (!v) {
+		/* left out, it follows an explicit kind */
+		if (p->kind && !strcmp(p->kind, "anthropic"))
+			p->placement = PLACEMENT_X_API_KEY;
+		else if (p->kind && !strcmp(p->kind, "openai"))
+			p->placement = PLACEMENT_BEARER;
+		else
+			return cfg_error(c, "%s: no placement and no kind it follows from; write "
+					    "\"placement\": \"bearer\" or \"x-api-key\"",
+					 where);
+		return 0;
+	}
+	if ((rc = want(c, v, JSON_STRING, where, "\"bearer\" or \"x-api-key\"")))
+		return rc;
+	if (!strcmp(json_string_value(v), "bearer"))
+		p->placement = PLACEMENT_BEARER;
+	else if (!strcmp(json_string_value(v), "x-api-key"))
+		p->placement = PLACEMENT_X_API_KEY;
+	else
+		return cfg_error(c, "%s: \"%s\" is not a placement; write \"bearer\" or "
+				    "\"x-api-key\"",
+				 where, safe(json_string_value(v), q, sizeof(q)));
+	return 0;
+}
+
+static int parse_provider(struct ctx *c, const char *where, const json_t *pv,
+			  struct config_provider *p)
+{
+	char w[WHERE_MAX], q[SAFE_MAX];
+	json_t *v;
+	int rc;
+
+	if (!provider_name_ok(p->name))
+		return cfg_error(c, "%s: \"%s\" is not a provider name; use letters, digits, - "
+				    "and _ (at most 64)",
+				 where, safe(p->name, q, sizeof(q)));
+	if ((v = get(pv, "kind"))) {
+		where_key(w, sizeof(w), where, "kind");
+		if ((rc = want(c, v, JSON_STRING, w, "a kind, like \"anthropic\" or \"openai\"")))
+			return rc;
+		if (set_string(&p->kind, json_string_value(v)))
+			return oom(c);
+	}
+	where_key(w, sizeof(w), where, "baseUrl");
+	if (!(v = get(pv, "baseUrl")))
+		return cfg_error(c, "%s is missing; write the provider's https:// URL", w);
+	if ((rc = want(c, v, JSON_STRING, w, "an https:// URL")) ||
+	    (rc = provider_url(c, w, json_string_value(v), p)))
+		return rc;
+	where_key(w, sizeof(w), where, "credentialFile");
+	if (!(v = get(pv, "credentialFile")))
+		return cfg_error(c, "%s is missing; name the file holding the provider's key", w);
+	if ((rc = provider_file(c, v, w, &p->credential_file)))
+		return rc;
+	where_key(w, sizeof(w), where, "trustedCa");
+	if ((v = get(pv, "trustedCa")) && (rc = provider_file(c, v, w, &p->trusted_ca)))
+		return rc;
+	where_key(w, sizeof(w), where, "placement");
+	if ((rc = provider_placement(c, get(pv, "placement"), w, p)))
+		return rc;
+	where_key(w, sizeof(w), where, "capabilities");
+	if ((v = get(pv, "capabilities")) && (rc = provider_capabilities(c, v, w, p)))
+		return rc;
+	where_key(w, sizeof(w), where, "strictCapabilities");
+	if ((v = get(pv, "strictCapabilities"))) {
+		if ((rc = want(c, v, JSON_TRUE, w, "true or false")))
+			return rc;
+		p->strict = json_is_true(v);
+	}
+	if (p->strict && !p->has_caps)
+		return cfg_error(c, "%s is true without a capabilities list; list the calls the "
+				    "key may make, or leave strictCapabilities out",
+				 w);
+	return 0;
+}
+
+static void provider_free(struct config_provider *p)
+{
+	free(p->name);
+	free(p->kind);
+	free(p->base_url);
+	free(p->host);
+	free(p->base_path);
+	free(p->credential_file);
+	free(p->trusted_ca);
+	for (size_t i = 0; i < p->n_caps; i++)
+		free(p->caps[i].path);
+	free(p->caps);
+}
+
+static int parse_agent(struct ctx *c, const json_t *ag, const json_t *root,
+		       struct errand_config *cfg)
 {
 	static const char *const known[] = {"providers", NULL};
 	static const char *const provider_keys[] = {
@@ -896,7 +1192,7 @@ static int parse_agent(struct ctx *c, const json_t *ag)
 						      {NULL, NULL}};
 	char w[WHERE_MAX];
 	const char *name;
-	json_t *providers, *p;
+	json_t *providers, *p, *internal;
 	int rc;
 
 	if ((rc = section(c, ag, "agent", known, NULL)))
@@ -907,10 +1203,25 @@ static int parse_agent(struct ctx *c, const json_t *ag)
 	if ((rc = want(c, providers, JSON_OBJECT, "agent.providers",
 		       "an object of providers by name, like {\"anthropic\": {...}}")))
 		return rc;
+	cfg->providers = calloc(json_object_size(providers) + 1, sizeof(*cfg->providers));
+	if (!cfg->providers)
+		return oom(c);
+	/* checked in shape by parse_egress; here only whether it is true */
+	internal = json_object_get(json_object_get(json_object_get(root, "sandbox"), "egress"),
+				   "allowInternal");
 	json_object_foreach(providers, name, p)
 	{
+		struct config_provider *cp = &cfg->providers[cfg->n_providers];
+
 		join(w, "agent.providers", name);
 		if ((rc = section(c, p, w, provider_keys, prefixes)))
+			return rc;
+		cp->name = strdup(name);
+		if (!cp->name)
+			return oom(c);
+		cp->allow_internal = json_is_true(internal);
+		cfg->n_providers++;
+		if ((rc = parse_provider(c, w, p, cp)))
 			return rc;
 	}
 	return 0;
@@ -1036,7 +1347,7 @@ static int parse_root(struct ctx *c, const json_t *root, struct errand_config *c
 		return rc;
 	if ((v = get(root, "sandbox")) && (rc = parse_sandbox(c, v, cfg)))
 		return rc;
-	if ((v = get(root, "agent")) && (rc = parse_agent(c, v)))
+	if ((v = get(root, "agent")) && (rc = parse_agent(c, v, root, cfg)))
 		return rc;
 	if ((v = get(root, "dns")) && (rc = parse_dns(c, v, cfg)))
 		return rc;
@@ -1091,15 +1402,63 @@ void config_defaults(struct errand_config *cfg)
 	cfg->cgroup_name = strdup("errand");
 }
 
-int config_load(const char *path, bool explicit_path, struct errand_config *cfg, char *err,
-		size_t errlen)
+int config_read_text(const char *path, bool explicit_path, char **text, char *err, size_t errlen)
+{
+	struct stat st;
+	FILE *fp;
+	char *buf;
+	size_t n;
+	int rc;
+
+	*text = NULL;
+	if (!path)
+		path = CONFIG_DEFAULT_PATH;
+	fp = fopen(path, "re");
+	if (!fp) {
+		rc = -errno;
+		if (rc == -ENOENT && !explicit_path)
+			return 0; /* no file at the default path: the defaults are the config */
+		snprintf(err, errlen, "config %s: %s; %s", path, strerror(-rc),
+			 rc == -ENOENT	 ? "write the file or name another with --config"
+			 : rc == -EACCES ? "make it readable to errand, which runs as root"
+					 : "name another file with --config");
+		return rc;
+	}
+	if (fstat(fileno(fp), &st) || !S_ISREG(st.st_mode) || st.st_size > CONFIG_MAX_BYTES) {
+		fclose(fp);
+		snprintf(err, errlen,
+			 "config %s: not a regular file of at most %d bytes; name a JSON file with "
+			 "--config",
+			 path, CONFIG_MAX_BYTES);
+		return -EINVAL;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		fclose(fp);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	n = fread(buf, 1, (size_t)st.st_size, fp);
+	rc = ferror(fp) ? -EIO : 0;
+	fclose(fp);
+	if (rc) {
+		free(buf);
+		snprintf(err, errlen, "config %s: cannot read it; name another file with --config",
+			 path);
+		return rc;
+	}
+	buf[n] = '\0';
+	*text = buf;
+	return 0;
+}
+
+int config_load_text(const char *text, const char *path, struct errand_config *cfg, char *err,
+		     size_t errlen)
 {
 	struct errand_config c;
 	struct ctx ctx = {.err = err, .errlen = errlen};
 	json_error_t jerr;
-	struct stat st;
 	json_t *root;
-	FILE *fp;
 	int rc;
 
 	if (!path)
@@ -1110,29 +1469,12 @@ int config_load(const char *path, bool explicit_path, struct errand_config *cfg,
 		rc = oom(&ctx);
 		goto fail;
 	}
-	fp = fopen(path, "re");
-	if (!fp) {
-		rc = -errno;
-		if (rc == -ENOENT && !explicit_path) {
-			*cfg = c; /* no file at the default path: the defaults are the config */
-			return 0;
-		}
-		snprintf(err, errlen, "config %s: %s; %s", path, strerror(-rc),
-			 rc == -ENOENT	 ? "write the file or name another with --config"
-			 : rc == -EACCES ? "make it readable to errand, which runs as root"
-					 : "name another file with --config");
-		goto fail;
-	}
-	if (fstat(fileno(fp), &st) || !S_ISREG(st.st_mode)) {
-		fclose(fp);
-		snprintf(err, errlen,
-			 "config %s: not a regular file; name a JSON file with --config", path);
-		rc = -EINVAL;
-		goto fail;
+	if (!text) {
+		*cfg = c;
+		return 0;
 	}
 	/* duplicates refused: the second of two "allow" lists would silently win */
-	root = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
-	fclose(fp);
+	root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
 		if (jerr.line > 0)
 			snprintf(err, errlen, "config %s:%d:%d: %s; fix the JSON there", path,
@@ -1151,6 +1493,22 @@ int config_load(const char *path, bool explicit_path, struct errand_config *cfg,
 	return 0;
 fail:
 	config_free(&c);
+	return rc;
+}
+
+int config_load(const char *path, bool explicit_path, struct errand_config *cfg, char *err,
+		size_t errlen)
+{
+	char *text;
+	int rc;
+
+	if (!path)
+		path = CONFIG_DEFAULT_PATH;
+	rc = config_read_text(path, explicit_path, &text, err, errlen);
+	if (rc)
+		return rc;
+	rc = config_load_text(text, path, cfg, err, errlen);
+	free(text);
 	return rc;
 }
 
@@ -1176,6 +1534,9 @@ void config_free(struct errand_config *cfg)
 	strv_free(&cfg->path_extra);
 	strv_free(&cfg->blocked_syscalls);
 	free(cfg->image);
+	for (size_t i = 0; i < cfg->n_providers; i++)
+		provider_free(&cfg->providers[i]);
+	free(cfg->providers);
 	/* a second config_free, or one after a failed load, is then harmless */
 	memset(cfg, 0, sizeof(*cfg));
 }

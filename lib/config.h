@@ -16,6 +16,7 @@
 #define CONFIG_DEFAULT_PATH "/etc/errand/config.json"
 #define CONFIG_MAX_PORTS 16
 #define CONFIG_ERRLEN 512
+#define CONFIG_MAX_BYTES (1 << 20)
 
 enum config_network {
 	NETWORK_RESTRICTED = 0, /* "restricted", the default */
@@ -42,6 +43,39 @@ struct config_limits {
 	uint64_t tmp;	    /* tmp: size of the tmpfs on /tmp, default 512m */
 	uint64_t shm;	    /* shm: size of the tmpfs on /dev/shm, default 64m */
 	uint64_t disk;	    /* disk: a budget for the growth of project and state; 0: none */
+};
+
+/* agent.providers.<name>: a provider route of errand-broker. */
+enum provider_placement {
+	PLACEMENT_BEARER = 1,	 /* "bearer": Authorization: Bearer KEY */
+	PLACEMENT_X_API_KEY = 2, /* "x-api-key": x-api-key: KEY */
+};
+
+#define PROVIDER_METHOD_MAX 16
+
+struct provider_capability {
+	char method[PROVIDER_METHOD_MAX]; /* upper case, or "*" */
+	char *path;			  /* "/v1/messages", with * and ** segments, or "*" */
+};
+
+struct config_provider {
+	char *name;	       /* the key under agent.providers */
+	char *kind;	       /* kind: "anthropic", "openai", another, or NULL */
+	char *base_url;	       /* baseUrl as written */
+	bool tls;	       /* https; false only for http to a loopback literal */
+	char *host;	       /* from baseUrl: a name, or an address without brackets */
+	bool host_literal;     /* host is an address written as one */
+	uint16_t port;	       /* from baseUrl, or 443 / 80 */
+	char *base_path;       /* from baseUrl, without a trailing "/"; "" for none */
+	char *credential_file; /* credentialFile: absolute path of the real key */
+	char *trusted_ca;      /* trustedCa: a PEM file trusted beside the system roots, or NULL */
+	enum provider_placement placement;
+	struct provider_capability *caps; /* capabilities; NULL with all_calls or no list */
+	size_t n_caps;
+	bool has_caps;	    /* a capabilities list (or "*") was written */
+	bool all_calls;	    /* capabilities: "*" */
+	bool strict;	    /* strictCapabilities */
+	bool allow_internal; /* sandbox.egress.allowInternal: a literal internal address may be dialled */
 };
 
 /* A list of strings from the file, NULL-terminated; v is NULL when empty. */
@@ -87,6 +121,8 @@ struct errand_config {
 	struct config_strv blocked_syscalls; /* sandbox.blockedSyscalls: names libseccomp knows */
 	struct config_limits limits;	     /* sandbox.limits */
 	char *image;			     /* sandbox.image: a root directory; NULL: the host's */
+	struct config_provider *providers;   /* agent.providers, in the file's order */
+	size_t n_providers;
 };
 
 /* Fills cfg with the defaults. */
@@ -96,6 +132,14 @@ void config_defaults(struct errand_config *cfg);
  * or -errno with one line in err naming the file, the key and what to change. */
 int config_load(const char *path, bool explicit_path, struct errand_config *cfg, char *err,
 		size_t errlen);
+/* The file's text for config_load_text (NULL, and 0, for a missing file at
+ * the default path). The agent keeps it, so a session parses the config as
+ * it was at the last load or reload, never as it is now. Same errors. */
+int config_read_text(const char *path, bool explicit_path, char **text, char *err, size_t errlen);
+/* config_load from text already read (NULL: the defaults); path names it in
+ * messages. */
+int config_load_text(const char *text, const char *path, struct errand_config *cfg, char *err,
+		     size_t errlen);
 /* Frees what cfg owns; NULL-safe; cfg itself is the caller's. */
 void config_free(struct errand_config *cfg);
 /* Appends one host rule / pin (for command-line flags). 0 or -ENOMEM. */

@@ -20,15 +20,25 @@ bool log_verbose(void)
 	return verbose;
 }
 
+/* The last warning, for a caller that must also hand it on (the agent
+ * answering errandctl in one line). */
+static char last_warning[1280];
+
+const char *log_last_warning(void)
+{
+	return last_warning;
+}
+
 static void vlog(const char *fmt, va_list ap, int err)
 {
 	char buf[1024];
 
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	if (err)
-		fprintf(stderr, "%s: %s: %s\n", prog, buf, strerror(err));
+		snprintf(last_warning, sizeof(last_warning), "%s: %s", buf, strerror(err));
 	else
-		fprintf(stderr, "%s: %s\n", prog, buf);
+		snprintf(last_warning, sizeof(last_warning), "%s", buf);
+	fprintf(stderr, "%s: %s\n", prog, last_warning);
 }
 
 void log_warn(const char *fmt, ...)

@@ -87,6 +87,8 @@
 #                                  returns 1 if it did not come
 #   bg_result LABEL                RESULT of a line LABEL=RESULT on the
 #                                  background session's stdout
+#   bg_rounds N [SECONDS]          wait for N more lines "round" from the
+#                                  background session than it has written so far
 #   bg_wait_sh                     prints sh for a background session's
 #                                  command (errand_start ... -- sh -c "...")
 #                                  that waits there until bg_go. Sessions see
@@ -109,6 +111,13 @@
 #                                  $W-host, in the background, output to the
 #                                  file OBSERVE_OUT (pid OBSERVE_PID)
 #   observe_stop                   ends it; OBSERVE_TEXT is what it printed
+#   agent_start [ARGS...]          starts errand-agent --foreground --config
+#                                  $W_CONFIG ARGS in $W-host, its log in
+#                                  AGENT_LOG, pid AGENT_PID; waits until its
+#                                  socket answers (returns 1 if it does not)
+#   agent_kill9                    kill -9 of the agent (its sessions run on)
+#   agent_stop                     SIGTERM, and waits for it to end
+#   agent_sock                     prints the agent's socket path
 #   leftovers                      prints errand objects of this world that
 #                                  remain (netns files, cgroups, bpffs dirs,
 #                                  eh* links, errand-* nft tables); empty = none
@@ -524,6 +533,19 @@ bg_wait() {
 	done
 }
 
+bg_rounds() {
+	local want n=0 max=$((${2:-10} * 20))
+	want=$(($(grep -c '^round$' "$BG_OUT") + $1))
+	while [ "$(grep -c '^round$' "$BG_OUT")" -lt "$want" ]; do
+		if [ $n -ge $max ]; then
+			echo "# fewer than $1 more rounds from the background session within ${2:-10} s"
+			return 1
+		fi
+		sleep 0.05
+		n=$((n + 1))
+	done
+}
+
 bg_result() {
 	sed -n "s/^$1=//p" "$BG_OUT" | tail -n 1
 }
@@ -581,6 +603,38 @@ errand_stop() {
 	RUN_OUT=$BG_OUT
 	RUN_ERR=$BG_ERR
 	_run_collect
+}
+
+agent_sock() { echo "/run/$W/agent.sock"; }
+
+agent_start() {
+	local n=0
+	AGENT_LOG=${AGENT_LOG:-$W_DIR/agent.log}
+	echo "# errand-agent --foreground --config $W_CONFIG $*"
+	# exec: AGENT_PID is the agent's own pid (kill -9 in tests goes to it).
+	(exec nsenter --net="/run/netns/$W-host" "$ROOT/build/bin/errand-agent" --foreground \
+		--config "$W_CONFIG" "$@" </dev/null >>"$AGENT_LOG" 2>&1) &
+	AGENT_PID=$!
+	W_PIDS+=("$AGENT_PID")
+	while [ $n -lt 100 ]; do
+		"$ERRANDCTL" --config "$W_CONFIG" version 2>/dev/null | grep -q '^errand-agent [0-9]' && return 0
+		kill -0 "$AGENT_PID" 2>/dev/null || break
+		sleep 0.05
+		n=$((n + 1))
+	done
+	echo "# errand-agent did not come up; its log:"
+	sed 's/^/#   /' "$AGENT_LOG"
+	return 1
+}
+
+agent_kill9() {
+	kill -KILL "$AGENT_PID" 2>/dev/null
+	wait "$AGENT_PID" 2>/dev/null
+}
+
+agent_stop() {
+	kill -TERM "$AGENT_PID" 2>/dev/null
+	wait "$AGENT_PID" 2>/dev/null
 }
 
 # probe_script LABEL 'ARGS' [LABEL 'ARGS']...: a sh script for the session.

@@ -1,0 +1,216 @@
+/* errandctl talking to errand-agent. See client.h. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/client.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+#define CLIENT_TIMEOUT_S 30
+/* How long run waits for the exit status once the launcher is gone. */
+#define EXIT_WAIT_MS 3000
+
+struct agent_conn {
+	int fd;
+};
+
+struct agent_conn *agent_connect(const char *run_dir)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = CLIENT_TIMEOUT_S };
+	struct agent_conn *ac;
+	int fd;
+
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/agent.sock", run_dir) >=
+	    (int)sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return NULL;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		int e = errno;
+
+		close(fd);
+		if (e == EACCES || e == EPERM)
+			fprintf(stderr,
+				"errandctl: errand-agent's socket %s refuses this user; run errandctl "
+				"as root or as a member of group errand\n",
+				sa.sun_path);
+		errno = e;
+		return NULL;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ac = calloc(1, sizeof(*ac));
+	if (!ac) {
+		close(fd);
+		return NULL;
+	}
+	ac->fd = fd;
+	return ac;
+}
+
+void agent_close(struct agent_conn *ac)
+{
+	if (!ac)
+		return;
+	close(ac->fd);
+	free(ac);
+}
+
+int agent_call(struct agent_conn *ac, uint16_t type, const json_t *payload,
+	       struct control_msg *reply, char *err, size_t errlen)
+{
+	int rc = control_write(ac->fd, type, payload);
+
+	if (rc) {
+		snprintf(err, errlen, "cannot send %s to errand-agent: %s", control_type_name(type),
+			 strerror(-rc));
+		return rc;
+	}
+	rc = control_read(ac->fd, reply, err, errlen);
+	if (rc == -EAGAIN)
+		snprintf(err, errlen, "errand-agent did not answer %s within %d s",
+			 control_type_name(type), CLIENT_TIMEOUT_S);
+	return rc;
+}
+
+static int exit_file_status(const char *run_dir, const char *id)
+{
+	char path[PATH_MAX], buf[16] = "";
+	FILE *f;
+
+	if (path_fmt(path, sizeof(path), "%s/sessions/%s.exit", run_dir, id))
+		return -1;
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	return buf[0] ? atoi(buf) : -1;
+}
+
+/* The launcher is gone: the agent's run-exit, else the status file the
+ * launcher (or the agent, for a killed one) left. */
+static int wait_status(struct agent_conn *ac, bool connected, const char *run_dir,
+		       const char *id)
+{
+	for (int waited = 0; waited < EXIT_WAIT_MS; waited += 50) {
+		struct control_msg m = {};
+		struct pollfd p = { .fd = connected ? ac->fd : -1, .events = POLLIN };
+		char err[256];
+		int status;
+
+		if (connected && poll(&p, 1, 0) > 0) {
+			if (control_read(ac->fd, &m, err, sizeof(err)) == 0 &&
+			    m.type == CONTROL_RUN_EXIT) {
+				status = (int)json_integer_value(json_object_get(m.payload, "status"));
+				control_msg_free(&m);
+				return status;
+			}
+			control_msg_free(&m);
+			connected = false;
+		}
+		status = exit_file_status(run_dir, id);
+		if (status >= 0)
+			return status;
+		usleep(50 * 1000);
+	}
+	fprintf(stderr, "errandctl: session %s ended without an exit status\n", id);
+	return 125;
+}
+
+int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir)
+{
+	const int stdio[3] = { 0, 1, 2 };
+	struct control_msg m = {};
+	char err[512], id[CONTROL_ID_MAX + 1];
+	int fds[CONTROL_FDS_MAX], nfds = 0, pidfd = -1, sfd, status;
+	struct timeval none = {};
+	sigset_t mask, old;
+	bool connected = true;
+	int rc;
+
+	rc = control_write_fds(ac->fd, CONTROL_RUN, request, stdio, 3);
+	if (!rc)
+		rc = control_read_fds(ac->fd, &m, fds, &nfds, err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "%s", strerror(-rc));
+	if (rc) {
+		fprintf(stderr, "errandctl: errand-agent did not start the session: %s\n", err);
+		return 125;
+	}
+	if (m.type != CONTROL_RUN_STARTED || nfds != 1) {
+		fprintf(stderr, "errandctl: %s\n",
+			m.type == CONTROL_ERROR
+				? json_string_value(json_object_get(m.payload, "error"))
+				: "errand-agent answered run with something else than run-started");
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		control_msg_free(&m);
+		return 125;
+	}
+	pidfd = fds[0];
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(m.payload, "session")));
+	control_msg_free(&m);
+	/* The session may run for days: no read timeout from here on. */
+	setsockopt(ac->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &mask, &old);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	for (;;) {
+		struct pollfd p[3] = {
+			{ .fd = pidfd, .events = POLLIN },
+			{ .fd = connected ? ac->fd : -1, .events = POLLIN },
+			{ .fd = sfd, .events = POLLIN },
+		};
+
+		if (poll(p, 3, -1) < 0 && errno != EINTR)
+			break;
+		if (p[2].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			/* The launcher passes it on to the command. */
+			if (read(sfd, &si, sizeof(si)) == sizeof(si))
+				syscall(SYS_pidfd_send_signal, pidfd, (int)si.ssi_signo, NULL, 0);
+		}
+		if (p[1].revents) {
+			if (control_read(ac->fd, &m, err, sizeof(err)) == 0 &&
+			    m.type == CONTROL_RUN_EXIT) {
+				status = (int)json_integer_value(json_object_get(m.payload, "status"));
+				control_msg_free(&m);
+				goto done;
+			}
+			/* The agent went away (a restart): the launcher still runs the
+			 * session, and its pidfd says when it ends. */
+			control_msg_free(&m);
+			connected = false;
+		}
+		if (p[0].revents)
+			break;
+	}
+	status = wait_status(ac, connected, run_dir, id);
+done:
+	close(pidfd);
+	if (sfd >= 0)
+		close(sfd);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return status;
+}

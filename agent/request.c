@@ -1,0 +1,166 @@
+/* Run requests applied to the configuration. See request.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "agent/request.h"
+
+static bool env_name_ok(const char *s, size_t len)
+{
+	if (!len || !(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
+		return false;
+	for (size_t i = 1; i < len; i++)
+		if (!(s[i] == '_' || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+		      (s[i] >= '0' && s[i] <= '9')))
+			return false;
+	return true;
+}
+
+int request_env_check(const char *kv, char *err, size_t errlen)
+{
+	const char *eq = strchr(kv, '=');
+
+	if (!eq || !env_name_ok(kv, (size_t)(eq - kv))) {
+		snprintf(err, errlen, "--env %s: write NAME=VALUE with a NAME of letters, digits and _",
+			 kv);
+		return -EINVAL;
+	}
+	if (!strncmp(kv, "PATH=", 5) || !strncmp(kv, "HOME=", 5)) {
+		snprintf(err, errlen,
+			 "--env %.4s: errand places PATH and HOME itself; use sandbox.pathExtra for "
+			 "PATH",
+			 kv);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int apply_egress(struct errand_config *cfg, const json_t *list, char *err, size_t errlen)
+{
+	bool none = false, open = false, rules = false;
+	const json_t *it;
+	size_t i;
+
+	json_array_foreach(list, i, it)
+	{
+		const char *v = json_string_value(it);
+		struct host_rule r;
+		char why[256];
+
+		if (!v) {
+			snprintf(err, errlen, "--egress takes strings");
+			return -EINVAL;
+		}
+		if (!strcmp(v, "none")) {
+			none = true;
+		} else if (!strcmp(v, "open")) {
+			open = true;
+		} else {
+			if (host_rule_parse(v, &r, why, sizeof(why))) {
+				snprintf(err, errlen, "--egress %s: %s", v, why);
+				return -EINVAL;
+			}
+			if (config_add_rule(cfg, &r)) {
+				snprintf(err, errlen, "out of memory");
+				return -ENOMEM;
+			}
+			rules = true;
+		}
+	}
+	if (none && (open || rules)) {
+		snprintf(err, errlen,
+			 "--egress none removes the network; it cannot be combined with other "
+			 "--egress");
+		return -EINVAL;
+	}
+	if (none)
+		cfg->network = NETWORK_NONE;
+	if (open)
+		cfg->egress_mode = EGRESS_OPEN;
+	else if (rules)
+		cfg->egress_mode = EGRESS_RESTRICTED;
+	return 0;
+}
+
+static int is_dir(const char *path, const char *what, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (path[0] != '/' || stat(path, &st) || !S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s %s is not an absolute path to a directory; name one", what,
+			 path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int request_apply(struct errand_config *cfg, const json_t *req, char *err, size_t errlen)
+{
+	const json_t *argv = json_object_get(req, "argv"), *list, *it;
+	const char *project = json_string_value(json_object_get(req, "project"));
+	const char *image = json_string_value(json_object_get(req, "image"));
+	size_t i;
+	int rc;
+
+	if (!json_is_array(argv) || !json_array_size(argv)) {
+		snprintf(err, errlen, "no command given; write errandctl run [OPTIONS] -- CMD [ARG...]");
+		return -EINVAL;
+	}
+	json_array_foreach(argv, i, it)
+	{
+		if (!json_is_string(it)) {
+			snprintf(err, errlen, "the command's arguments must be strings");
+			return -EINVAL;
+		}
+	}
+	if ((list = json_object_get(req, "secrets")) && json_array_size(list)) {
+		snprintf(err, errlen,
+			 "--secret is not supported by this errand; remove it (provider routes "
+			 "carry credentials)");
+		return -EINVAL;
+	}
+	if ((list = json_object_get(req, "egress")) && (rc = apply_egress(cfg, list, err, errlen)))
+		return rc;
+	json_array_foreach(json_object_get(req, "pins"), i, it)
+	{
+		struct pin p;
+		char why[256] = "not a string";
+
+		if (!json_is_string(it) || pin_parse(json_string_value(it), &p, why, sizeof(why))) {
+			snprintf(err, errlen, "--pin %s: %s", json_string_value(it), why);
+			return -EINVAL;
+		}
+		if (config_add_pin(cfg, &p)) {
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+	}
+	json_array_foreach(json_object_get(req, "env"), i, it)
+	{
+		if (!json_is_string(it)) {
+			snprintf(err, errlen, "--env takes NAME=VALUE strings");
+			return -EINVAL;
+		}
+		if ((rc = request_env_check(json_string_value(it), err, errlen)))
+			return rc;
+	}
+	if (!project) {
+		snprintf(err, errlen, "no project directory; pass --project DIR");
+		return -EINVAL;
+	}
+	if ((rc = is_dir(project, "project directory", err, errlen)))
+		return rc;
+	if (image) {
+		if ((rc = is_dir(image, "--image", err, errlen)))
+			return rc;
+		free(cfg->image);
+		cfg->image = strdup(image);
+		if (!cfg->image) {
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,89 @@
+#!/bin/bash
+# Guarantee: with errand-agent running, errandctl run goes through its control socket (the session is the agent's, the command gets errandctl's stdin, stdout and stderr, and errandctl gives CMD's exit status); sessions, show, stop, denied, reload and version answer from the agent, each as a table and as JSON; after kill -9 of the agent a running session's enforcement holds exactly as before (a forbidden connect stays refused, an allowed one stays allowed) and DNS fails closed; a restarted agent re-adopts it, DNS answers again, and errandctl run, still waiting, reports CMD's status.
+# shellcheck disable=SC2016 # $NS and the like expand in the session's shell
+# selftests-timeout: 180
+. "$(dirname "$0")/../lib/world.sh"
+need_errandctl
+world_up
+world_dns || exit 1
+W_CONFIG=$(dns_config agent)
+agent_start || exit 1
+ctl() { in_host "$ERRANDCTL" --config "$W_CONFIG" "$@"; }
+jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# A short session through the agent: stdio and the exit status.
+errand_run --egress api.test -- sh -c 'echo "out=hello"; echo err-line >&2; exit 7'
+assert_eq "$RUN_RC" 7 "errandctl run gives CMD's exit status through the agent"
+assert_eq "$(result out)" hello "CMD wrote to errandctl's stdout"
+assert_contains "$RUN_STDERR" err-line "CMD wrote to errandctl's stderr"
+assert_match "$(cat "$AGENT_LOG")" "session [0-9a-f]{8} started" "the agent ran the session"
+
+# A long session: the agent's view of it.
+errand_start --egress api.test -- sh -c "$(session_ns_sh)"'while :; do
+	if [ -e /tmp/go ]; then :; fi
+	echo "dns=$('"$PROBE"' dns $NS api.test 2>&1 | tail -n 1)"
+	echo "allowed=$('"$PROBE"' tcp '"$HOST_A"' 443 2>&1 | tail -n 1)"
+	echo "forbidden=$('"$PROBE"' tcp 10.99.0.10 443 2>&1 | tail -n 1)"
+	echo round
+	sleep 0.3
+done' || exit 1
+bg_wait '^round$' 10
+list=$(ctl sessions --json)
+assert_eq "$(echo "$list" | jq_py "[s['id'] for s in d if s['id']=='$SESSION'][0]")" "$SESSION" \
+	"sessions --json lists the session"
+assert_eq "$(echo "$list" | jq_py "[s['mode'] for s in d if s['id']=='$SESSION'][0]")" restricted \
+	"... with its mode"
+assert_eq "$(echo "$list" | jq_py "[s['allowed'] for s in d if s['id']=='$SESSION'][0]")" "['api.test:443']" \
+	"... and its allowed names"
+assert_eq "$(echo "$list" | jq_py "[s['owner'] for s in d if s['id']=='$SESSION'][0]")" agent \
+	"... run by the agent"
+assert_match "$(ctl sessions)" "^$SESSION +[0-9]+m[0-9]+s +restricted +[0-9]+ +api.test:443 +sh -c" \
+	"sessions prints a table row for it"
+show=$(ctl show "$SESSION" --json)
+assert_eq "$(echo "$show" | jq_py "sorted(p['hook'] for p in d['programs'] if p['attached'])" )" \
+	"['connect4', 'connect6', 'getpeername4', 'getpeername6', 'recvmsg4', 'recvmsg6', 'sendmsg4', 'sendmsg6', 'sock_create']" \
+	"show --json: every cgroup program attached"
+assert_eq "$(echo "$show" | jq_py "[e['addr'] + ':' + str(e['port']) for e in d['allowMap']]")" "['$HOST_A:443']" \
+	"show --json: the allow map holds api.test's answer"
+assert_match "$(echo "$show" | jq_py "[e['expiresIn'] for e in d['allowMap']][0]")" "^[0-9]+$" \
+	"... with its expiry"
+assert_match "$(echo "$show" | jq_py "d['counters']['refused']")" "^[1-9][0-9]*$" "show --json: refusals counted"
+assert_match "$(ctl show "$SESSION")" "connect4 +prog [0-9]+ +attached" "show prints the programs"
+den=$(ctl denied "$SESSION" --json)
+assert_match "$(echo "$den" | jq_py "[x['addr'] for x in d if x.get('reason')=='forbidden'][0]")" "^10.99.0.10$" \
+	"denied --json lists the forbidden connect"
+assert_match "$(ctl denied "$SESSION")" "10.99.0.10:443 +forbidden" "denied prints it as a table"
+assert_eq "$(bg_result allowed)" "ok hello $HOST_A:443" "control: the allowed host is reached"
+assert_eq "$(bg_result forbidden)" EPERM "control: the forbidden host is refused"
+
+# kill -9: enforcement holds, DNS fails closed.
+agent_kill9
+bg_rounds 2 20
+assert_eq "$(bg_result allowed)" "ok hello $HOST_A:443" "agent killed: the allowed host is still reached"
+assert_eq "$(bg_result forbidden)" EPERM "agent killed: the forbidden host is still refused"
+assert_match "$(bg_result dns)" "^(timeout|error|ECONNREFUSED)" "agent killed: DNS fails closed (no answer)"
+assert_eq "$(kill -0 "$BG_PID" 2>/dev/null && echo alive)" alive "errandctl run keeps waiting"
+
+# Restart: adopted, DNS answers again.
+agent_start || exit 1
+assert_match "$(cat "$AGENT_LOG")" "session $SESSION adopted" "the restarted agent adopts the session"
+bg_rounds 2 20
+assert_match "$(bg_result dns)" "^answer NOERROR addrs=$HOST_A" "after the restart, DNS answers again"
+assert_eq "$(ctl sessions --json | jq_py "[s['id'] for s in d]")" "['$SESSION']" "sessions lists it again"
+
+# stop: the session ends, errandctl run reports how.
+assert_eq "$(ctl stop "$SESSION" --json | jq_py "d['result']")" stopped "stop --json"
+wait "$BG_PID"
+RUN_RC=$?
+BG_PID=
+assert_eq "$RUN_RC" 137 "errandctl run, which waited across the restart, reports the stopped session's status"
+sleep 0.5
+assert_eq "$(ctl sessions --json)" "[]" "no session is left"
+assert_empty "$(leftovers)" "the stopped session left nothing behind"
+
+# reload and version
+assert_eq "$(ctl reload --json | jq_py "d['reloaded']")" True "reload --json: the agent reloaded"
+assert_eq "$(ctl reload)" "errand-agent reloaded its configuration" "reload prints it"
+assert_match "$(ctl version --json | jq_py "d['agent']")" "^[0-9]+\.[0-9]+\.[0-9]+$" "version --json names the agent's"
+assert_match "$(ctl version)" "errand-agent [0-9.]+ \(protocol 1\)" "version prints both"
+world_finish
