@@ -74,12 +74,13 @@ struct {
 	__type(value, __u8);
 } open_ports SEC(".maps");
 
-/* once_used: the once grants a connection has spent, by grant id. */
+/* once_used: the once grants a connection has spent, by grant id, with the
+ * cookie of the socket that spent it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, EGRESS_GRANTS_MAX);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, __u64);
 } once_used SEC(".maps");
 
 struct {
@@ -256,16 +257,20 @@ static __always_inline __u8 verdict(const __u8 addr[16], __u16 port, __u32 *flag
 	return REASON_NOT_ALLOWED;
 }
 
-/* A once grant admits one connection: the first to mark it spent wins, any
- * other is refused, and the agent hears of it to retire the grant's entries. */
-static __always_inline __u8 spend_once(const __u8 addr[16], __u16 port, __u8 proto, __u32 grant,
-				       __u8 hook)
+/* A once grant admits one connection: the first socket to mark it spent
+ * wins (its own connect() again, as a non-blocking connect is asked about,
+ * stays admitted), any other is refused, and the agent hears of it to retire
+ * the grant's entries. */
+static __always_inline __u8 spend_once(struct bpf_sock_addr *ctx, const __u8 addr[16], __u16 port,
+				       __u8 proto, __u32 grant, __u8 hook)
 {
+	__u64 cookie = bpf_get_socket_cookie(ctx), *owner;
 	struct egress_event *e;
-	__u8 one = 1;
 
-	if (bpf_map_update_elem(&once_used, &grant, &one, BPF_NOEXIST))
-		return REASON_GRANT_SPENT;
+	if (bpf_map_update_elem(&once_used, &grant, &cookie, BPF_NOEXIST)) {
+		owner = bpf_map_lookup_elem(&once_used, &grant);
+		return owner && *owner == cookie ? REASON_NONE : REASON_GRANT_SPENT;
+	}
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(CNT_EVENTS_LOST);
@@ -324,7 +329,7 @@ static __always_inline int decide4(struct bpf_sock_addr *ctx, __u8 hook)
 	}
 	why = verdict(addr, port, &flags, &grant);
 	if (!why && (flags & ENTRY_F_ONCE))
-		why = spend_once(addr, port, proto, grant, hook);
+		why = spend_once(ctx, addr, port, proto, grant, hook);
 	if (why) {
 		emit(addr, port, proto, why, hook);
 		return 0;
@@ -373,7 +378,7 @@ static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
 	}
 	why = verdict(addr, port, &flags, &grant);
 	if (!why && (flags & ENTRY_F_ONCE))
-		why = spend_once(addr, port, proto, grant, hook);
+		why = spend_once(ctx, addr, port, proto, grant, hook);
 	if (why) {
 		emit(addr, port, proto, why, hook);
 		return 0;
