@@ -1092,12 +1092,17 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 	}
 	s->embedded = p->embedded;
 	s->st = p->st;
-	if (session_configure(s, p->config_text, p->config_path, p->request, err, errlen))
+	/* Every refusal is logged once, here or where it happened; err carries
+	 * the same line to a client of the daemon. */
+	if (session_configure(s, p->config_text, p->config_path, p->request, err, errlen)) {
+		log_warnx("%s", err);
 		goto fail;
+	}
 	/* What this host cannot enforce refuses the session, or is stated. */
 	rep = doctor_probe(s->cfg);
 	if (!rep) {
 		snprintf(err, errlen, "cannot probe this host's enforcement: %s", strerror(errno));
+		log_warnx("%s", err);
 		goto fail;
 	}
 	rc = doctor_gate(rep, s->cfg);
@@ -1370,8 +1375,7 @@ int session_run(const struct session_params *p)
 	sp.embedded = true;
 	s = session_start(&sp, err, sizeof(err));
 	if (!s) {
-		if (err[0])
-			fprintf(stderr, "errandctl: %s\n", err);
+		/* already said on stderr, in one line */
 		if (sfd >= 0)
 			close(sfd);
 		sigprocmask(SIG_SETMASK, &oldmask, NULL);

@@ -172,7 +172,7 @@ static const char full[] =
 	"  },\n"
 	"  \"agent\": {\"providers\": {\"anthropic\": {\n"
 	"    \"baseUrl\": \"https://api.anthropic.com\", \"credentialFile\": \"/etc/errand/key\",\n"
-	"    \"placement\": \"x-api-key\", \"capabilities\": [\"POST /v1/messages\"],\n"
+	"    \"placement\": \"x-api-key\", \"capabilities\": [{\"method\": \"POST\", \"path\": \"/v1/messages\"}],\n"
 	"    \"strictCapabilities\": true, \"kind\": \"anthropic\",\n"
 	"    \"trustedCa\": \"/etc/ca.pem\"}}},\n"
 	"  \"dns\": {\"upstream\": [\"198.18.0.53\", \"[2001:db8::53]:5353\"], \"ttlFloor\": 30,\n"
@@ -326,7 +326,9 @@ static void test_unknown(void)
 
 	CHECK_INT(load("{\"sandbox\": {\"frobnicate\": 1, \"egress\": {\"comment\": \"x\"}},"
 		       " \"myTeam\": {}, \"agent\": {\"providers\": {\"p\": {\"platform\": 1,"
-		       " \"capacity\": 2}}}, \"secrets\": {\"egres\": 1}, "
+		       " \"capacity\": 2, \"baseUrl\": \"https://p.example\","
+		       " \"credentialFile\": \"/etc/errand/p.key\", \"placement\": \"bearer\"}}},"
+		       " \"secrets\": {\"egres\": 1}, "
 		       "\"zzTop\": {}}",
 		       &cfg, err, sizeof(err)),
 		  0, "far-off unknown keys load (%s)", err);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: the egress core (cgroup sock_addr hooks, the tc backstop, the ring buffer, sk_storage, LPM tries), the DNS redirection and the session's namespaces work on Debian 12's 6.1 kernel, the oldest errand supports, with ERRAND_MUST_WORK=1 (nothing may skip there).
+# Guarantee: the egress core (cgroup sock_addr hooks, the tc backstop, the ring buffer, sk_storage, LPM tries), the DNS redirection, the session's namespaces, and the agent (restart and re-adoption, once grants spent in the kernel) work on Debian 12's 6.1 kernel, the oldest errand supports, with ERRAND_MUST_WORK=1 (nothing may skip there).
 # selftests-timeout: 1500
 #
 # Boots Debian 12's kernel (linux-image-amd64, fetched with apt-get download
@@ -35,4 +35,4 @@ if ! out=$("$ROOT/vmtests/run" --fetch-only debian-6.1 2>&1); then
 fi
 echo "# $out"
 
-exec "$ROOT/vmtests/run" --tests "${ERRAND_VM61_TESTS:-egress/,launcher/,unit/,dns/resolve,dns/anyaddr}" --timeout 1400 debian-6.1
+exec "$ROOT/vmtests/run" --tests "${ERRAND_VM61_TESTS:-egress/,launcher/,unit/,dns/resolve,dns/anyaddr,agent/daemon,agent/grants}" --timeout 1400 debian-6.1
