@@ -162,6 +162,7 @@ bench: deps-check
 	@bench/egress.sh
 	@bench/dns.sh
 	@bench/start.sh
+	@bench/grant.sh
 
 fuzz: deps-check
 	@$(MAKE) --no-print-directory all

@@ -30,13 +30,19 @@ def query(name):
 print("ready", flush=True)
 for i in range(1, int(sys.argv[1]) + 1):
     name = "n%d.wild.test" % i
-    while query(name) != 0:
-        pass
+    refused = []
+    while True:
+        t_send = time.time()
+        if query(name) == 0:
+            break
+        refused.append(t_send)
     t_answer = time.time()
+    t_last_refused = refused[-1] if refused else 0
     c = socket.socket()
     rc = c.connect_ex(("198.18.4.%d" % i, 443))
     t_conn = time.time()
-    print("got %d %.6f %.6f %s" % (i, t_answer, t_conn, errno.errorcode.get(rc, rc)), flush=True)
+    print("got %d %.6f %.6f %s %.6f %.6f" % (i, t_answer, t_conn, errno.errorcode.get(rc, rc),
+                                            t_send, t_last_refused), flush=True)
 ' "$ROUNDS" >/dev/null || exit 1
 bg_wait '^ready$' 10 || exit 1
 : >"$W_DIR/granted"
@@ -49,9 +55,15 @@ print("%.6f" % time.time())' "$ERRANDCTL" --config "$W_CONFIG" grant "$SESSION" 
 done
 bg_wait "^got $ROUNDS " 10 || exit 1
 paste -d' ' <(grep '^got ' "$BG_OUT") "$W_DIR/granted" |
-	awk '{ printf "%.0f %.0f %s\n", ($3 - $7) * 1e6, ($4 - $7) * 1e6, $5 }' >"$W_DIR/lat"
-refused=$(awk '$3 != "ECONNREFUSED"' "$W_DIR/lat" | wc -l)
-echo "grant to answer (us): median $(cut -d' ' -f1 "$W_DIR/lat" | median), max $(cut -d' ' -f1 "$W_DIR/lat" | sort -n | tail -n 1)"
-echo "grant to admitted connect (us): median $(cut -d' ' -f2 "$W_DIR/lat" | median), max $(cut -d' ' -f2 "$W_DIR/lat" | sort -n | tail -n 1)"
-echo "connects refused after their answer: $refused of $ROUNDS"
+	awk '{ printf "%.0f %.0f %s %.0f %.0f\n", ($3 - $8) * 1e6, ($4 - $8) * 1e6, $5, ($3 - $6) * 1e6, ($7 - $8) * 1e6 }' >"$W_DIR/lat"
+# columns: grant->answer, grant->connect, connect result, the answering
+# query's own round trip (its name's first upstream lookup), and when the
+# last refused query was sent relative to the grant's return (> 0: the
+# grant had not reached the responder yet)
+stat() { cut -d' ' -f"$1" "$W_DIR/lat" | sort -n | awk '{a[NR]=$1} END {printf "median %s, max %s", (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2, a[NR]}'; }
+echo "grant returned -> session's answer (us): $(stat 1)"
+echo "grant returned -> session's connect admitted (us): $(stat 2)"
+echo "... of which the answering query's own round trip, upstream lookup included (us): $(stat 4)"
+echo "queries sent after the grant returned and still refused: $(awk '$5 > 0' "$W_DIR/lat" | wc -l) of $ROUNDS"
+echo "connects refused after their answer: $(awk '$3 != "ECONNREFUSED"' "$W_DIR/lat" | wc -l) of $ROUNDS"
 errand_stop >/dev/null
