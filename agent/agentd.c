@@ -77,6 +77,17 @@ static void client_close(struct client *c)
 	*c = (struct client){ .fd = -1 };
 }
 
+/* Answers are written whole: the client's socket blocks for them, for at
+ * most a few seconds, so a client that stops reading is dropped. */
+static int reply_write(struct client *c, uint16_t type, const json_t *payload)
+{
+	struct timeval tv = { .tv_sec = 3 };
+
+	fcntl(c->fd, F_SETFL, 0);
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	return control_write(c->fd, type, payload);
+}
+
 static void reply_error(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void reply_error(struct client *c, const char *fmt, ...)
@@ -92,13 +103,13 @@ static void reply_error(struct client *c, const char *fmt, ...)
 		if ((unsigned char)*q < 0x20)
 			*q = ' ';
 	p = json_pack("{s:s}", "error", line);
-	control_write(c->fd, CONTROL_ERROR, p);
+	reply_write(c, CONTROL_ERROR, p);
 	json_decref(p);
 }
 
 static void reply(struct client *c, uint16_t type, json_t *payload)
 {
-	int rc = control_write(c->fd, type, payload);
+	int rc = reply_write(c, type, payload);
 
 	if (rc)
 		log_debug("cannot answer a client: %s", strerror(-rc));
@@ -541,11 +552,10 @@ static void agent_loop(struct agent *a)
 			}
 			client_read(a, c);
 		}
+		/* Each launcher is reaped by its session, for its exit status. */
 		for (size_t i = a->n_sessions; i-- > 0;)
 			if (session_process(a->sessions[i], fds))
 				session_ended(a, i);
-		while (waitpid(-1, NULL, WNOHANG) > 0)
-			;
 	}
 }
 

@@ -185,6 +185,18 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 	/* The daemon runs the session when it is there; else this process does. */
 	ac = agent_connect(cfg.run_dir);
 	if (ac) {
+		/* The launcher takes TERM from its own environment, which is the
+		 * agent's: the caller's goes along, unless --env named one. */
+		const char *term = getenv("TERM");
+		bool has_term = false;
+		json_t *it;
+		size_t i;
+
+		json_array_foreach(o.env, i, it)
+			has_term |= !strncmp(json_string_value(it), "TERM=", 5);
+		if (term && !has_term)
+			json_array_append_new(json_object_get(req, "env"),
+					      json_sprintf("TERM=%s", term));
 		status = client_run(ac, req, cfg.run_dir);
 		agent_close(ac);
 	} else {
