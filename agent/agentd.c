@@ -74,21 +74,22 @@ static void client_close(struct client *c)
 	for (int i = 0; i < c->nfds; i++)
 		close(c->fds[i]);
 	free(c->payload);
-	*c = (struct client){ .fd = -1 };
+	*c = (struct client){.fd = -1};
 }
 
 /* Answers are written whole: the client's socket blocks for them, for at
  * most a few seconds, so a client that stops reading is dropped. */
 static int reply_write(struct client *c, uint16_t type, const json_t *payload)
 {
-	struct timeval tv = { .tv_sec = 3 };
+	struct timeval tv = {.tv_sec = 3};
 
 	fcntl(c->fd, F_SETFL, 0);
 	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	return control_write(c->fd, type, payload);
 }
 
-static void reply_error(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reply_error(struct client *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 static void reply_error(struct client *c, const char *fmt, ...)
 {
@@ -339,7 +340,8 @@ static void client_read(struct agent *a, struct client *c)
 		if (control_parse(frame, CONTROL_HEADER_LEN + c->length, &m, err, sizeof(err)) ||
 		    !control_type_is_request(m.type)) {
 			free(frame);
-			log_warnx("client dropped: %s", err[0] ? err : "an answer sent as a request");
+			log_warnx("client dropped: %s",
+				  err[0] ? err : "an answer sent as a request");
 			control_msg_free(&m);
 			client_close(c);
 			return;
@@ -380,7 +382,7 @@ static void client_accept(struct agent *a)
 		close(fd);
 		return;
 	}
-	*c = (struct client){ .fd = fd, .deadline_ns = boottime_ns() + CLIENT_DEADLINE_NS };
+	*c = (struct client){.fd = fd, .deadline_ns = boottime_ns() + CLIENT_DEADLINE_NS};
 }
 
 static void session_ended(struct agent *a, size_t i)
@@ -428,7 +430,8 @@ static bool owner_alive(const struct state_session *row)
 	json_t *p = row->policy ? json_loads(row->policy, 0, NULL) : NULL;
 	pid_t pid = (pid_t)json_integer_value(json_object_get(p, "ownerPid"));
 	uint64_t want = (uint64_t)json_integer_value(json_object_get(p, "ownerStart")), start;
-	bool alive = pid > 0 && pid != getpid() && state_pid_start(pid, &start) == 0 && start == want;
+	bool alive =
+		pid > 0 && pid != getpid() && state_pid_start(pid, &start) == 0 && start == want;
 
 	json_decref(p);
 	return alive;
@@ -440,7 +443,7 @@ static bool owner_alive(const struct state_session *row)
 static void adopt_all(struct agent *a)
 {
 	char ids[MAX_SESSIONS][SESSION_ID_LEN + 1];
-	struct adopt_ctx c = { a, ids, 0 };
+	struct adopt_ctx c = {a, ids, 0};
 
 	state_session_list(a->st, collect_running, &c);
 	for (size_t i = 0; i < c.n; i++) {
@@ -497,7 +500,8 @@ static void on_signal(struct agent *a)
 		if (si.ssi_signo == SIGHUP) {
 			if (config_reload(a) == 0) {
 				session_sweep(&a->cfg);
-				log_info("configuration reloaded (SIGHUP); sessions started from now "
+				log_info("configuration reloaded (SIGHUP); sessions started from "
+					 "now "
 					 "on use it");
 			}
 		} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
@@ -519,8 +523,8 @@ static void agent_loop(struct agent *a)
 			session_sweep(&a->cfg);
 			a->next_sweep_ns = now + SWEEP_INTERVAL_NS;
 		}
-		fds[n++] = (struct pollfd){ .fd = a->sig_fd, .events = POLLIN };
-		fds[n++] = (struct pollfd){ .fd = a->listen_fd, .events = POLLIN };
+		fds[n++] = (struct pollfd){.fd = a->sig_fd, .events = POLLIN};
+		fds[n++] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
 		for (size_t i = 0; i < MAX_CLIENTS; i++) {
 			struct client *c = &a->clients[i];
 
@@ -528,7 +532,7 @@ static void agent_loop(struct agent *a)
 				log_warnx("client dropped: no whole request within 5 s");
 				client_close(c);
 			}
-			fds[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+			fds[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
 		}
 		for (size_t i = 0; i < a->n_sessions; i++)
 			session_pollfds(a->sessions[i], fds, &n, POLL_MAX, &timeout);
@@ -590,13 +594,13 @@ static int daemonize(int *ready_fd)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+		{"config", required_argument, NULL, 'c'},
+		{"foreground", no_argument, NULL, 'f'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
 	};
-	struct agent a = { .listen_fd = -1, .sig_fd = -1 };
+	struct agent a = {.listen_fd = -1, .sig_fd = -1};
 	bool foreground = false, verbose = false;
 	int opt, ready = -1;
 	char dir[PATH_MAX];

@@ -27,8 +27,8 @@ struct agent_conn {
 
 struct agent_conn *agent_connect(const char *run_dir)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = CLIENT_TIMEOUT_S };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = CLIENT_TIMEOUT_S};
 	struct agent_conn *ac;
 	int fd;
 
@@ -46,7 +46,8 @@ struct agent_conn *agent_connect(const char *run_dir)
 		close(fd);
 		if (e == EACCES || e == EPERM)
 			fprintf(stderr,
-				"errandctl: errand-agent's socket %s refuses this user; run errandctl "
+				"errandctl: errand-agent's socket %s refuses this user; run "
+				"errandctl "
 				"as root or as a member of group errand\n",
 				sa.sun_path);
 		errno = e;
@@ -105,19 +106,19 @@ static int exit_file_status(const char *run_dir, const char *id)
 
 /* The launcher is gone: the agent's run-exit, else the status file the
  * launcher (or the agent, for a killed one) left. */
-static int wait_status(struct agent_conn *ac, bool connected, const char *run_dir,
-		       const char *id)
+static int wait_status(struct agent_conn *ac, bool connected, const char *run_dir, const char *id)
 {
 	for (int waited = 0; waited < EXIT_WAIT_MS; waited += 50) {
 		struct control_msg m = {};
-		struct pollfd p = { .fd = connected ? ac->fd : -1, .events = POLLIN };
+		struct pollfd p = {.fd = connected ? ac->fd : -1, .events = POLLIN};
 		char err[256];
 		int status;
 
 		if (connected && poll(&p, 1, 0) > 0) {
 			if (control_read(ac->fd, &m, err, sizeof(err)) == 0 &&
 			    m.type == CONTROL_RUN_EXIT) {
-				status = (int)json_integer_value(json_object_get(m.payload, "status"));
+				status = (int)json_integer_value(
+					json_object_get(m.payload, "status"));
 				control_msg_free(&m);
 				return status;
 			}
@@ -135,7 +136,7 @@ static int wait_status(struct agent_conn *ac, bool connected, const char *run_di
 
 int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir)
 {
-	const int stdio[3] = { 0, 1, 2 };
+	const int stdio[3] = {0, 1, 2};
 	struct control_msg m = {};
 	char err[512], id[CONTROL_ID_MAX + 1];
 	int fds[CONTROL_FDS_MAX], nfds = 0, pidfd = -1, sfd, status;
@@ -177,9 +178,9 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	for (;;) {
 		struct pollfd p[3] = {
-			{ .fd = pidfd, .events = POLLIN },
-			{ .fd = connected ? ac->fd : -1, .events = POLLIN },
-			{ .fd = sfd, .events = POLLIN },
+			{.fd = pidfd, .events = POLLIN},
+			{.fd = connected ? ac->fd : -1, .events = POLLIN},
+			{.fd = sfd, .events = POLLIN},
 		};
 
 		if (poll(p, 3, -1) < 0 && errno != EINTR)
@@ -194,7 +195,8 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 		if (p[1].revents) {
 			if (control_read(ac->fd, &m, err, sizeof(err)) == 0 &&
 			    m.type == CONTROL_RUN_EXIT) {
-				status = (int)json_integer_value(json_object_get(m.payload, "status"));
+				status = (int)json_integer_value(
+					json_object_get(m.payload, "status"));
 				control_msg_free(&m);
 				goto done;
 			}

@@ -486,21 +486,19 @@ static int read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
-int control_read(int fd, struct control_msg *out, char *err, size_t errlen)
+/* The payload a checked header announced, read and parsed. */
+static int read_payload(int fd, const uint8_t *hdr, struct control_msg *out, char *err,
+			size_t errlen)
 {
-	uint8_t hdr[CONTROL_HEADER_LEN];
 	cleanup_free uint8_t *payload = NULL;
 	const struct type_info *t;
 	uint32_t length;
 	int rc;
 
-	rc = read_full(fd, hdr, sizeof(hdr));
-	if (rc)
-		return errf(err, errlen, rc, "reading a header: %s", strerror(-rc));
 	rc = header_check(hdr, &t, &length, err, errlen);
 	if (rc)
 		return rc;
-	payload = malloc(length);
+	payload = malloc(length ? length : 1);
 	if (!payload)
 		return errf(err, errlen, -ENOMEM, "%s: no memory for %u bytes", t->name, length);
 	rc = read_full(fd, payload, length);
@@ -508,6 +506,17 @@ int control_read(int fd, struct control_msg *out, char *err, size_t errlen)
 		return errf(err, errlen, rc, "%s: reading %u payload bytes: %s", t->name, length,
 			    strerror(-rc));
 	return payload_parse(t, payload, length, out, err, errlen);
+}
+
+int control_read(int fd, struct control_msg *out, char *err, size_t errlen)
+{
+	uint8_t hdr[CONTROL_HEADER_LEN];
+	int rc;
+
+	rc = read_full(fd, hdr, sizeof(hdr));
+	if (rc)
+		return errf(err, errlen, rc, "reading a header: %s", strerror(-rc));
+	return read_payload(fd, hdr, out, err, errlen);
 }
 
 int control_frame(uint16_t type, const json_t *payload, uint8_t **buf, size_t *len)
@@ -801,11 +810,7 @@ int control_read_fds(int fd, struct control_msg *out, int *fds, int *nfds, char 
 		     size_t errlen)
 {
 	uint8_t hdr[CONTROL_HEADER_LEN];
-	cleanup_free uint8_t *payload = NULL;
-	const struct type_info *t;
 	size_t got = 0;
-	uint32_t length;
-	int rc;
 
 	*nfds = 0;
 	while (got < sizeof(hdr)) {
@@ -817,15 +822,5 @@ int control_read_fds(int fd, struct control_msg *out, int *fds, int *nfds, char 
 			return errf(err, errlen, -ECONNRESET, "reading a header: the peer closed");
 		got += (size_t)n;
 	}
-	rc = header_check(hdr, &t, &length, err, errlen);
-	if (rc)
-		return rc;
-	payload = malloc(length ? length : 1);
-	if (!payload)
-		return errf(err, errlen, -ENOMEM, "%s: no memory for %u bytes", t->name, length);
-	rc = read_full(fd, payload, length);
-	if (rc)
-		return errf(err, errlen, rc, "%s: reading %u payload bytes: %s", t->name, length,
-			    strerror(-rc));
-	return payload_parse(t, payload, length, out, err, errlen);
+	return read_payload(fd, hdr, out, err, errlen);
 }

@@ -31,7 +31,7 @@ int grant_kind_parse(const char *s, enum grant_kind *kind, int64_t *seconds, cha
 	static const struct {
 		char unit;
 		int64_t mult;
-	} units[] = { { 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 } };
+	} units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
 	int64_t mult = 1;
 	char *end;
 	long long v;
@@ -60,8 +60,8 @@ int grant_kind_parse(const char *s, enum grant_kind *kind, int64_t *seconds, cha
 	return 0;
 }
 
-int grant_host_parse(const char *host, const uint16_t *ports, size_t n_ports,
-		     struct host_rule *out, char *err, size_t errlen)
+int grant_host_parse(const char *host, const uint16_t *ports, size_t n_ports, struct host_rule *out,
+		     char *err, size_t errlen)
 {
 	char list[128];
 	size_t len = 0;
@@ -210,11 +210,11 @@ static int grants_write_fd(int fd, const struct grant_set *gs)
 	for (size_t i = 0; i < gs->n; i++) {
 		const struct grant *g = &gs->v[i];
 
-		json_array_append_new(arr, json_pack("{s:I,s:s,s:s,s:I,s:b}", "id",
-						     (json_int_t)g->id, "host",
-						     host_rule_str(&g->rule, buf, sizeof(buf)),
-						     "kind", grant_kind_name(g->kind), "until",
-						     (json_int_t)g->until, "used", g->used));
+		json_array_append_new(arr,
+				      json_pack("{s:I,s:s,s:s,s:I,s:b}", "id", (json_int_t)g->id,
+						"host", host_rule_str(&g->rule, buf, sizeof(buf)),
+						"kind", grant_kind_name(g->kind), "until",
+						(json_int_t)g->until, "used", g->used));
 	}
 	json_object_set_new(root, "nextId", json_integer(gs->next_id));
 	json_object_set_new(root, "grants", arr);
@@ -283,7 +283,7 @@ static int put_fn(struct grant_set *gs, void *arg)
 int grants_put(const char *record_dir, const struct host_rule *rule, enum grant_kind kind,
 	       int64_t until, struct grant_set *gs)
 {
-	struct put_arg a = { rule, kind, until };
+	struct put_arg a = {rule, kind, until};
 
 	return grants_edit(record_dir, put_fn, &a, gs);
 }
@@ -316,7 +316,7 @@ int grants_revoke(const char *record_dir, const struct host_rule *rule, struct g
 		  uint32_t *ids, size_t *n_ids)
 {
 	/* "revoke ID host" names the host: every port granted for it goes */
-	struct revoke_arg a = { rule, true, ids, n_ids };
+	struct revoke_arg a = {rule, true, ids, n_ids};
 
 	return grants_edit(record_dir, revoke_fn, &a, gs);
 }

@@ -46,8 +46,8 @@ int grant_kind_parse(const char *s, enum grant_kind *kind, int64_t *seconds, cha
 		     size_t errlen);
 /* Checks a host for a grant: a host rule whose port is one of ports.
  * 0 or -EINVAL with one line naming what to change. */
-int grant_host_parse(const char *host, const uint16_t *ports, size_t n_ports,
-		     struct host_rule *out, char *err, size_t errlen);
+int grant_host_parse(const char *host, const uint16_t *ports, size_t n_ports, struct host_rule *out,
+		     char *err, size_t errlen);
 /* Whether the grant still admits its host at unix time now. */
 bool grant_live(const struct grant *g, int64_t now);
 const char *grant_kind_name(enum grant_kind k);

@@ -15,8 +15,8 @@
 #include "agent/inspect.h"
 #include "lib/util.h"
 
-static int record_path(const struct errand_config *cfg, const char *id, const char *name,
-		       char *out, size_t len)
+static int record_path(const struct errand_config *cfg, const char *id, const char *name, char *out,
+		       size_t len)
 {
 	return name ? path_fmt(out, len, "%s/sessions/%s/%s", cfg->state_dir, id, name)
 		    : path_fmt(out, len, "%s/sessions/%s", cfg->state_dir, id);
@@ -55,13 +55,13 @@ static json_t *allowed_names(const struct errand_config *cfg, const char *id, js
 	int64_t now = time(NULL);
 	size_t i;
 
-	json_array_foreach(json_object_get(policy, "allow"), i, it)
-		json_array_append(out, it);
+	json_array_foreach(json_object_get(policy, "allow"), i, it) json_array_append(out, it);
 	if (record_path(cfg, id, NULL, path, sizeof(path)) == 0 && grants_load(path, &gs) == 0)
 		for (i = 0; i < gs.n; i++)
 			if (grant_live(&gs.v[i], now))
-				json_array_append_new(out, json_string(host_rule_str(
-								   &gs.v[i].rule, buf, sizeof(buf))));
+				json_array_append_new(out,
+						      json_string(host_rule_str(&gs.v[i].rule, buf,
+										sizeof(buf))));
 	return out;
 }
 
@@ -91,20 +91,20 @@ static int session_cb(const struct state_session *row, void *arg)
 	policy = record_json(c->cfg, row->id, "policy.json");
 	cmd = json_loads(row->command, 0, NULL);
 	state_denied_list(c->st, row->id, count_cb, &refusals);
-	json_array_append_new(
-		c->out, json_pack("{s:s,s:o,s:I,s:s,s:o,s:I,s:o,s:i}", "id", row->id, "command",
-				  cmd ? cmd : json_array(), "uptime",
-				  (json_int_t)(time(NULL) - row->created), "mode",
-				  row->mode ? row->mode : "unknown", "allowed",
-				  allowed_names(c->cfg, row->id, policy), "refusals", refusals,
-				  "owner", owner_of(row), "pid", (int)row->launcher_pid));
+	json_array_append_new(c->out, json_pack("{s:s,s:o,s:I,s:s,s:o,s:I,s:o,s:i}", "id", row->id,
+						"command", cmd ? cmd : json_array(), "uptime",
+						(json_int_t)(time(NULL) - row->created), "mode",
+						row->mode ? row->mode : "unknown", "allowed",
+						allowed_names(c->cfg, row->id, policy), "refusals",
+						refusals, "owner", owner_of(row), "pid",
+						(int)row->launcher_pid));
 	json_decref(policy);
 	return 0;
 }
 
 json_t *inspect_sessions(struct state *st, const struct errand_config *cfg)
 {
-	struct list_ctx c = { st, cfg, json_array() };
+	struct list_ctx c = {st, cfg, json_array()};
 
 	if (c.out)
 		state_session_list(st, session_cb, &c);
@@ -121,11 +121,12 @@ static void entry_cb(const struct addr *a, uint16_t port, uint64_t expires_ns, u
 	o = json_pack("{s:s,s:i,s:b,s:b}", "addr", addr_str(a, buf), "port", port, "pinned",
 		      (flags & ENTRY_F_PINNED) != 0, "once", (flags & ENTRY_F_ONCE) != 0);
 	/* seconds left; null for an entry without end, negative once expired */
-	json_object_set_new(o, "expiresIn",
-			    expires_ns ? json_integer(expires_ns > now
-							      ? (json_int_t)((expires_ns - now) / 1000000000ull)
-							      : -1)
-				       : json_null());
+	json_object_set_new(
+		o, "expiresIn",
+		expires_ns ? json_integer(expires_ns > now
+						  ? (json_int_t)((expires_ns - now) / 1000000000ull)
+						  : -1)
+			   : json_null());
 	if (grant)
 		json_object_set_new(o, "grant", json_integer(grant));
 	json_array_append_new(arg, o);
@@ -138,8 +139,11 @@ static void prog_cb(const char *hook, uint32_t prog_id, bool attached, void *arg
 }
 
 static const char *const counter_names[CNT_MAX] = {
-	[CNT_ALLOWED] = "allowed",   [CNT_REFUSED] = "refused", [CNT_DNS_REDIRECT] = "dnsRedirected",
-	[CNT_TC_PASS] = "tcPassed",  [CNT_TC_DROP] = "tcDropped",
+	[CNT_ALLOWED] = "allowed",
+	[CNT_REFUSED] = "refused",
+	[CNT_DNS_REDIRECT] = "dnsRedirected",
+	[CNT_TC_PASS] = "tcPassed",
+	[CNT_TC_DROP] = "tcDropped",
 	[CNT_EVENTS_LOST] = "eventsLost",
 };
 
@@ -231,17 +235,16 @@ static int session_ports(struct state *st, const struct errand_config *cfg, cons
 	}
 	policy = record_json(cfg, id, "policy.json");
 	*n = 0;
-	json_array_foreach(json_object_get(policy, "egressPorts"), i, it)
-		if (*n < CONFIG_MAX_PORTS)
-			ports[(*n)++] = (uint16_t)json_integer_value(it);
+	json_array_foreach(json_object_get(policy, "egressPorts"), i, it) if (*n < CONFIG_MAX_PORTS)
+		ports[(*n)++] = (uint16_t)json_integer_value(it);
 	if (!policy) {
-		snprintf(err, errlen, "session %s has no readable policy.json in %s/sessions/%s", id,
-			 cfg->state_dir, id);
+		snprintf(err, errlen, "session %s has no readable policy.json in %s/sessions/%s",
+			 id, cfg->state_dir, id);
 		return -EIO;
 	}
 	if (!strcmp(json_string_value(json_object_get(policy, "mode")) ?: "", "none")) {
-		snprintf(err, errlen, "session %s has no network (--egress none); nothing can be granted",
-			 id);
+		snprintf(err, errlen,
+			 "session %s has no network (--egress none); nothing can be granted", id);
 		json_decref(policy);
 		return -EINVAL;
 	}
@@ -250,8 +253,7 @@ static int session_ports(struct state *st, const struct errand_config *cfg, cons
 }
 
 int inspect_grant(struct state *st, const struct errand_config *cfg, const char *id,
-		  const char *host, enum grant_kind kind, int64_t seconds, char *err,
-		  size_t errlen)
+		  const char *host, enum grant_kind kind, int64_t seconds, char *err, size_t errlen)
 {
 	uint16_t ports[CONFIG_MAX_PORTS];
 	struct host_rule rule;
@@ -292,8 +294,9 @@ int inspect_revoke(struct state *st, const struct errand_config *cfg, const char
 		return -ENAMETOOLONG;
 	rc = grants_revoke(path, &rule, &gs, ids, &n_ids);
 	if (rc == -ENOENT)
-		snprintf(err, errlen, "session %s has no grant for %s; errandctl show %s lists them",
-			 id, host, id);
+		snprintf(err, errlen,
+			 "session %s has no grant for %s; errandctl show %s lists them", id, host,
+			 id);
 	else if (rc)
 		snprintf(err, errlen, "cannot write %s/" GRANTS_FILE ": %s", path, strerror(-rc));
 	return rc;
@@ -329,8 +332,7 @@ static void print_strings(const json_t *arr, const char *sep, FILE *f)
 	const json_t *it;
 	size_t i;
 
-	json_array_foreach(arr, i, it)
-		fprintf(f, "%s%s", i ? sep : "", json_string_value(it));
+	json_array_foreach(arr, i, it) fprintf(f, "%s%s", i ? sep : "", json_string_value(it));
 }
 
 static void print_uptime(json_int_t s, FILE *f)
@@ -412,11 +414,11 @@ void inspect_print_show(const json_t *show, FILE *f)
 			json_is_true(json_object_get(it, "once")) ? ", once" : "");
 	}
 	fprintf(f, "programs\n");
-	json_array_foreach(json_object_get(show, "programs"), i, it)
-		fprintf(f, "  %-14s prog %-6" JSON_INTEGER_FORMAT " %s\n",
-			json_string_value(json_object_get(it, "hook")),
-			json_integer_value(json_object_get(it, "progId")),
-			json_is_true(json_object_get(it, "attached")) ? "attached" : "NOT ATTACHED");
+	json_array_foreach(json_object_get(show, "programs"), i, it) fprintf(
+		f, "  %-14s prog %-6" JSON_INTEGER_FORMAT " %s\n",
+		json_string_value(json_object_get(it, "hook")),
+		json_integer_value(json_object_get(it, "progId")),
+		json_is_true(json_object_get(it, "attached")) ? "attached" : "NOT ATTACHED");
 	fprintf(f, "counters\n");
 	json_object_foreach((json_t *)json_object_get(show, "counters"), key, v)
 		fprintf(f, "  %-14s %" JSON_INTEGER_FORMAT "\n", key, json_integer_value(v));

@@ -23,15 +23,16 @@ int request_env_check(const char *kv, char *err, size_t errlen)
 	const char *eq = strchr(kv, '=');
 
 	if (!eq || !env_name_ok(kv, (size_t)(eq - kv))) {
-		snprintf(err, errlen, "--env %s: write NAME=VALUE with a NAME of letters, digits and _",
-			 kv);
+		snprintf(err, errlen,
+			 "--env %s: write NAME=VALUE with a NAME of letters, digits and _", kv);
 		return -EINVAL;
 	}
 	if (!strncmp(kv, "PATH=", 5) || !strncmp(kv, "HOME=", 5)) {
-		snprintf(err, errlen,
-			 "--env %.4s: errand places PATH and HOME itself; use sandbox.pathExtra for "
-			 "PATH",
-			 kv);
+		snprintf(
+			err, errlen,
+			"--env %.4s: errand places PATH and HOME itself; use sandbox.pathExtra for "
+			"PATH",
+			kv);
 		return -EINVAL;
 	}
 	return 0;
@@ -89,8 +90,8 @@ static int is_dir(const char *path, const char *what, char *err, size_t errlen)
 	struct stat st;
 
 	if (path[0] != '/' || stat(path, &st) || !S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "%s %s is not an absolute path to a directory; name one", what,
-			 path);
+		snprintf(err, errlen, "%s %s is not an absolute path to a directory; name one",
+			 what, path);
 		return -EINVAL;
 	}
 	return 0;
@@ -105,7 +106,8 @@ int request_apply(struct errand_config *cfg, const json_t *req, char *err, size_
 	int rc;
 
 	if (!json_is_array(argv) || !json_array_size(argv)) {
-		snprintf(err, errlen, "no command given; write errandctl run [OPTIONS] -- CMD [ARG...]");
+		snprintf(err, errlen,
+			 "no command given; write errandctl run [OPTIONS] -- CMD [ARG...]");
 		return -EINVAL;
 	}
 	json_array_foreach(argv, i, it)

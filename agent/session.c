@@ -588,11 +588,6 @@ void session_end(struct session *s)
 	if (s->st && s->pid > 0 && state_session_end(s->st, s->id, s->status) == -ENOENT)
 		log_debug("session %s: not in state.db", s->id);
 	session_teardown(s);
-	s->dns = NULL;
-	s->obs = NULL;
-	s->limiter = NULL;
-	s->self = NULL;
-	s->enf = NULL;
 	session_release(s);
 }
 
@@ -1128,11 +1123,6 @@ fail_teardown:
 	snprintf(err, errlen, "%s", log_last_warning());
 	session_teardown(s);
 fail:
-	s->dns = NULL;
-	s->obs = NULL;
-	s->limiter = NULL;
-	s->self = NULL;
-	s->enf = NULL;
 	session_release(s);
 	return NULL;
 }

@@ -138,12 +138,12 @@ static __always_inline bool is_v4_mapped(const __u8 a[16])
 	return w0 == 0 && w1 == 0 && w2 == bpf_htonl(0xffff);
 }
 
-static __always_inline void emit(const __u8 addr[16], __u16 port, __u8 proto, __u8 reason,
-				 __u8 hook)
+/* One record on the ring buffer: a refusal, or a once grant spent. */
+static __always_inline void event_put(const __u8 addr[16], __u16 port, __u8 proto, __u8 reason,
+				      __u8 hook)
 {
 	struct egress_event *e;
 
-	count(CNT_REFUSED);
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(CNT_EVENTS_LOST);
@@ -158,6 +158,13 @@ static __always_inline void emit(const __u8 addr[16], __u16 port, __u8 proto, __
 	e->hook = hook;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	bpf_ringbuf_submit(e, 0);
+}
+
+static __always_inline void emit(const __u8 addr[16], __u16 port, __u8 proto, __u8 reason,
+				 __u8 hook)
+{
+	count(CNT_REFUSED);
+	event_put(addr, port, proto, reason, hook);
 }
 
 static __always_inline bool v4_in(void *trie, __u32 addr4)
@@ -265,26 +272,12 @@ static __always_inline __u8 spend_once(struct bpf_sock_addr *ctx, const __u8 add
 				       __u8 proto, __u32 grant, __u8 hook)
 {
 	__u64 cookie = bpf_get_socket_cookie(ctx), *owner;
-	struct egress_event *e;
 
 	if (bpf_map_update_elem(&once_used, &grant, &cookie, BPF_NOEXIST)) {
 		owner = bpf_map_lookup_elem(&once_used, &grant);
 		return owner && *owner == cookie ? REASON_NONE : REASON_GRANT_SPENT;
 	}
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(CNT_EVENTS_LOST);
-		return REASON_NONE;
-	}
-	e->ts_ns = bpf_ktime_get_boot_ns();
-	e->cgroup_id = sess_cgid;
-	__builtin_memcpy(e->addr, addr, 16);
-	e->port = port;
-	e->proto = proto;
-	e->reason = EVENT_GRANT_USED;
-	e->hook = hook;
-	__builtin_memset(e->pad, 0, sizeof(e->pad));
-	bpf_ringbuf_submit(e, 0);
+	event_put(addr, port, proto, EVENT_GRANT_USED, hook);
 	return REASON_NONE;
 }
 
