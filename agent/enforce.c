@@ -568,7 +568,24 @@ int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX])
 	return 0;
 }
 
-int enforce_programs(const char *pin_dir, const char *cgroup_path, enforce_prog_fn fn, void *arg)
+/* The backstop's program as pinned, and whether the veth's clsact runs it. */
+static void tc_program(const char *pin_dir, int ifindex, enforce_prog_fn fn, void *arg)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
+	char err[256];
+	cleanup_close int fd = pin_open(pin_dir, "tc_ingress", err, sizeof(err));
+	__u32 id = 0;
+
+	if (fd >= 0 && prog_id(fd, &id))
+		id = 0;
+	fn("tc_ingress", id, id && ifindex > 0 && bpf_tc_query(&hook, &query) == 0 &&
+				     query.prog_id == id,
+	   arg);
+}
+
+int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex,
+		     enforce_prog_fn fn, void *arg)
 {
 	cleanup_close int cg_fd = open(cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char err[256];
@@ -585,6 +602,10 @@ int enforce_programs(const char *pin_dir, const char *cgroup_path, enforce_prog_
 		if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
 			attached = verify_cgroup(cg_fd, hooks[i].type, info.prog_id) == 0;
 		fn(hooks[i].pin, fd >= 0 ? info.prog_id : 0, attached, arg);
+		n++;
+	}
+	if (ifindex >= 0) {
+		tc_program(pin_dir, ifindex, fn, arg);
 		n++;
 	}
 	return n;

@@ -58,8 +58,11 @@ typedef void (*enforce_prog_fn)(const char *hook, uint32_t prog_id, bool attache
 int enforce_walk(const char *pin_dir, enforce_entry_fn fn, void *arg);
 /* The counters summed over CPUs. 0 or -errno. */
 int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX]);
-/* Each cgroup hook: its program and whether the cgroup runs it. */
-int enforce_programs(const char *pin_dir, const char *cgroup_path, enforce_prog_fn fn, void *arg);
+/* Each cgroup hook: its program and whether the cgroup runs it; then, when
+ * ifindex is not negative, the tc backstop on that veth (0: the session's
+ * veth was not found). */
+int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex,
+		     enforce_prog_fn fn, void *arg);
 /* Deletes entries whose expiry has passed (pins never expire). Count or -errno. */
 int enforce_expire(struct enforce *e, uint64_t now_ns);
 /* The ring buffer of refusals: an fd to poll, and a call that hands each

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,8 +170,11 @@ json_t *inspect_show(struct state *st, const struct errand_config *cfg, const ch
 	cmd = json_loads(row->command, 0, NULL);
 	if (row->bpf) {
 		enforce_walk(row->bpf, entry_cb, entries);
+		/* the veth is in the agent's namespace, where errandctl runs */
 		if (row->cgroup)
-			enforce_programs(row->bpf, row->cgroup, prog_cb, progs);
+			enforce_programs(row->bpf, row->cgroup,
+					 row->host_if ? (int)if_nametoindex(row->host_if) : -1,
+					 prog_cb, progs);
 		if (enforce_counters(row->bpf, cnt) == 0)
 			for (size_t i = 0; i < CNT_MAX; i++)
 				if (counter_names[i])

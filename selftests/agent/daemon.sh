@@ -40,15 +40,16 @@ assert_eq "$(echo "$list" | jq_py "[s['owner'] for s in d if s['id']=='$SESSION'
 assert_match "$(ctl sessions)" "^$SESSION +[0-9]+m[0-9]+s +restricted +[0-9]+ +api.test:443 +sh -c" \
 	"sessions prints a table row for it"
 show=$(ctl show "$SESSION" --json)
-assert_eq "$(echo "$show" | jq_py "sorted(p['hook'] for p in d['programs'] if p['attached'])" )" \
-	"['connect4', 'connect6', 'getpeername4', 'getpeername6', 'recvmsg4', 'recvmsg6', 'sendmsg4', 'sendmsg6', 'sock_create']" \
-	"show --json: every cgroup program attached"
+assert_eq "$(echo "$show" | jq_py "sorted(p['hook'] for p in d['programs'] if p['attached'])")" \
+	"['connect4', 'connect6', 'getpeername4', 'getpeername6', 'recvmsg4', 'recvmsg6', 'sendmsg4', 'sendmsg6', 'sock_create', 'tc_ingress']" \
+	"show --json: every cgroup program and the tc backstop attached"
 assert_eq "$(echo "$show" | jq_py "[e['addr'] + ':' + str(e['port']) for e in d['allowMap']]")" "['$HOST_A:443']" \
 	"show --json: the allow map holds api.test's answer"
 assert_match "$(echo "$show" | jq_py "[e['expiresIn'] for e in d['allowMap']][0]")" "^[0-9]+$" \
 	"... with its expiry"
 assert_match "$(echo "$show" | jq_py "d['counters']['refused']")" "^[1-9][0-9]*$" "show --json: refusals counted"
 assert_match "$(ctl show "$SESSION")" "connect4 +prog [0-9]+ +attached" "show prints the programs"
+assert_match "$(ctl show "$SESSION")" "tc_ingress +prog [0-9]+ +attached" "... the backstop among them"
 den=$(ctl denied "$SESSION" --json)
 assert_match "$(echo "$den" | jq_py "[x['addr'] for x in d if x.get('reason')=='forbidden'][0]")" "^10.99.0.10$" \
 	"denied --json lists the forbidden connect"
