@@ -412,12 +412,20 @@ struct adopt_ctx {
 	struct agent *a;
 	char (*ids)[SESSION_ID_LEN + 1];
 	size_t n;
+	char (*old)[SESSION_ID_LEN + 1]; /* ended long ago: dropped */
+	size_t n_old;
 };
+
+/* Ended sessions stay in state.db this long, for errandctl denied. */
+#define ENDED_KEEP_S (7 * 86400)
 
 static int collect_running(const struct state_session *row, void *arg)
 {
 	struct adopt_ctx *c = arg;
 
+	if (row->status == STATE_EXITED && row->ended && row->ended < time(NULL) - ENDED_KEEP_S &&
+	    c->n_old < MAX_SESSIONS)
+		snprintf(c->old[c->n_old++], SESSION_ID_LEN + 1, "%s", row->id);
 	if (row->status == STATE_RUNNING && c->n < MAX_SESSIONS &&
 	    strlen(row->id) == SESSION_ID_LEN)
 		snprintf(c->ids[c->n++], SESSION_ID_LEN + 1, "%s", row->id);
@@ -442,10 +450,12 @@ static bool owner_alive(const struct state_session *row)
  * left of it). */
 static void adopt_all(struct agent *a)
 {
-	char ids[MAX_SESSIONS][SESSION_ID_LEN + 1];
-	struct adopt_ctx c = {a, ids, 0};
+	char ids[MAX_SESSIONS][SESSION_ID_LEN + 1], old[MAX_SESSIONS][SESSION_ID_LEN + 1];
+	struct adopt_ctx c = {a, ids, 0, old, 0};
 
 	state_session_list(a->st, collect_running, &c);
+	for (size_t i = 0; i < c.n_old; i++)
+		state_session_remove(a->st, old[i]);
 	for (size_t i = 0; i < c.n; i++) {
 		struct state_session *row = state_session_get(a->st, ids[i]);
 		char err[CONFIG_ERRLEN];

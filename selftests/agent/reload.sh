@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a configuration reload (errandctl reload, or SIGHUP) reaches sessions started after it, while running sessions keep the policy they started with, even across a restart of the agent; a configuration that does not load is refused and the agent keeps its own.
+# Guarantee: a configuration reload (errandctl reload, or SIGHUP) reaches sessions started after it, while running sessions keep the policy they started with, even across a restart of the agent (kill -9, or SIGTERM, which stops the agent alone); a configuration that does not load is refused and the agent keeps its own.
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 150
 . "$(dirname "$0")/../lib/world.sh"
@@ -43,6 +43,14 @@ SESSION=$old BG_PID=$old_pid BG_OUT=$old_out BG_ERR=$old_out
 bg_rounds 2 20
 assert_match "$(bg_result api)" "^answer NOERROR" "re-adopted after a restart, the session keeps its policy: api.test"
 assert_match "$(bg_result other)" "^answer NXDOMAIN" "... and not other.test"
+
+# SIGTERM stops the agent alone: the session runs on and is adopted again.
+agent_stop
+assert_eq "$(kill -0 "$BG_PID" 2>/dev/null && echo alive)" alive "SIGTERM to the agent: errandctl run of the session still waits"
+agent_start || exit 1
+assert_match "$(cat "$AGENT_LOG")" "stopping; 1 session\(s\) keep running" "the agent said it leaves the session running"
+bg_rounds 2 20
+assert_match "$(bg_result api)" "^answer NOERROR" "adopted again after SIGTERM and a start, with its own policy"
 
 # SIGHUP, with a broken file: refused, the agent keeps the configuration it had.
 echo '{"sandbox": {"egress": {"alow": []}}}' >"$W_CONFIG"
