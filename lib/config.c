@@ -933,21 +933,23 @@ static int provider_url(struct ctx *c, const char *where, const char *url,
 	} else if (!strncmp(url, "http://", 7)) {
 		rest = url + 7;
 	} else {
-		return cfg_error(c, "%s: \"%s\" is not an https:// URL; write one like "
-				    "\"https://api.anthropic.com\"",
+		return cfg_error(c,
+				 "%s: \"%s\" is not an https:// URL; write one like "
+				 "\"https://api.anthropic.com\"",
 				 where, safe(url, q, sizeof(q)));
 	}
 	end = rest + strcspn(rest, "/?#");
 	if (*end == '?' || *end == '#' || strpbrk(end, "?#"))
-		return cfg_error(c, "%s: \"%s\" has a query or fragment; write the URL up to its "
-				    "path",
+		return cfg_error(c,
+				 "%s: \"%s\" has a query or fragment; write the URL up to its "
+				 "path",
 				 where, safe(url, q, sizeof(q)));
 	hs = rest;
 	if (*hs == '[') {
 		he = memchr(hs, ']', (size_t)(end - hs));
 		if (!he)
-			return cfg_error(c, "%s: \"%s\" has an unclosed [; write [IPv6]:PORT", where,
-					 safe(url, q, sizeof(q)));
+			return cfg_error(c, "%s: \"%s\" has an unclosed [; write [IPv6]:PORT",
+					 where, safe(url, q, sizeof(q)));
 		hs++;
 		pe = (char *)he + 1;
 	} else {
@@ -958,8 +960,9 @@ static int provider_url(struct ctx *c, const char *where, const char *url,
 	}
 	if (memchr(rest, '@', (size_t)(end - rest)) || he == hs ||
 	    (size_t)(he - hs) >= sizeof(host))
-		return cfg_error(c, "%s: \"%s\" has no plain host; write one like "
-				    "\"https://api.example.com/v1\"",
+		return cfg_error(c,
+				 "%s: \"%s\" has no plain host; write one like "
+				 "\"https://api.example.com/v1\"",
 				 where, safe(url, q, sizeof(q)));
 	memcpy(host, hs, (size_t)(he - hs));
 	host[he - hs] = '\0';
@@ -973,8 +976,9 @@ static int provider_url(struct ctx *c, const char *where, const char *url,
 			return cfg_error(c, "%s: \"%s\" has no valid port; use 1-65535", where,
 					 safe(url, q, sizeof(q)));
 	} else if (pe != end) {
-		return cfg_error(c, "%s: \"%s\" is not a URL; write one like "
-				    "\"https://api.example.com/v1\"",
+		return cfg_error(c,
+				 "%s: \"%s\" is not a URL; write one like "
+				 "\"https://api.example.com/v1\"",
 				 where, safe(url, q, sizeof(q)));
 	}
 	p->host_literal = !addr_parse(host, &a);
@@ -985,10 +989,11 @@ static int provider_url(struct ctx *c, const char *where, const char *url,
 		cidr_parse("::1/128", &lo6);
 		if (!p->host_literal || !(cidr_contains(&lo4, &a) || cidr_contains(&lo6, &a)) ||
 		    !p->allow_internal)
-			return cfg_error(c, "%s: \"%s\" is plain http; write https://, since the "
-					    "key travels on every call (http:// is taken only to a "
-					    "loopback address written as one, with "
-					    "sandbox.egress.allowInternal)",
+			return cfg_error(c,
+					 "%s: \"%s\" is plain http; write https://, since the "
+					 "key travels on every call (http:// is taken only to a "
+					 "loopback address written as one, with "
+					 "sandbox.egress.allowInternal)",
 					 where, safe(url, q, sizeof(q)));
 	}
 	p->port = port ? (uint16_t)port : p->tls ? 443 : 80;
@@ -1022,8 +1027,9 @@ static int provider_capability(struct ctx *c, const json_t *v, const char *where
 	mv = get(v, "method");
 	pv = get(v, "path");
 	if (!mv || !pv)
-		return cfg_error(c, "%s needs a method and a path, like {\"method\": \"POST\", "
-				    "\"path\": \"/v1/messages\"}",
+		return cfg_error(c,
+				 "%s needs a method and a path, like {\"method\": \"POST\", "
+				 "\"path\": \"/v1/messages\"}",
 				 where);
 	where_key(w, sizeof(w), where, "method");
 	if ((rc = want(c, mv, JSON_STRING, w, "a method, like \"POST\", or \"*\"")))
@@ -1031,16 +1037,18 @@ static int provider_capability(struct ctx *c, const json_t *v, const char *where
 	m = json_string_value(mv);
 	if (!*m || strlen(m) >= sizeof(cap->method) ||
 	    (strcmp(m, "*") && strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(m)))
-		return cfg_error(c, "%s: \"%s\" is not a method; write it upper case, like "
-				    "\"POST\", or \"*\"",
+		return cfg_error(c,
+				 "%s: \"%s\" is not a method; write it upper case, like "
+				 "\"POST\", or \"*\"",
 				 w, safe(m, q, sizeof(q)));
 	where_key(w, sizeof(w), where, "path");
 	if ((rc = want(c, pv, JSON_STRING, w, "a path, like \"/v1/messages\"")))
 		return rc;
 	path = json_string_value(pv);
 	if (strcmp(path, "*") && (path[0] != '/' || strchr(path, '?')))
-		return cfg_error(c, "%s: \"%s\" is not a path; write one like \"/v1/messages\" "
-				    "(* one segment, ** any), without a query",
+		return cfg_error(c,
+				 "%s: \"%s\" is not a path; write one like \"/v1/messages\" "
+				 "(* one segment, ** any), without a query",
 				 w, safe(path, q, sizeof(q)));
 	snprintf(cap->method, sizeof(cap->method), "%s", m);
 	cap->path = strdup(path);
@@ -1065,8 +1073,9 @@ static int provider_capabilities(struct ctx *c, const json_t *v, const char *whe
 		       "\"*\" for every call")))
 		return rc;
 	if (!json_array_size(v))
-		return cfg_error(c, "%s is empty, which would allow no call; list the calls, or "
-				    "write \"*\" for every call",
+		return cfg_error(c,
+				 "%s is empty, which would allow no call; list the calls, or "
+				 "write \"*\" for every call",
 				 where);
 	p->caps = calloc(json_array_size(v), sizeof(*p->caps));
 	if (!p->caps)
@@ -1094,8 +1103,9 @@ static int provider_placement(struct ctx *c, const json_t *v, const char *where,
 		else if (p->kind && !strcmp(p->kind, "openai"))
 			p->placement = PLACEMENT_BEARER;
 		else
-			return cfg_error(c, "%s: no placement and no kind it follows from; write "
-					    "\"placement\": \"bearer\" or \"x-api-key\"",
+			return cfg_error(c,
+					 "%s: no placement and no kind it follows from; write "
+					 "\"placement\": \"bearer\" or \"x-api-key\"",
 					 where);
 		return 0;
 	}
@@ -1106,8 +1116,9 @@ static int provider_placement(struct ctx *c, const json_t *v, const char *where,
 	else if (!strcmp(json_string_value(v), "x-api-key"))
 		p->placement = PLACEMENT_X_API_KEY;
 	else
-		return cfg_error(c, "%s: \"%s\" is not a placement; write \"bearer\" or "
-				    "\"x-api-key\"",
+		return cfg_error(c,
+				 "%s: \"%s\" is not a placement; write \"bearer\" or "
+				 "\"x-api-key\"",
 				 where, safe(json_string_value(v), q, sizeof(q)));
 	return 0;
 }
@@ -1120,8 +1131,9 @@ static int parse_provider(struct ctx *c, const char *where, const json_t *pv,
 	int rc;
 
 	if (!provider_name_ok(p->name))
-		return cfg_error(c, "%s: \"%s\" is not a provider name; use letters, digits, - "
-				    "and _ (at most 64)",
+		return cfg_error(c,
+				 "%s: \"%s\" is not a provider name; use letters, digits, - "
+				 "and _ (at most 64)",
 				 where, safe(p->name, q, sizeof(q)));
 	if ((v = get(pv, "kind"))) {
 		where_key(w, sizeof(w), where, "kind");
@@ -1157,8 +1169,9 @@ static int parse_provider(struct ctx *c, const char *where, const json_t *pv,
 		p->strict = json_is_true(v);
 	}
 	if (p->strict && !p->has_caps)
-		return cfg_error(c, "%s is true without a capabilities list; list the calls the "
-				    "key may make, or leave strictCapabilities out",
+		return cfg_error(c,
+				 "%s is true without a capabilities list; list the calls the "
+				 "key may make, or leave strictCapabilities out",
 				 w);
 	return 0;
 }

@@ -72,10 +72,10 @@ struct config_provider {
 	enum provider_placement placement;
 	struct provider_capability *caps; /* capabilities; NULL with all_calls or no list */
 	size_t n_caps;
-	bool has_caps;	    /* a capabilities list (or "*") was written */
-	bool all_calls;	    /* capabilities: "*" */
-	bool strict;	    /* strictCapabilities */
-	bool allow_internal; /* sandbox.egress.allowInternal: a literal internal address may be dialled */
+	bool has_caps;	     /* a capabilities list (or "*") was written */
+	bool all_calls;	     /* capabilities: "*" */
+	bool strict;	     /* strictCapabilities */
+	bool allow_internal; /* sandbox.egress.allowInternal: dial a literal internal address */
 };
 
 /* A list of strings from the file, NULL-terminated; v is NULL when empty. */

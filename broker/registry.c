@@ -1,0 +1,293 @@
+/* The agent's side of errand-broker's registry (and the message format both
+ * sides read), the stand-ins a session is given, and the environment that
+ * carries them and the broker's routes into the session. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "broker/registry.h"
+#include "lib/strv.h"
+#include "lib/util.h"
+
+int broker_connect(const char *sock_path)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	cleanup_close int fd = -1;
+
+	if (path_fmt(sun.sun_path, sizeof(sun.sun_path), "%s", sock_path))
+		return -ENAMETOOLONG;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)))
+		return -errno;
+	return steal_fd(&fd);
+}
+
+static bool session_id_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > BROKER_SESSION_MAX)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
+			return false;
+	return true;
+}
+
+static bool provider_ok(const char *s, size_t n)
+{
+	if (!n || n > BROKER_PROVIDER_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_'))
+			return false;
+	return true;
+}
+
+bool broker_standin_valid(const char *s)
+{
+	size_t p = sizeof(BROKER_STANDIN_PREFIX) - 1;
+
+	if (strncmp(s, BROKER_STANDIN_PREFIX, p) || strlen(s) != BROKER_STANDIN_LEN)
+		return false;
+	return strspn(s + p, "0123456789abcdef") == BROKER_STANDIN_LEN - p;
+}
+
+/* One request, one answer: "ok" or "error REASON". */
+static int exchange(int fd, const char *msg, size_t len)
+{
+	char reply[256];
+	ssize_t n;
+
+	n = send(fd, msg, len, MSG_NOSIGNAL);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n != len)
+		return -EPROTO;
+	n = recv(fd, reply, sizeof(reply) - 1, 0);
+	if (n < 0)
+		return -errno;
+	reply[n] = '\0';
+	if (!strcmp(reply, "ok"))
+		return 0;
+	if (!strncmp(reply, "error exists", 12))
+		return -EEXIST;
+	if (!strncmp(reply, "error unknown", 13))
+		return -ENOENT;
+	if (!strncmp(reply, "error invalid", 13))
+		return -EINVAL;
+	return -EPROTO;
+}
+
+int broker_register(int fd, const char *session, const struct addr *src,
+		    const struct broker_standin *standins, size_t n)
+{
+	char msg[BROKER_MSG_MAX], a[ADDR_STRLEN];
+	size_t len;
+	int w;
+
+	if (!session_id_ok(session) || n > BROKER_PROVIDERS_MAX)
+		return -EINVAL;
+	w = snprintf(msg, sizeof(msg), "register %s %s", session, addr_str(src, a));
+	len = (size_t)w;
+	for (size_t i = 0; i < n; i++) {
+		if (!provider_ok(standins[i].provider, strlen(standins[i].provider)) ||
+		    !broker_standin_valid(standins[i].value))
+			return -EINVAL;
+		w = snprintf(msg + len, sizeof(msg) - len, " %s=%s", standins[i].provider,
+			     standins[i].value);
+		if (w < 0 || (size_t)w >= sizeof(msg) - len)
+			return -EMSGSIZE;
+		len += (size_t)w;
+	}
+	return exchange(fd, msg, len);
+}
+
+int broker_unregister(int fd, const char *session)
+{
+	char msg[BROKER_MSG_MAX];
+	int w;
+
+	if (!session_id_ok(session))
+		return -EINVAL;
+	w = snprintf(msg, sizeof(msg), "unregister %s", session);
+	return exchange(fd, msg, (size_t)w);
+}
+
+int broker_standin_mint(char out[BROKER_STANDIN_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t p = sizeof(BROKER_STANDIN_PREFIX) - 1;
+	uint8_t r[32];
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -errno ? -errno : -EIO;
+	memcpy(out, BROKER_STANDIN_PREFIX, p);
+	for (size_t i = 0; i < sizeof(r); i++) {
+		out[p + 2 * i] = hex[r[i] >> 4];
+		out[p + 2 * i + 1] = hex[r[i] & 15];
+	}
+	out[BROKER_STANDIN_LEN] = '\0';
+	return 0;
+}
+
+int broker_standins_mint(const struct errand_config *cfg, struct broker_standin **out, size_t *n)
+{
+	cleanup_free struct broker_standin *s = NULL;
+	int rc;
+
+	s = calloc(cfg->n_providers + 1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	for (size_t i = 0; i < cfg->n_providers; i++) {
+		if (strlen(cfg->providers[i].name) > BROKER_PROVIDER_MAX)
+			return -EINVAL;
+		strcpy(s[i].provider, cfg->providers[i].name);
+		if ((rc = broker_standin_mint(s[i].value)))
+			return rc;
+	}
+	*n = cfg->n_providers;
+	*out = steal_pointer(&s);
+	return 0;
+}
+
+static int env_name(const struct config_provider *p, const char *suffix, char *buf, size_t len)
+{
+	const char *base = p->name;
+	size_t i;
+
+	if (p->kind && (!strcmp(p->kind, "anthropic") || !strcmp(p->kind, "openai")))
+		base = p->kind;
+	if (path_fmt(buf, len, "%s_%s", base, suffix))
+		return -ENAMETOOLONG;
+	for (i = 0; buf[i]; i++) {
+		if (buf[i] >= 'a' && buf[i] <= 'z')
+			buf[i] = (char)(buf[i] - 32);
+		else if (buf[i] == '-')
+			buf[i] = '_';
+	}
+	return 0;
+}
+
+int broker_env_key_name(const struct config_provider *p, char *buf, size_t len)
+{
+	return env_name(p, "API_KEY", buf, len);
+}
+
+int broker_env_url_name(const struct config_provider *p, char *buf, size_t len)
+{
+	return env_name(p, "BASE_URL", buf, len);
+}
+
+static const struct broker_standin *standin_for(const char *provider,
+						const struct broker_standin *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(s[i].provider, provider))
+			return &s[i];
+	return NULL;
+}
+
+int broker_session_env(const struct errand_config *cfg, const char *gateway, uint16_t port,
+		       const struct broker_standin *standins, size_t n, char ***env, size_t *n_env)
+{
+	char **v = NULL, name[128], line[512];
+	size_t count = 0;
+
+	for (size_t i = 0; i < cfg->n_providers; i++) {
+		const struct config_provider *p = &cfg->providers[i];
+		const struct broker_standin *s = standin_for(p->name, standins, n);
+		int rc;
+
+		if (!s) {
+			strv_free(v);
+			return -ENOENT;
+		}
+		rc = broker_env_key_name(p, name, sizeof(name));
+		if (!rc)
+			rc = path_fmt(line, sizeof(line), "%s=%s", name, s->value);
+		if (!rc)
+			rc = strv_push(&v, &count, line);
+		if (!rc)
+			rc = broker_env_url_name(p, name, sizeof(name));
+		if (!rc)
+			rc = path_fmt(line, sizeof(line), "%s=http://%s:%u/providers/%s", name,
+				      gateway, port, p->name);
+		if (!rc)
+			rc = strv_push(&v, &count, line);
+		if (rc) {
+			strv_free(v);
+			return rc;
+		}
+	}
+	*env = v;
+	*n_env = count;
+	return 0;
+}
+
+/* The next space-separated word of buf[*pos..len) into word (NUL-terminated). */
+static bool next_word(const char *buf, size_t len, size_t *pos, char *word, size_t cap)
+{
+	size_t s = *pos, e;
+
+	if (s < len && buf[s] == ' ')
+		s++;
+	for (e = s; e < len && buf[e] != ' '; e++)
+		if (!buf[e])
+			return false;
+	if (e == s || e - s >= cap)
+		return false;
+	memcpy(word, buf + s, e - s);
+	word[e - s] = '\0';
+	*pos = e;
+	return true;
+}
+
+int broker_msg_parse(const char *buf, size_t len, struct broker_msg *out)
+{
+	char word[BROKER_PROVIDER_MAX + BROKER_STANDIN_LEN + 2];
+	size_t pos = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (len > BROKER_MSG_MAX || !next_word(buf, len, &pos, word, sizeof(word)))
+		return -EINVAL;
+	if (!strcmp(word, "register"))
+		out->type = BROKER_MSG_REGISTER;
+	else if (!strcmp(word, "unregister"))
+		out->type = BROKER_MSG_UNREGISTER;
+	else
+		return -EINVAL;
+	if (!next_word(buf, len, &pos, out->session, sizeof(out->session)) ||
+	    !session_id_ok(out->session))
+		return -EINVAL;
+	if (out->type == BROKER_MSG_UNREGISTER)
+		return pos == len ? 0 : -EINVAL;
+	if (!next_word(buf, len, &pos, word, ADDR_STRLEN) || addr_parse(word, &out->src))
+		return -EINVAL;
+	while (pos < len) {
+		struct broker_standin *s = &out->standins[out->n_standins];
+		char *eq;
+
+		if (out->n_standins == BROKER_PROVIDERS_MAX ||
+		    !next_word(buf, len, &pos, word, sizeof(word)))
+			return -EINVAL;
+		eq = strchr(word, '=');
+		if (!eq || !provider_ok(word, (size_t)(eq - word)) || !broker_standin_valid(eq + 1))
+			return -EINVAL;
+		memcpy(s->provider, word, (size_t)(eq - word));
+		strcpy(s->value, eq + 1);
+		for (size_t i = 0; i < out->n_standins; i++)
+			if (!strcmp(out->standins[i].provider, s->provider))
+				return -EINVAL;
+		out->n_standins++;
+	}
+	return 0;
+}

@@ -1,0 +1,84 @@
+/* How the agent tells errand-broker which sessions exist: a SOCK_SEQPACKET
+ * Unix socket (<paths.run>/broker.sock) taking one text message a packet,
+ * "register SESSION ADDR PROVIDER=STANDIN..." or "unregister SESSION", each
+ * answered "ok" or "error REASON". Also the stand-ins the agent mints for a
+ * session and the environment that hands them to it. No TLS, no io_uring:
+ * the agent links this file. */
+#ifndef ERRAND_BROKER_REGISTRY_H
+#define ERRAND_BROKER_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/addr.h"
+#include "lib/config.h"
+
+#define BROKER_SOCKET_NAME "broker.sock" /* in paths.run */
+#define BROKER_DEFAULT_PORT 4780	 /* the broker's TCP port on every session gateway */
+#define BROKER_STANDIN_PREFIX "errand-session-"
+#define BROKER_STANDIN_LEN (sizeof(BROKER_STANDIN_PREFIX) - 1 + 64)
+#define BROKER_SESSION_MAX 64	/* bytes of a session id */
+#define BROKER_PROVIDER_MAX 64	/* bytes of a provider name */
+#define BROKER_PROVIDERS_MAX 32 /* stand-ins in one registration */
+#define BROKER_MSG_MAX 8192	/* bytes of one message */
+
+struct broker_standin {
+	char provider[BROKER_PROVIDER_MAX + 1];
+	char value[BROKER_STANDIN_LEN + 1]; /* errand-session- and 64 hex digits */
+};
+
+enum broker_msg_type {
+	BROKER_MSG_REGISTER = 1,
+	BROKER_MSG_UNREGISTER = 2,
+};
+
+struct broker_msg {
+	enum broker_msg_type type;
+	char session[BROKER_SESSION_MAX + 1];
+	struct addr src; /* register: the session's address, the source of its calls */
+	struct broker_standin standins[BROKER_PROVIDERS_MAX];
+	size_t n_standins;
+};
+
+/* Connects to a broker's registry socket (<paths.run>/broker.sock for a
+ * shared broker, <paths.run>/sessions/<id>.broker for a session's own).
+ * Returns a descriptor the caller owns, or -errno. */
+int broker_connect(const char *sock_path);
+
+/* Tells the broker that session (its id) calls from src holding standins[0..n),
+ * or that it has stopped: from the answer on, none of its stand-ins is
+ * honoured, and its open connections are closed. 0, or -errno: -EINVAL for a
+ * bad id, address or stand-in, -EEXIST for an address another session holds,
+ * -ENOENT for a session the broker does not know, -EPROTO for a broken answer. */
+int broker_register(int fd, const char *session, const struct addr *src,
+		    const struct broker_standin *standins, size_t n);
+int broker_unregister(int fd, const char *session);
+
+/* Writes a fresh stand-in, "errand-session-" and 64 hex digits from
+ * getrandom(), NUL-terminated. 0 or -errno. */
+int broker_standin_mint(char out[BROKER_STANDIN_LEN + 1]);
+/* One fresh stand-in for every provider of cfg, in its order, into *out (the
+ * caller frees it). 0 or -errno. */
+int broker_standins_mint(const struct errand_config *cfg, struct broker_standin **out, size_t *n);
+/* Whether s is a stand-in's form: the prefix and 64 lower-case hex digits. */
+bool broker_standin_valid(const char *s);
+
+/* The variable names a provider's stand-in and base URL go in: by kind
+ * (anthropic: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL; openai: OPENAI_...),
+ * else the name upper case, "-" as "_": NAME_API_KEY, NAME_BASE_URL.
+ * 0 or -ENAMETOOLONG. */
+int broker_env_key_name(const struct config_provider *p, char *buf, size_t len);
+int broker_env_url_name(const struct config_provider *p, char *buf, size_t len);
+
+/* The environment a session gets for its providers, "NAME=VALUE" strings in
+ * a NULL-terminated list the caller frees with strv_free (lib/strv.h): each
+ * provider's stand-in, and its base URL http://GATEWAY:PORT/providers/NAME.
+ * 0, -ENOENT when a provider has no stand-in in standins, or -ENOMEM. */
+int broker_session_env(const struct errand_config *cfg, const char *gateway, uint16_t port,
+		       const struct broker_standin *standins, size_t n, char ***env, size_t *n_env);
+
+/* Reads one message, buf[0..len) (not NUL-terminated). 0 or -EINVAL. */
+int broker_msg_parse(const char *buf, size_t len, struct broker_msg *out);
+
+#endif

@@ -1,0 +1,34 @@
+#!/bin/bash
+# Guarantee: a provider's redirect reaches the session as sent and is never followed; a compressed answer with a body is 502; an answer declaring more than 64 MiB is 502, and one streaming past 64 MiB is cut there, while 64 MiB exactly passes.
+. "$(dirname "$0")/common.sh"
+
+broker_world
+S1=$("$PROVIDER" mint)
+CONFIG=$(broker_config answers "$(provider_json prov)")
+broker_start "$CONFIG" || exit 1
+assert_eq "$(broker_register s1 $SESS_A "prov=$S1")" ok "a session registers"
+c() { call $SESS_A GET "$1" -H "x-api-key: $S1"; }
+
+assert_eq "$(c /providers/prov/redirect)" 302 "a redirect is passed back"
+assert_contains "$(cat "$W_DIR/head")" "Location: https://elsewhere.test/next" "its Location is as the provider sent it"
+assert_eq "$(cat "$W_DIR/body")" moved "its body is relayed"
+assert_eq "$(grep -c 'elsewhere' "$W_DIR/provider.log" "$W_DIR/dns.log" | awk -F: '{ s += $2 } END { print s }')" 0 \
+	"the redirect is not followed"
+
+assert_eq "$(c /providers/prov/gzip)" 502 "a compressed answer with a body is 502"
+assert_contains "$(cat "$W_DIR/body")" "compressed" "the 502 says why"
+assert_eq "$(c /providers/prov/gzip-empty)" 200 "a compressed answer without a body passes"
+
+t0=$(date +%s%N)
+assert_eq "$(c /providers/prov/huge-declared)" 502 "an answer declaring 64 MiB + 1 is 502"
+t1=$(date +%s%N)
+assert_le $(((t1 - t0) / 1000000)) 2000 "it is refused on the declaration, at once (ms)"
+assert_contains "$(cat "$W_DIR/body")" "67108865" "the 502 names the size"
+
+assert_eq "$(c /providers/prov/exact-stream)" 200 "an answer of 64 MiB exactly is relayed"
+assert_eq "$(stat -c %s "$W_DIR/body")" 67108864 "all of it"
+c /providers/prov/huge-stream >/dev/null
+assert_le "$(stat -c %s "$W_DIR/body")" 67108864 "an answer streaming past 64 MiB is cut there"
+assert_match "$(cat "$W_DIR/curl.err")" 'curl: \(18\)|transfer closed' "the cut shows as a transfer that ended early"
+assert_contains "$(cat "$BROKER_LOG")" "streamed past 64 MiB; cut" "the log says it was cut"
+world_finish

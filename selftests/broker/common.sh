@@ -1,0 +1,139 @@
+# Shared by the broker selftests (sourced, not run): a world (selftests/lib/
+# world.sh) with a TLS provider in $W-wan and errand-broker started by hand in
+# $W-host, until the agent starts it. Sessions are faked: addresses on the
+# host namespace's lo, registered with build/selftests/provider register;
+# calls are made with curl bound to them. Every packet stays in the world.
+#
+#   broker_world                  world, DNS (provider.test, forbidden.test,
+#                                 untrusted.test), CA and server certificate,
+#                                 the provider on $PROV_ADDR:$PROV_PORT, the
+#                                 key in $KEY_FILE ($KEY), session addresses
+#   broker_config NAME PROVIDERS [EGRESS_EXTRA]
+#                                 a world config whose agent.providers is
+#                                 PROVIDERS (JSON object members); prints its path
+#   provider_json NAME [EXTRA]    a provider member for provider.test with the
+#                                 test CA, placement x-api-key, plus EXTRA
+#   broker_start CONFIG           errand-broker on $BROKER_ADDR:$BROKER_PORT as
+#                                 65534:65534; its log in $BROKER_LOG
+#   broker_register ID ADDR [PROVIDER=STANDIN]...   prints ok or the errno name
+#   broker_unregister ID
+#   call SRC METHOD PATH [CURL_ARGS...]
+#                                 one call from SRC; prints the status; the
+#                                 answer's head in $W_DIR/head, body in $W_DIR/body
+#   provider_log                  what the provider received ("request",
+#                                 "header", "body", "end" lines)
+#   receipts [SQL_WHERE]          rows of receipts.db, "|"-separated
+# shellcheck shell=bash
+
+# shellcheck source=selftests/lib/world.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/world.sh"
+
+BROKER=${BROKER:-$ROOT/build/bin/errand-broker}
+PROVIDER=$ROOT/build/selftests/provider
+PROV_ADDR=198.18.1.20
+PROV_PORT=8443
+BROKER_ADDR=10.213.0.1
+BROKER_PORT=4780
+SESS_A=10.213.0.2
+SESS_B=10.213.0.6
+SESS_C=10.213.0.10
+BROKER_LOG=
+BROKER_PID=
+KEY=
+KEY_FILE=
+
+broker_world() {
+	[ -x "$BROKER" ] || skip "build/bin/errand-broker is not built (make all)"
+	[ -x "$PROVIDER" ] || skip "build/selftests/provider is not built (make all)"
+	command -v curl >/dev/null || skip "curl is missing (make deps)"
+	command -v openssl >/dev/null || skip "openssl is missing (make deps)"
+	command -v sqlite3 >/dev/null || skip "sqlite3 is missing (make deps)"
+	world_up
+	world_dns "provider.test A $PROV_ADDR" "forbidden.test A $HOST_PRIV" \
+		"untrusted.test A $PROV_ADDR" "closed.test A 198.18.4.7" "blackhole.test A 198.18.9.9" || exit 1
+	# a route that drops: a dial there meets silence, not a reset
+	ip -n "$W-wan" route add blackhole 198.18.9.0/24
+	ip -n "$W-wan" addr add "$PROV_ADDR/32" dev "$W_HOSTS_IF"
+	local a
+	for a in $BROKER_ADDR $SESS_A $SESS_B $SESS_C; do
+		ip -n "$W-host" addr add "$a/32" dev lo
+	done
+	_broker_tls
+	_start_ready wan "$W_DIR/provider.out" "$PROVIDER" serve --cert "$W_DIR/tls/server.crt" \
+		--key "$W_DIR/tls/server.key" --log "$W_DIR/provider.log" "$PROV_ADDR:$PROV_PORT" || exit 1
+	mkdir -p "$W_DIR/keys"
+	KEY=sk-test-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+	KEY_FILE=$W_DIR/keys/provider.key
+	echo "$KEY" >"$KEY_FILE"
+	chown 65534:65534 "$KEY_FILE"
+	chmod 0600 "$KEY_FILE"
+}
+
+# A CA of this run alone and a certificate for provider.test from it; a
+# second CA no route trusts signs nothing here but shows what untrusted is.
+_broker_tls() {
+	local d=$W_DIR/tls
+	mkdir -p "$d"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+		-subj "/CN=errand test CA $W" -keyout "$d/ca.key" -out "$d/ca.crt" \
+		-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
+		2>/dev/null || { echo "broker: cannot make the test CA" >&2; exit 1; }
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=provider.test" \
+		-keyout "$d/server.key" -out "$d/server.csr" 2>/dev/null &&
+		printf 'subjectAltName=DNS:provider.test\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$d/ext" &&
+		openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+			-days 2 -extfile "$d/ext" -out "$d/server.crt" 2>/dev/null ||
+		{ echo "broker: cannot make the server certificate" >&2; exit 1; }
+	chmod 0644 "$d/ca.crt"
+}
+
+provider_json() {
+	local name=$1 extra=${2:-}
+	[ -n "$extra" ] && extra=", $extra"
+	echo "\"$name\": { \"baseUrl\": \"https://provider.test:$PROV_PORT/v1\", \"credentialFile\": \"$KEY_FILE\", \"trustedCa\": \"$W_DIR/tls/ca.crt\", \"placement\": \"x-api-key\"$extra }"
+}
+
+broker_config() {
+	world_config "$1" "" "${3:-}" "\"agent\": { \"providers\": { $2 } }"
+}
+
+broker_start() {
+	BROKER_LOG=$W_DIR/broker$RANDOM.log
+	_start_ready host "$BROKER_LOG" "$BROKER" --config "$1" --listen "$BROKER_ADDR:$BROKER_PORT" \
+		--user 65534:65534 || return 1
+	BROKER_PID=${W_PIDS[-1]}
+}
+
+broker_stop() {
+	[ -n "$BROKER_PID" ] || return 0
+	kill -TERM "$BROKER_PID" 2>/dev/null
+	wait "$BROKER_PID" 2>/dev/null
+	BROKER_PID=
+}
+
+broker_register() {
+	in_host "$PROVIDER" register "/run/$W/broker.sock" "$@"
+}
+
+broker_unregister() {
+	in_host "$PROVIDER" unregister "/run/$W/broker.sock" "$@"
+}
+
+call() {
+	local src=$1 method=$2 path=$3
+	shift 3
+	: >"$W_DIR/head"
+	: >"$W_DIR/body"
+	in_host curl -sS --path-as-is --max-time 30 --interface "$src" -X "$method" \
+		-o "$W_DIR/body" -D "$W_DIR/head" -w '%{http_code}' \
+		"http://$BROKER_ADDR:$BROKER_PORT$path" "$@" 2>"$W_DIR/curl.err"
+}
+
+provider_log() {
+	cat "$W_DIR/provider.log"
+}
+
+receipts() {
+	sqlite3 "$W_DIR/state/receipts.db" \
+		"SELECT session, provider, credential_var, host, method, path, query_len, status, bytes_up, bytes_down, outcome, unrecorded FROM receipts ${1:-} ORDER BY id"
+}

@@ -1,0 +1,40 @@
+/* libFuzzer target for the broker's registry messages (broker/registry.c):
+ * whatever it takes must hold only stand-ins of the exact form, and written
+ * out again it must read back the same. */
+#include <stdio.h>
+#include <string.h>
+
+#include "broker/registry.h"
+#include "selftests/fuzz/fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct broker_msg m, again;
+	char buf[BROKER_MSG_MAX * 2], a[ADDR_STRLEN];
+	size_t len;
+
+	if (broker_msg_parse((const char *)data, size, &m))
+		return 0;
+	INV(m.session[0] && strlen(m.session) <= BROKER_SESSION_MAX);
+	INV(m.n_standins <= BROKER_PROVIDERS_MAX);
+	if (m.type == BROKER_MSG_UNREGISTER) {
+		len = (size_t)snprintf(buf, sizeof(buf), "unregister %s", m.session);
+	} else {
+		INV(m.type == BROKER_MSG_REGISTER);
+		len = (size_t)snprintf(buf, sizeof(buf), "register %s %s", m.session,
+				       addr_str(&m.src, a));
+		for (size_t i = 0; i < m.n_standins; i++) {
+			INV(broker_standin_valid(m.standins[i].value));
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, " %s=%s",
+						m.standins[i].provider, m.standins[i].value);
+		}
+	}
+	INV(len < sizeof(buf));
+	INV(!broker_msg_parse(buf, len, &again));
+	INV(again.type == m.type && !strcmp(again.session, m.session));
+	INV(!memcmp(&again.src, &m.src, sizeof(m.src)) && again.n_standins == m.n_standins);
+	for (size_t i = 0; i < m.n_standins; i++)
+		INV(!strcmp(again.standins[i].provider, m.standins[i].provider) &&
+		    !strcmp(again.standins[i].value, m.standins[i].value));
+	return 0;
+}

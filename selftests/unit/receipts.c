@@ -1,0 +1,113 @@
+/* Guarantee: a receipt's path is decoded, cut at any query, scrubbed of
+ * stand-ins, escaped and at most 256 bytes; receipts.db keeps rows as added
+ * and lists them by session, oldest first; methods are standard names only. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "broker/receipts.h"
+#include "selftests/unit/test.h"
+
+static void test_path(void)
+{
+	char out[RECEIPT_PATH_MAX + 1], raw[2048];
+
+	receipt_path("/v1/messages?key=sk-1", out);
+	CHECK_STR(out, "/v1/messages", "the query is cut");
+	receipt_path("/a%20b/c%3Fd=1", out);
+	CHECK_STR(out, "/a b/c", "decoded once, and cut at an encoded ?");
+	receipt_path("/x/errand-session-0123abcd/y", out);
+	CHECK_STR(out, "/x/[stand-in]/y", "a stand-in, even a cut one, is scrubbed");
+	receipt_path("/x/errand-session-%30%31ff/y", out);
+	CHECK_STR(out, "/x/[stand-in]/y", "an encoded stand-in too");
+	receipt_path("/a%0d%0aInjected: 1\\", out);
+	CHECK_STR(out, "/a\\x0d\\x0aInjected: 1\\x5c", "control characters and \\ escaped");
+	receipt_path("/bad%zz%4", out);
+	CHECK_STR(out, "/bad%zz%4", "a broken escape is kept as sent");
+	memset(raw, 'a', sizeof(raw) - 1);
+	raw[0] = '/';
+	raw[sizeof(raw) - 1] = '\0';
+	receipt_path(raw, out);
+	CHECK_INT((long long)strlen(out), RECEIPT_PATH_MAX, "a long path is cut to 256 bytes");
+	memset(raw, 0, sizeof(raw));
+	for (int i = 0; i < 100; i++)
+		strcat(raw, "%01");
+	receipt_path(raw, out);
+	CHECK_INT((long long)strlen(out) % 4, 0, "no escape is cut in half");
+	CHECK_TRUE(strlen(out) <= RECEIPT_PATH_MAX, "escapes count toward 256");
+	CHECK_STR(receipt_method("POST"), "POST", "a standard method is kept");
+	CHECK_STR(receipt_method("post"), "OTHER", "another spelling is OTHER");
+	CHECK_STR(receipt_method("FROB"), "OTHER", "an unknown method is OTHER");
+}
+
+struct seen {
+	int n;
+	char sessions[8][16];
+	int status[8];
+};
+
+static int collect(void *ctx, const struct receipt *r)
+{
+	struct seen *s = ctx;
+
+	if (s->n == 8)
+		return 1;
+	snprintf(s->sessions[s->n], sizeof(s->sessions[0]), "%s", r->session);
+	s->status[s->n++] = r->status;
+	return 0;
+}
+
+static void test_db(void)
+{
+	char dir[] = "/tmp/errand-unit-receipts.XXXXXX", path[128];
+	struct receipt r = {.ended_at_ms = 1,
+			    .provider = "p",
+			    .credential_var = "P_API_KEY",
+			    .host = "api.example.com",
+			    .method = "GET",
+			    .path = "/x",
+			    .outcome = RECEIPT_COMPLETED};
+	struct receipts *db;
+	struct seen s = {0};
+
+	if (!CHECK_TRUE(mkdtemp(dir) != NULL, "a scratch directory"))
+		return;
+	snprintf(path, sizeof(path), "%s/receipts.db", dir);
+	db = receipts_open(path, true);
+	if (!CHECK_TRUE(db != NULL, "receipts.db is created"))
+		return;
+	r.session = "a";
+	r.status = 200;
+	CHECK_INT(receipts_add(db, &r), 0, "a row is added");
+	r.session = "b";
+	r.status = 401;
+	r.outcome = RECEIPT_DENIED;
+	CHECK_INT(receipts_add(db, &r), 0, "a second");
+	r.session = "a";
+	r.status = 502;
+	CHECK_INT(receipts_add(db, &r), 0, "a third");
+	receipts_close(db);
+	db = receipts_open(path, false);
+	if (!CHECK_TRUE(db != NULL, "receipts.db opens read-only"))
+		return;
+	CHECK_INT(receipts_list(db, "a", collect, &s), 0, "session a's rows are listed");
+	CHECK_INT(s.n, 2, "two of them");
+	CHECK_INT(s.status[0] * 1000 + s.status[1], 200502, "oldest first");
+	s.n = 0;
+	CHECK_INT(receipts_list(db, NULL, collect, &s), 0, "all rows are listed");
+	CHECK_INT(s.n, 3, "three of them");
+	CHECK_STR(s.sessions[1], "b", "in the order they were added");
+	CHECK_STR(receipt_outcome_name(RECEIPT_UNREACHABLE), "upstream-unreachable",
+		  "the outcome's name");
+	receipts_close(db);
+	snprintf(path, sizeof(path), "rm -rf %s", dir);
+	CHECK_INT(system(path), 0, "the scratch directory is removed");
+}
+
+int main(void)
+{
+	test_path();
+	test_db();
+	return test_exit();
+}

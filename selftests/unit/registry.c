@@ -1,0 +1,111 @@
+/* Guarantee: the broker's registry takes only well-formed messages (a session
+ * id, an address, provider=stand-in pairs of the stand-in's exact form, no
+ * provider twice), stand-ins are errand-session- and 64 fresh hex digits, and
+ * a session's environment names each provider's variables by its kind. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker/registry.h"
+#include "lib/strv.h"
+#include "selftests/unit/test.h"
+
+static const char *S1 =
+	"errand-session-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+static int parse(const char *s, struct broker_msg *m)
+{
+	return broker_msg_parse(s, strlen(s), m);
+}
+
+static void test_parse(void)
+{
+	static const char *const bad[] = {
+		"",
+		"register",
+		"register s1",
+		"register s1 10.0.0.300",
+		"register s1 10.213.0.2 p",
+		"register s1 10.213.0.2 p=errand-session-00",
+		"register s1 10.213.0.2 "
+		"p=errand-session-0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef",
+		"register s1 10.213.0.2 "
+		"=errand-session-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		"register s/1 10.213.0.2",
+		"register s1  10.213.0.2",
+		"register s1 10.213.0.2 ",
+		"unregister",
+		"unregister s1 extra",
+		"stop s1",
+	};
+	struct broker_msg m;
+	char buf[512];
+
+	CHECK_INT(parse("register s1 10.213.0.2", &m), 0, "a registration without providers");
+	CHECK_INT(m.type, BROKER_MSG_REGISTER, "is a registration");
+	CHECK_STR(m.session, "s1", "of s1");
+	snprintf(buf, sizeof(buf), "register s1 10.213.0.2 a=%s b-2=%s", S1, S1);
+	CHECK_INT(parse(buf, &m), 0, "a registration with two providers");
+	CHECK_INT((long long)m.n_standins, 2, "holds both stand-ins");
+	CHECK_STR(m.standins[1].provider, "b-2", "the second provider's name");
+	CHECK_STR(m.standins[1].value, S1, "the second stand-in");
+	snprintf(buf, sizeof(buf), "register s1 10.213.0.2 a=%s a=%s", S1, S1);
+	CHECK_INT(parse(buf, &m), -EINVAL, "a provider twice is refused");
+	CHECK_INT(parse("unregister s1", &m), 0, "an unregistration");
+	CHECK_INT(m.type, BROKER_MSG_UNREGISTER, "is an unregistration");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK_INT(parse(bad[i], &m), -EINVAL, "refused: \"%s\"", bad[i]);
+	CHECK_INT(broker_msg_parse("unregister s1\0x", 15, &m), -EINVAL, "a NUL inside is refused");
+}
+
+static void test_mint(void)
+{
+	char a[BROKER_STANDIN_LEN + 1], b[BROKER_STANDIN_LEN + 1];
+
+	CHECK_INT(broker_standin_mint(a), 0, "a stand-in is minted");
+	CHECK_INT(broker_standin_mint(b), 0, "a second one");
+	CHECK_TRUE(broker_standin_valid(a), "it has the stand-in's form: %s", a);
+	CHECK_INT((long long)strlen(a), 15 + 64, "errand-session- and 64 digits");
+	CHECK_TRUE(strcmp(a, b) != 0, "two stand-ins differ");
+	CHECK_FALSE(broker_standin_valid("errand-session-xyz"), "a short one is not a stand-in");
+}
+
+static void test_env(void)
+{
+	struct config_provider p[3] = {
+		{.name = (char *)"claude", .kind = (char *)"anthropic"},
+		{.name = (char *)"gpt", .kind = (char *)"openai"},
+		{.name = (char *)"my-llm"},
+	};
+	struct errand_config cfg = {.providers = p, .n_providers = 3};
+	struct broker_standin s[3] = {{"claude", ""}, {"gpt", ""}, {"my-llm", ""}};
+	char **env = NULL;
+	size_t n = 0;
+
+	for (int i = 0; i < 3; i++)
+		strcpy(s[i].value, S1);
+	CHECK_INT(broker_session_env(&cfg, "10.213.0.1", 4780, s, 3, &env, &n), 0,
+		  "a session's environment");
+	CHECK_INT((long long)n, 6, "two variables a provider");
+	if (n == 6) {
+		CHECK_CONTAINS(env[0], "ANTHROPIC_API_KEY=errand-session-",
+			       "anthropic's key variable");
+		CHECK_STR(env[1], "ANTHROPIC_BASE_URL=http://10.213.0.1:4780/providers/claude",
+			  "anthropic's base URL points at the broker's route");
+		CHECK_CONTAINS(env[2], "OPENAI_API_KEY=", "openai's key variable");
+		CHECK_CONTAINS(env[4], "MY_LLM_API_KEY=", "another provider's, from its name");
+		CHECK_STR(env[5], "MY_LLM_BASE_URL=http://10.213.0.1:4780/providers/my-llm",
+			  "and its base URL");
+	}
+	strv_free(env);
+	CHECK_INT(broker_session_env(&cfg, "10.213.0.1", 4780, s, 2, &env, &n), -ENOENT,
+		  "a provider without a stand-in is an error");
+}
+
+int main(void)
+{
+	test_parse();
+	test_mint();
+	test_env();
+	return test_exit();
+}
