@@ -39,9 +39,11 @@ AGENT_SRCS    := $(filter-out agent/errandctl.c agent/agentd.c,$(wildcard agent/
 LAUNCH_SRCS   := $(wildcard launcher/*.c)
 TOOL_SRCS     := $(wildcard selftests/tools/*.c)
 UNIT_SRCS     := $(wildcard selftests/unit/*.c)
-# The broker's parsing and scrubbing, shared with the unit and fuzz tests;
-# the errand-broker binary itself is built by mk/broker.mk.
-BROKER_LIB_SRCS := broker/http.c broker/scrub.c
+# The broker's parts without TLS or io_uring: its parsing and scrubbing
+# (shared with the unit and fuzz tests), the registry the agent registers
+# sessions on, and receipts.db, which errandctl reads. The errand-broker
+# binary itself is built by mk/broker.mk.
+BROKER_LIB_SRCS := broker/http.c broker/scrub.c broker/registry.c broker/receipts.c
 
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 AGENT_OBJS  := $(AGENT_SRCS:%.c=$(BUILD)/%.o)
@@ -100,11 +102,11 @@ $(BUILD)/%.o: %.c $(SKELETONS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/bin/errandctl: $(BUILD)/agent/errandctl.o $(AGENT_OBJS) $(LIB_OBJS)
+$(BUILD)/bin/errandctl: $(BUILD)/agent/errandctl.o $(AGENT_OBJS) $(BROKER_LIB_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/bin/errand-agent: $(BUILD)/agent/agentd.o $(AGENT_OBJS) $(LIB_OBJS)
+$(BUILD)/bin/errand-agent: $(BUILD)/agent/agentd.o $(AGENT_OBJS) $(BROKER_LIB_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -129,11 +131,14 @@ deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(DEB_PACKAGES)
 	@$(MAKE) --no-print-directory accounts
 
-# The unprivileged account sessions run as (sandbox.uid/gid default to it).
+# The unprivileged accounts sessions run as (sandbox.uid/gid default to it)
+# and errand-broker runs as.
 accounts:
-	@getent passwd errand-session >/dev/null || \
-		useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
-			--user-group errand-session
+	@for u in errand-session errand-broker; do \
+		getent passwd $$u >/dev/null || \
+			useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+				--user-group $$u; \
+	done
 
 # Installs only when a package is missing, so demo and check work as the first
 # command typed on a fresh machine and cost nothing after.
@@ -153,16 +158,18 @@ check: deps-check
 	@selftests/run
 
 # Peers the benchmarks compare against; not needed to build or test.
-BENCH_PACKAGES := dnsperf dnsmasq-base bubblewrap hyperfine
+BENCH_PACKAGES := dnsperf dnsmasq-base bubblewrap hyperfine wrk nginx-light mitmproxy
 
 bench: deps-check
-	@command -v dnsperf >/dev/null && command -v dnsmasq >/dev/null && command -v bwrap >/dev/null && command -v hyperfine >/dev/null || \
+	@command -v dnsperf >/dev/null && command -v dnsmasq >/dev/null && command -v bwrap >/dev/null && command -v hyperfine >/dev/null && \
+		command -v wrk >/dev/null && command -v nginx >/dev/null && command -v mitmdump >/dev/null || \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(BENCH_PACKAGES)
 	@$(MAKE) --no-print-directory all $(BENCH_BPF)
 	@bench/egress.sh
 	@bench/dns.sh
 	@bench/start.sh
 	@bench/grant.sh
+	@bench/broker.sh
 
 fuzz: deps-check
 	@$(MAKE) --no-print-directory all

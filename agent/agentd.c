@@ -268,6 +268,10 @@ static void handle(struct agent *a, struct client *c, const struct control_msg *
 		reply(c, CONTROL_DENIED_REPLY,
 		      json_pack("{s:o}", "denied", inspect_denied(a->st, id)));
 		return;
+	case CONTROL_RECEIPTS:
+		reply(c, CONTROL_RECEIPTS_REPLY,
+		      json_pack("{s:o}", "receipts", inspect_receipts(&a->cfg, id)));
+		return;
 	case CONTROL_RELOAD:
 		if (config_reload(a)) {
 			reply_error(c, "%s; the agent keeps its configuration", log_last_warning());

@@ -97,6 +97,7 @@ static const struct member exit_members[] = {
 static const struct member sessions_reply_members[] = {{"sessions", M_OBJECTS, true, 0, 0}, {0}};
 static const struct member show_reply_members[] = {{"session", M_OBJECT, true, 0, 0}, {0}};
 static const struct member denied_reply_members[] = {{"denied", M_OBJECTS, true, 0, 0}, {0}};
+static const struct member receipts_reply_members[] = {{"receipts", M_OBJECTS, true, 0, 0}, {0}};
 static const struct member version_reply_members[] = {
 	{"version", M_STRING, true, 0, 0},
 	{"protocol", M_INT, true, 1, 65535},
@@ -118,6 +119,7 @@ static const struct type_info types[] = {
 	{CONTROL_DENIED, "denied", 256, opt_id_members, NULL},
 	{CONTROL_RELOAD, "reload", 64, none_members, NULL},
 	{CONTROL_VERSION_REQ, "version", 64, none_members, NULL},
+	{CONTROL_RECEIPTS, "receipts", 256, opt_id_members, NULL},
 	{CONTROL_OK, "ok", 4 * KIB, ok_members, NULL},
 	{CONTROL_ERROR, "error", 4 * KIB, error_members, NULL},
 	{CONTROL_RUN_STARTED, "run-started", 256, started_members, NULL},
@@ -126,6 +128,7 @@ static const struct type_info types[] = {
 	{CONTROL_SHOW_REPLY, "show-reply", 4 * MIB, show_reply_members, NULL},
 	{CONTROL_DENIED_REPLY, "denied-reply", 32 * MIB, denied_reply_members, NULL},
 	{CONTROL_VERSION_REPLY, "version-reply", 4 * KIB, version_reply_members, NULL},
+	{CONTROL_RECEIPTS_REPLY, "receipts-reply", 32 * MIB, receipts_reply_members, NULL},
 };
 
 static const struct type_info *type_find(uint16_t type)

@@ -40,6 +40,7 @@
  *	denied	 {id?}			-> denied-reply {denied: [object]}
  *	reload	 {}			-> ok
  *	version	 {}			-> version-reply {version: str, protocol: int}
+ *	receipts {id?}			-> receipts-reply {receipts: [object]}
  * Any request may be answered with error {error: "one line"} instead. ok
  * may carry {message?: "one line"}. A session id is 1..64 of [A-Za-z0-9_-].
  */
@@ -63,6 +64,7 @@ enum control_type {
 	CONTROL_DENIED = 7,
 	CONTROL_RELOAD = 8,
 	CONTROL_VERSION_REQ = 9,
+	CONTROL_RECEIPTS = 10,
 
 	CONTROL_OK = CONTROL_REPLY | 1,
 	CONTROL_ERROR = CONTROL_REPLY | 2,
@@ -72,6 +74,7 @@ enum control_type {
 	CONTROL_SHOW_REPLY = CONTROL_REPLY | 6,
 	CONTROL_DENIED_REPLY = CONTROL_REPLY | 7,
 	CONTROL_VERSION_REPLY = CONTROL_REPLY | 8,
+	CONTROL_RECEIPTS_REPLY = CONTROL_REPLY | 9,
 };
 
 struct control_msg {

@@ -305,6 +305,7 @@ struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t
 	s->rodata->sess_addr4 = p->sess4;
 	s->rodata->gw_addr4 = p->gw4;
 	s->rodata->dns_port = p->dns_port;
+	s->rodata->broker_port = p->broker_port;
 	if (!p->host_ifindex)
 		bpf_program__set_autoload(s->progs.errand_tc_in, false);
 	rc = egress_bpf__load(s);
@@ -394,9 +395,10 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 	if (bpf_map_lookup_elem(fd, &k, &old) == 0) {
 		if (old.flags & ENTRY_F_PINNED)
 			return 0;
-		/* Another answer may already keep it longer; the policy's own entry
-		 * is never turned into a once grant's. */
-		if (old.expires_ns > expires_ns || (!old.grant && grant && !old.expires_ns))
+		/* Another answer may already keep it longer, but a once grant's
+		 * entry (perhaps spent) gives way to any other source. */
+		if ((!(old.flags & ENTRY_F_ONCE) || old.grant == grant) &&
+		    old.expires_ns > expires_ns)
 			return 0;
 	}
 	if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) == 0)

@@ -20,6 +20,7 @@ struct enforce_params {
 	enum egress_mode mode;
 	uint32_t sess4, gw4; /* network order */
 	uint16_t dns_port;
+	uint16_t broker_port; /* the session's broker on gw4; 0: none */
 	const uint16_t *ports; /* egressPorts, for open mode */
 	size_t n_ports;
 	const struct cidr *public_ranges; /* treatAsPublic */

@@ -537,6 +537,29 @@ static int cmd_denied(int argc, char **argv, const char *config_path)
 	return 0;
 }
 
+static int cmd_receipts(int argc, char **argv, const char *config_path)
+{
+	struct ctl_args a;
+	json_t *list;
+
+	ctl_parse(argc, argv, config_path, "receipts [ID] [--json]", 0, 1, &a);
+	ctl_connect(&a, true);
+	if (a.ac) {
+		json_t *p = a.n_pos ? json_pack("{s:s}", "id", a.pos[0]) : json_object();
+
+		list = ctl_call(&a, CONTROL_RECEIPTS, p, CONTROL_RECEIPTS_REPLY, "receipts");
+	} else {
+		list = inspect_receipts(&a.cfg, a.n_pos ? a.pos[0] : NULL);
+	}
+	if (a.json)
+		print_json(list);
+	else
+		inspect_print_receipts(list, stdout);
+	json_decref(list);
+	ctl_done(&a);
+	return 0;
+}
+
 static int cmd_reload(int argc, char **argv, const char *config_path)
 {
 	struct ctl_args a;
@@ -615,6 +638,8 @@ static const struct command commands[] = {
 	  "let a running session reach HOST (once by default)", cmd_grant },
 	{ "revoke", "revoke ID HOST [--json]", "take a grant back", cmd_revoke },
 	{ "denied", "denied [ID] [--json]", "what sessions were refused", cmd_denied },
+	{ "receipts", "receipts [ID] [--json]", "the provider calls sessions made through the broker",
+	  cmd_receipts },
 	{ "observe", "observe [SESSION] [--json]", "print running sessions' events as they happen",
 	  cmd_observe },
 	{ "doctor", "doctor [--json]", "what this host can enforce, and every gap", cmd_doctor },

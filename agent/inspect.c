@@ -14,6 +14,7 @@
 #include "agent/enforce.h"
 #include "agent/events.h"
 #include "agent/inspect.h"
+#include "broker/receipts.h"
 #include "lib/util.h"
 
 static int record_path(const struct errand_config *cfg, const char *id, const char *name, char *out,
@@ -220,6 +221,36 @@ json_t *inspect_denied(struct state *st, const char *id)
 
 	if (out)
 		state_denied_list(st, id, denied_cb, out);
+	return out;
+}
+
+static int receipt_cb(void *arg, const struct receipt *r)
+{
+	json_array_append_new(
+		arg, json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:i,s:I,s:I,s:I,s:s,s:I}",
+			       "endedAt", (json_int_t)r->ended_at_ms, "session", r->session,
+			       "provider", r->provider, "credentialVar", r->credential_var, "host",
+			       r->host, "method", r->method, "path", r->path, "queryLength",
+			       (json_int_t)r->query_len, "status", r->status, "durationMs",
+			       (json_int_t)r->duration_ms, "bytesUp", (json_int_t)r->bytes_up,
+			       "bytesDown", (json_int_t)r->bytes_down, "outcome",
+			       receipt_outcome_name(r->outcome), "unrecorded",
+			       (json_int_t)r->unrecorded));
+	return 0;
+}
+
+json_t *inspect_receipts(const struct errand_config *cfg, const char *id)
+{
+	json_t *out = json_array();
+	char path[PATH_MAX];
+	struct receipts *r;
+
+	if (!out || path_fmt(path, sizeof(path), "%s/" RECEIPTS_DB_NAME, cfg->state_dir))
+		return out;
+	r = receipts_open(path, false);
+	if (r)
+		receipts_list(r, id, receipt_cb, out);
+	receipts_close(r);
 	return out;
 }
 
@@ -457,5 +488,33 @@ void inspect_print_denied(const json_t *denied, FILE *f)
 			json_string_value(json_object_get(d, "session")),
 			json_string_value(json_object_get(d, "proto")) ?: "-", target,
 			json_string_value(json_object_get(d, "reason")) ?: "-");
+	}
+}
+
+void inspect_print_receipts(const json_t *receipts, FILE *f)
+{
+	const json_t *r;
+	size_t i;
+
+	fprintf(f, "%-24s  %-8s  %-10s  %-7s  %-40s  %6s  %8s  %s\n", "ENDED", "SESSION", "PROVIDER",
+		"METHOD", "PATH", "STATUS", "MS", "OUTCOME");
+	json_array_foreach(receipts, i, r)
+	{
+		json_int_t ms = json_integer_value(json_object_get(r, "endedAt"));
+		time_t at = (time_t)(ms / 1000);
+		char when[32];
+		struct tm tm;
+
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", gmtime_r(&at, &tm));
+		fprintf(f,
+			"%s.%03dZ  %-8s  %-10s  %-7s  %-40s  %6" JSON_INTEGER_FORMAT
+			"  %8" JSON_INTEGER_FORMAT "  %s\n",
+			when, (int)(ms % 1000), json_string_value(json_object_get(r, "session")),
+			json_string_value(json_object_get(r, "provider")),
+			json_string_value(json_object_get(r, "method")),
+			json_string_value(json_object_get(r, "path")),
+			json_integer_value(json_object_get(r, "status")),
+			json_integer_value(json_object_get(r, "durationMs")),
+			json_string_value(json_object_get(r, "outcome")));
 	}
 }

@@ -22,6 +22,9 @@ json_t *inspect_show(struct state *st, const struct errand_config *cfg, const ch
 		     size_t errlen);
 /* Refusals of one session (NULL: all), oldest first. */
 json_t *inspect_denied(struct state *st, const char *id);
+/* The broker's receipts of one session (NULL: all), oldest first, from
+ * receipts.db under paths.state (none yet: an empty list). */
+json_t *inspect_receipts(const struct errand_config *cfg, const char *id);
 
 /* Checks that id is a running session and host may be granted to it (its
  * egressPorts), then writes the grant into its record. The session's agent
@@ -40,5 +43,6 @@ bool inspect_alive(const struct state_session *row);
 void inspect_print_sessions(const json_t *sessions, FILE *f);
 void inspect_print_show(const json_t *show, FILE *f);
 void inspect_print_denied(const json_t *denied, FILE *f);
+void inspect_print_receipts(const json_t *receipts, FILE *f);
 
 #endif

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,9 @@
 #include "agent/request.h"
 #include "agent/session.h"
 #include "agent/state.h"
+#include "broker/registry.h"
 #include "lib/log.h"
+#include "lib/strv.h"
 #include "lib/util.h"
 
 #define BPF_FS_MAGIC_NUM 0xcafe4a11
@@ -95,6 +98,9 @@ struct session {
 	int status; /* once ended */
 	char exit_path[PATH_MAX];
 	int poll_first, poll_n; /* where session_pollfds put its fds */
+	pid_t broker_pid;	/* the session's own errand-broker; 0: none */
+	char **broker_env;	/* its stand-ins and base URLs, NAME=VALUE */
+	char broker_sock[PATH_MAX];
 };
 
 static int mkdir_p(const char *path, mode_t mode)
@@ -218,6 +224,7 @@ int session_sweep(const struct errand_config *cfg)
 	snprintf(dir, sizeof(dir), "%s/sessions", cfg->run_dir);
 	sweep_dir(dir, ".events", cfg, unlink_path);
 	sweep_dir(dir, ".exit", cfg, unlink_stale);
+	sweep_dir(dir, ".broker", cfg, unlink_path);
 	sweep_dir(dir, ".lock", cfg, unlink_path);
 	if (n)
 		log_info("swept %d object(s) left by sessions that did not end cleanly", n);
@@ -521,10 +528,29 @@ static void session_state_add(struct session *s)
 	free(policy);
 }
 
+/* The session's broker goes with it (it also ends by itself once the
+ * session's lock is free, when no agent is there to stop it). */
+static void broker_stop(struct session *s)
+{
+	if (s->broker_pid > 0) {
+		kill(s->broker_pid, SIGTERM);
+		for (int i = 0; i < 100 && waitpid(s->broker_pid, NULL, WNOHANG) == 0; i++)
+			usleep(10 * 1000);
+		if (kill(s->broker_pid, 0) == 0) {
+			kill(s->broker_pid, SIGKILL);
+			waitpid(s->broker_pid, NULL, 0);
+		}
+		s->broker_pid = 0;
+	}
+	if (s->broker_sock[0])
+		unlink(s->broker_sock);
+}
+
 static void session_teardown(struct session *s)
 {
 	int rc;
 
+	broker_stop(s);
 	dns_responder_free(s->dns);
 	s->dns = NULL;
 	observe_server_free(s->obs);
@@ -577,6 +603,7 @@ static void session_release(struct session *s)
 		config_free(&s->config);
 	json_decref(s->request);
 	json_decref(s->gaps);
+	strv_free(s->broker_env);
 	free(s->config_text);
 	free(s);
 }
@@ -663,7 +690,10 @@ static void session_event(const struct event_rec *ev, void *arg)
 	fprintf(stderr, "%s\n", line);
 }
 
-/* A connection spent a once grant: its entries go, and the grant is used. */
+/* A connection spent a once grant: the grant is used, and answers no more.
+ * Its entries stay until they expire: the kernel already refuses every other
+ * connection through them, and the spending connection's own SYN may still
+ * be on its way to the backstop, which needs them. */
 static void session_grant_used(struct session *s, const struct egress_event *bev)
 {
 	char a[ADDR_STRLEN];
@@ -674,7 +704,6 @@ static void session_grant_used(struct session *s, const struct egress_event *bev
 	memcpy(x.b, bev->addr, 16);
 	if (enforce_entry_grant(s->enf, &x, bev->port, &id) || !id)
 		return;
-	enforce_drop_grant(s->enf, id);
 	rc = grants_mark_used(s->record_dir, id, &s->grants);
 	if (rc && rc != -ENOENT)
 		log_warnx("session %s: cannot mark grant %u used: %s", s->id, id, strerror(-rc));
@@ -696,7 +725,8 @@ static void print_event(const struct egress_event *bev, void *arg)
 }
 
 /* grants.json changed (errandctl grant or revoke): the new set answers the
- * next query; entries of grants that are gone or spent go at once. */
+ * next query; entries of grants revoked or ended go at once (a spent once
+ * grant's stay: see session_grant_used). */
 int session_grants_reload(struct session *s)
 {
 	struct grant_set gs;
@@ -714,7 +744,8 @@ int session_grants_reload(struct session *s)
 		bool kept = false;
 
 		for (size_t j = 0; j < gs.n; j++)
-			kept |= gs.v[j].id == old->id && grant_live(&gs.v[j], now);
+			kept |= gs.v[j].id == old->id &&
+				(grant_live(&gs.v[j], now) || gs.v[j].kind == GRANT_ONCE);
 		if (!kept && s->enf)
 			enforce_drop_grant(s->enf, old->id);
 	}
@@ -722,7 +753,8 @@ int session_grants_reload(struct session *s)
 	return 0;
 }
 
-static int launcher_path(char *out, size_t len)
+/* A program installed next to this one. */
+static int sibling_path(const char *name, char *out, size_t len)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -735,7 +767,7 @@ static int launcher_path(char *out, size_t len)
 	if (!slash)
 		return -ENOENT;
 	*slash = '\0';
-	if (path_fmt(out, len, "%s/errand-launch", self))
+	if (path_fmt(out, len, "%s/%s", self, name))
 		return -ENAMETOOLONG;
 	return access(out, X_OK) ? -errno : 0;
 }
@@ -753,7 +785,7 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 
 	if (!args)
 		return -ENOMEM;
-	rc = launcher_path(launcher, sizeof(launcher));
+	rc = sibling_path("errand-launch", launcher, sizeof(launcher));
 	if (rc) {
 		log_warnx("cannot find errand-launch next to this program (%s): %s; reinstall errand",
 			  launcher, strerror(-rc));
@@ -793,6 +825,12 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	}
 	args[n++] = "--env";
 	args[n++] = sessenv;
+	for (char **e = s->broker_env; e && *e; e++) {
+		if (n + 2 >= LAUNCH_ARGS_MAX - 2)
+			return -E2BIG;
+		args[n++] = "--env";
+		args[n++] = *e;
+	}
 	json_array_foreach(json_object_get(s->request, "env"), i, it)
 	{
 		if (n + 2 >= LAUNCH_ARGS_MAX - 2)
@@ -912,6 +950,135 @@ static int session_services(struct session *s)
 	return 0;
 }
 
+#define BROKER_ACCOUNT "errand-broker"
+#define BROKER_READY_MS 5000
+
+/* Waits for the broker's "ready" line. 0 or -errno. */
+static int broker_wait_ready(int fd)
+{
+	char buf[128];
+	size_t got = 0;
+
+	while (got < sizeof(buf) - 1) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, BROKER_READY_MS) <= 0)
+			return -ETIMEDOUT;
+		n = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			return -EPIPE;
+		got += (size_t)n;
+		buf[got] = '\0';
+		if (strchr(buf, '\n'))
+			return strncmp(buf, "ready ", 6) ? -EPROTO : 0;
+	}
+	return -EPROTO;
+}
+
+static int broker_spawn(struct session *s, const char *listen)
+{
+	char bin[PATH_MAX], config[PATH_MAX];
+	const char *args[16];
+	size_t n = 0;
+	int out[2], rc;
+	pid_t pid;
+
+	if (!getpwnam(BROKER_ACCOUNT)) {
+		log_warnx("session %s: agent.providers needs the account %s, which errand-broker "
+			  "runs as; create it (make accounts)",
+			  s->id, BROKER_ACCOUNT);
+		return -ENOENT;
+	}
+	if ((rc = sibling_path("errand-broker", bin, sizeof(bin)))) {
+		log_warnx("cannot find errand-broker next to this program (%s): %s; reinstall "
+			  "errand",
+			  bin, strerror(-rc));
+		return rc;
+	}
+	if (path_fmt(config, sizeof(config), "%s/config.json", s->record_dir) ||
+	    path_fmt(s->broker_sock, sizeof(s->broker_sock), "%s/sessions/%s.broker",
+		     s->cfg->run_dir, s->id))
+		return -ENAMETOOLONG;
+	args[n++] = bin;
+	args[n++] = "--config";
+	args[n++] = config;
+	args[n++] = "--listen";
+	args[n++] = listen;
+	args[n++] = "--user";
+	args[n++] = BROKER_ACCOUNT;
+	args[n++] = "--registry";
+	args[n++] = s->broker_sock;
+	args[n++] = "--session-lock";
+	args[n++] = s->lock_path;
+	args[n] = NULL;
+	if (pipe2(out, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		close(out[0]);
+		close(out[1]);
+		return rc;
+	}
+	if (pid == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (dup2(out[1], STDOUT_FILENO) < 0)
+			_exit(125);
+		/* not in the agent's process group: it outlives the agent */
+		setsid();
+		execv(bin, (char *const *)args);
+		_exit(125);
+	}
+	close(out[1]);
+	s->broker_pid = pid;
+	rc = broker_wait_ready(out[0]);
+	close(out[0]);
+	if (rc)
+		log_warnx("session %s: errand-broker did not start (%s); its log says why",
+			  s->id, strerror(-rc));
+	return rc;
+}
+
+/* The session's own broker, on its gateway: stand-ins minted, registered
+ * for the session's address, and handed to the session in its environment
+ * with each provider's base URL. The real keys never come near the session. */
+static int session_broker(struct session *s)
+{
+	struct broker_standin *st = NULL;
+	char listen[ADDR_STRLEN + 8], gw[ADDR_STRLEN];
+	size_t n = 0, n_env;
+	struct addr a;
+	int fd, rc;
+
+	addr_from_v4(&a, s->link.gw4);
+	addr_str(&a, gw);
+	snprintf(listen, sizeof(listen), "%s:%u", gw, BROKER_DEFAULT_PORT);
+	if ((rc = broker_spawn(s, listen)))
+		return rc;
+	if ((rc = broker_standins_mint(s->cfg, &st, &n))) {
+		log_warnx("session %s: cannot mint stand-ins: %s", s->id, strerror(-rc));
+		return rc;
+	}
+	addr_from_v4(&a, s->link.sess4);
+	fd = broker_connect(s->broker_sock);
+	rc = fd < 0 ? fd : broker_register(fd, s->id, &a, st, n);
+	if (fd >= 0)
+		close(fd);
+	if (!rc)
+		rc = broker_session_env(s->cfg, gw, BROKER_DEFAULT_PORT, st, n, &s->broker_env,
+					&n_env);
+	explicit_bzero(st, n * sizeof(*st));
+	free(st);
+	if (rc)
+		log_warnx("session %s: cannot register it with its broker: %s", s->id,
+			  strerror(-rc));
+	return rc;
+}
+
 static int session_paths(struct session *s)
 {
 	const struct errand_config *cfg = s->cfg;
@@ -994,6 +1161,8 @@ static int session_setup(struct session *s)
 	ep.sess4 = s->link.sess4;
 	ep.gw4 = s->link.gw4;
 	ep.dns_port = DNS_PORT;
+	if (s->mode != EGRESS_MODE_NONE && cfg->n_providers)
+		ep.broker_port = BROKER_DEFAULT_PORT;
 	ep.ports = cfg->egress_ports;
 	ep.n_ports = cfg->n_egress_ports;
 	ep.public_ranges = cfg->public_ranges;
@@ -1013,6 +1182,8 @@ static int session_setup(struct session *s)
 			  s->record_dir, strerror(-rc));
 		return rc;
 	}
+	if (s->mode != EGRESS_MODE_NONE && cfg->n_providers && (rc = session_broker(s)))
+		return rc;
 	return session_services(s);
 }
 

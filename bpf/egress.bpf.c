@@ -28,6 +28,7 @@ const volatile __u64 sess_cgid = 0;
 const volatile __u32 sess_addr4 = 0; /* network order: the session side of the veth */
 const volatile __u32 gw_addr4 = 0;   /* network order: the gateway, where the responder listens */
 const volatile __u16 dns_port = DNS_PORT;
+const volatile __u16 broker_port = 0; /* the session's broker on its gateway; 0: none */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -264,6 +265,13 @@ static __always_inline __u8 verdict(const __u8 addr[16], __u16 port, __u32 *flag
 	return REASON_NOT_ALLOWED;
 }
 
+/* The broker of the session's provider routes listens on its gateway. */
+static __always_inline bool to_broker(__u32 dst4, __u16 port, __u8 proto)
+{
+	return broker_port && mode != EGRESS_MODE_NONE && proto == IPPROTO_TCP && dst4 == gw_addr4 &&
+	       port == broker_port;
+}
+
 /* A once grant admits one connection: the first socket to mark it spent
  * wins (its own connect() again, as a non-blocking connect is asked about,
  * stays admitted), any other is refused, and the agent hears of it to retire
@@ -320,6 +328,11 @@ static __always_inline int decide4(struct bpf_sock_addr *ctx, __u8 hook)
 		emit(addr, port, proto, REASON_UDP, hook);
 		return 0;
 	}
+	/* The session's broker: exactly its address and port. */
+	if (to_broker(dst, port, proto)) {
+		count(CNT_ALLOWED);
+		return 1;
+	}
 	why = verdict(addr, port, &flags, &grant);
 	if (!why && (flags & ENTRY_F_ONCE))
 		why = spend_once(ctx, addr, port, proto, grant, hook);
@@ -368,6 +381,10 @@ static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
 	if (mode != EGRESS_MODE_NONE && proto == IPPROTO_UDP) {
 		emit(addr, port, proto, REASON_UDP, hook);
 		return 0;
+	}
+	if (is_v4_mapped(addr) && to_broker(a32[3], port, proto)) {
+		count(CNT_ALLOWED);
+		return 1;
 	}
 	why = verdict(addr, port, &flags, &grant);
 	if (!why && (flags & ENTRY_F_ONCE))
@@ -543,8 +560,10 @@ int errand_tc_in(struct __sk_buff *skb)
 		goto drop;
 	}
 
-	/* The responder, over UDP or TCP. */
+	/* The responder, over UDP or TCP; the broker, over TCP. */
 	if (ip->daddr == gw_addr4 && dport == dns_port && mode != EGRESS_MODE_NONE)
+		goto pass;
+	if (to_broker(ip->daddr, dport, ip->protocol))
 		goto pass;
 	if (ip->protocol == IPPROTO_UDP) {
 		emit(addr, dport, IPPROTO_UDP, REASON_UDP, HOOK_TC);

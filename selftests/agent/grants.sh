@@ -42,8 +42,9 @@ assert_eq "$rc" 125 "a grant to a session that does not run is refused"
 assert_eq "$(ctl show "$SESSION" --json | jq_py "d['grants']")" "[]" "no grant was made by them"
 
 # once: exactly one connection.
-assert_eq "$(ctl grant "$SESSION" api.test --json | jq_py "d['result']")" granted "grant once (the default)"
+# (the mark comes first: the session may spend it before the command returns)
 mark
+assert_eq "$(ctl grant "$SESSION" api.test --json | jq_py "d['result']")" granted "grant once (the default)"
 bg_rounds 3 20
 assert_eq "$(since '^c[12]=ok' | wc -l)" 1 "a once grant lets exactly one connection through"
 assert_match "$(since '^c[12]=' | tr '\n' ' ')" "c1=ok hello $HOST_A:443 c2=EPERM" "... the next one, right after, is refused"
@@ -52,6 +53,10 @@ assert_eq "$(ctl show "$SESSION" --json | jq_py "[(g['host'], g['kind'], g['used
 mark
 bg_rounds 2 20
 assert_match "$(since '^dns=' | tail -n 1)" "^dns=answer NXDOMAIN" "a used once grant answers no more"
+mark
+ctl grant "$SESSION" api.test once >/dev/null
+bg_rounds 3 20
+assert_eq "$(since '^c[12]=ok' | wc -l)" 1 "granted once again: exactly one more connection"
 
 # always, then revoke.
 ctl grant "$SESSION" api.test always >/dev/null
