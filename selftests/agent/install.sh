@@ -83,7 +83,7 @@ assert_match "$reg" '^complete -F [A-Za-z_]+ errandctl$' "... and registers comp
 words=$(bash --norc --noprofile -c '. "$1"
 	COMP_LINE="errandctl re"; COMP_POINT=${#COMP_LINE}; COMP_WORDS=(errandctl re); COMP_CWORD=1
 	_errandctl; echo "${COMPREPLY[*]}"' _ "$comp" 2>&1)
-assert_eq "$words" "revoke reload" "it completes errandctl re to revoke and reload"
+assert_eq "$words" "revoke receipts reload" "it completes errandctl re to revoke, receipts and reload"
 
 # The unit: keeps sessions alive across restarts, starts the installed agent.
 unit=$D/lib/systemd/system/errand-agent.service
