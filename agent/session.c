@@ -542,7 +542,8 @@ static void broker_stop(struct session *s)
 		}
 		s->broker_pid = 0;
 	}
-	if (s->broker_sock[0])
+	/* an adopted session's broker stops by itself; its socket is ours to remove */
+	if (s->broker_sock[0] && s->cfg->n_providers)
 		unlink(s->broker_sock);
 }
 
@@ -996,9 +997,7 @@ static int broker_spawn(struct session *s, const char *listen)
 			  bin, strerror(-rc));
 		return rc;
 	}
-	if (path_fmt(config, sizeof(config), "%s/config.json", s->record_dir) ||
-	    path_fmt(s->broker_sock, sizeof(s->broker_sock), "%s/sessions/%s.broker",
-		     s->cfg->run_dir, s->id))
+	if (path_fmt(config, sizeof(config), "%s/config.json", s->record_dir))
 		return -ENAMETOOLONG;
 	args[n++] = bin;
 	args[n++] = "--config";
@@ -1090,7 +1089,9 @@ static int session_paths(struct session *s)
 	    path_fmt(s->lock_path, sizeof(s->lock_path), "%s/sessions/%s.lock", cfg->run_dir,
 		     s->id) ||
 	    path_fmt(s->exit_path, sizeof(s->exit_path), "%s/sessions/%s.exit", cfg->run_dir,
-		     s->id))
+		     s->id) ||
+	    path_fmt(s->broker_sock, sizeof(s->broker_sock), "%s/sessions/%s.broker",
+		     cfg->run_dir, s->id))
 		return -ENAMETOOLONG;
 	return 0;
 }
