@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "broker/http.h"
+#include "lib/util.h"
 
 enum state {
 	S_START, /* request or status line */
@@ -123,17 +124,6 @@ static bool is_token(const char *s, size_t len)
 static bool is_field_char(unsigned char c)
 {
 	return c == '\t' || (c >= 0x20 && c != 0x7f);
-}
-
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 static int parse_version(struct http_parser *p, const char *s, size_t len)
@@ -390,7 +380,7 @@ static int chunk_byte(struct http_parser *p, unsigned char c)
 		return fail(p, 400);
 	switch (p->state) {
 	case S_CHUNK_SIZE:
-		d = hexval(c);
+		d = hex_value(c);
 		if (d >= 0) {
 			if (p->chunk_size > UINT64_MAX >> 4)
 				return fail(p, 400);
@@ -624,8 +614,8 @@ static int segment_check(const char *raw, size_t len)
 
 			if (len - i < 3)
 				return -EINVAL;
-			hi = hexval((unsigned char)raw[i + 1]);
-			lo = hi < 0 ? -1 : hexval((unsigned char)raw[i + 2]);
+			hi = hex_value((unsigned char)raw[i + 1]);
+			lo = hi < 0 ? -1 : hex_value((unsigned char)raw[i + 2]);
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
 			c = (unsigned char)(hi << 4 | lo);

@@ -70,17 +70,6 @@ const char *receipt_method(const char *method)
 	return "OTHER";
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 void receipt_path(const char *raw, char *out)
 {
 	static const char prefix[] = BROKER_STANDIN_PREFIX;
@@ -94,8 +83,8 @@ void receipt_path(const char *raw, char *out)
 		int hi = -1, lo = -1;
 
 		if (raw[i] == '%' && i + 2 < n) {
-			hi = hexval(raw[i + 1]);
-			lo = hi < 0 ? -1 : hexval(raw[i + 2]);
+			hi = hex_value((unsigned char)raw[i + 1]);
+			lo = hi < 0 ? -1 : hex_value((unsigned char)raw[i + 2]);
 		}
 		if (hi >= 0 && lo >= 0) {
 			dec[d++] = (char)(hi << 4 | lo);
@@ -114,7 +103,7 @@ void receipt_path(const char *raw, char *out)
 		if (!strncmp(dec + i, prefix, sizeof(prefix) - 1)) {
 			/* the prefix and whatever hex follows: a stand-in, whole or cut */
 			i += sizeof(prefix) - 1;
-			while (i < d && hexval(dec[i]) >= 0)
+			while (i < d && hex_value((unsigned char)dec[i]) >= 0)
 				i++;
 			len = (size_t)snprintf(piece, sizeof(piece), "[stand-in]");
 		} else if (c < 0x20 || c == 0x7f || c == '\\') {

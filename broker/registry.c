@@ -30,15 +30,7 @@ int broker_connect(const char *sock_path)
 
 static bool session_id_ok(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (!n || n > BROKER_SESSION_MAX)
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
-			return false;
-	return true;
+	return name_token_ok(s, BROKER_SESSION_MAX);
 }
 
 static bool provider_ok(const char *s, size_t n)

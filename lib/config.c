@@ -904,15 +904,7 @@ static void where_index(char *out, size_t len, const char *where, size_t i)
 /* A provider's name goes into a route and an environment variable's name. */
 static bool provider_name_ok(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (!n || n > 64)
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_'))
-			return false;
-	return true;
+	return name_token_ok(s, 64);
 }
 
 /* baseUrl: https://HOST[:PORT][/PATH], or http:// to a loopback address
