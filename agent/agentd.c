@@ -44,7 +44,7 @@ struct client {
 	size_t got; /* bytes of header, then of payload */
 	uint16_t type;
 	uint32_t length;
-	uint8_t *payload; /* once the header passed its checks */
+	uint8_t *frame; /* header and payload, once the header passed its checks */
 	int fds[CONTROL_FDS_MAX];
 	int nfds;
 	uint64_t deadline_ns;
@@ -73,7 +73,7 @@ static void client_close(struct client *c)
 	close(c->fd);
 	for (int i = 0; i < c->nfds; i++)
 		close(c->fds[i]);
-	free(c->payload);
+	free(c->frame);
 	*c = (struct client){.fd = -1};
 }
 
@@ -299,9 +299,9 @@ static void handle(struct agent *a, struct client *c, const struct control_msg *
 static void client_read(struct agent *a, struct client *c)
 {
 	struct control_msg m = {};
-	char err[512];
-	size_t want = c->payload ? c->length : sizeof(c->hdr);
-	uint8_t *dst = c->payload ? c->payload : c->hdr;
+	char err[512] = "";
+	size_t want = c->frame ? c->length : sizeof(c->hdr);
+	uint8_t *dst = c->frame ? c->frame + CONTROL_HEADER_LEN : c->hdr;
 	ssize_t n;
 
 	n = control_recv(c->fd, dst + c->got, want - c->got, c->fds, &c->nfds, MSG_DONTWAIT);
@@ -316,46 +316,35 @@ static void client_read(struct agent *a, struct client *c)
 	c->got += (size_t)n;
 	if (c->got < want)
 		return;
-	if (!c->payload) {
+	if (!c->frame) {
 		if (control_header(c->hdr, &c->type, &c->length, err, sizeof(err))) {
 			log_warnx("client dropped: %s", err);
 			client_close(c);
 			return;
 		}
-		c->payload = malloc(CONTROL_HEADER_LEN + c->length + 1);
-		if (!c->payload) {
+		/* the header, then room for exactly the payload it announced */
+		c->frame = malloc(CONTROL_HEADER_LEN + c->length);
+		if (!c->frame) {
 			client_close(c);
 			return;
 		}
+		memcpy(c->frame, c->hdr, CONTROL_HEADER_LEN);
 		c->got = 0;
 		if (c->length)
 			return;
 	}
 	/* The whole frame, checked once more by the one parser. */
-	{
-		uint8_t *frame = malloc(CONTROL_HEADER_LEN + c->length + 1);
-
-		if (!frame) {
-			client_close(c);
-			return;
-		}
-		memcpy(frame, c->hdr, CONTROL_HEADER_LEN);
-		memcpy(frame + CONTROL_HEADER_LEN, c->payload, c->length);
-		if (control_parse(frame, CONTROL_HEADER_LEN + c->length, &m, err, sizeof(err)) ||
-		    !control_type_is_request(m.type)) {
-			free(frame);
-			log_warnx("client dropped: %s",
-				  err[0] ? err : "an answer sent as a request");
-			control_msg_free(&m);
-			client_close(c);
-			return;
-		}
-		free(frame);
+	if (control_parse(c->frame, CONTROL_HEADER_LEN + c->length, &m, err, sizeof(err)) ||
+	    !control_type_is_request(m.type)) {
+		log_warnx("client dropped: %s", err[0] ? err : "an answer sent as a request");
+		control_msg_free(&m);
+		client_close(c);
+		return;
 	}
 	handle(a, c, &m);
 	control_msg_free(&m);
-	free(c->payload);
-	c->payload = NULL;
+	free(c->frame);
+	c->frame = NULL;
 	c->got = 0;
 	for (int i = 0; i < c->nfds; i++)
 		close(c->fds[i]);

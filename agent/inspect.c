@@ -370,13 +370,17 @@ static void print_strings(const json_t *arr, const char *sep, FILE *f)
 	json_array_foreach(arr, i, it) fprintf(f, "%s%s", i ? sep : "", json_string_value(it));
 }
 
-static void print_uptime(json_int_t s, FILE *f)
+static const char *uptime_str(const json_t *o, char *buf, size_t len)
 {
+	json_int_t s = json_integer_value(json_object_get(o, "uptime"));
+
 	if (s >= 3600)
-		fprintf(f, "%" JSON_INTEGER_FORMAT "h%02" JSON_INTEGER_FORMAT "m", s / 3600,
-			s / 60 % 60);
+		snprintf(buf, len, "%" JSON_INTEGER_FORMAT "h%02" JSON_INTEGER_FORMAT "m", s / 3600,
+			 s / 60 % 60);
 	else
-		fprintf(f, "%" JSON_INTEGER_FORMAT "m%02" JSON_INTEGER_FORMAT "s", s / 60, s % 60);
+		snprintf(buf, len, "%" JSON_INTEGER_FORMAT "m%02" JSON_INTEGER_FORMAT "s", s / 60,
+			 s % 60);
+	return buf;
 }
 
 void inspect_print_sessions(const json_t *sessions, FILE *f)
@@ -389,14 +393,9 @@ void inspect_print_sessions(const json_t *sessions, FILE *f)
 	json_array_foreach(sessions, i, s)
 	{
 		char up[32];
-		FILE *m = fmemopen(up, sizeof(up), "w");
 
-		if (m) {
-			print_uptime(json_integer_value(json_object_get(s, "uptime")), m);
-			fclose(m);
-		}
 		fprintf(f, "%-8s  %-8s  %-10s  %8" JSON_INTEGER_FORMAT "  ",
-			json_string_value(json_object_get(s, "id")), up,
+			json_string_value(json_object_get(s, "id")), uptime_str(s, up, sizeof(up)),
 			json_string_value(json_object_get(s, "mode")),
 			json_integer_value(json_object_get(s, "refusals")));
 		if (json_array_size(json_object_get(s, "allowed")))
@@ -413,14 +412,15 @@ void inspect_print_show(const json_t *show, FILE *f)
 {
 	const json_t *policy = json_object_get(show, "policy"), *it, *v;
 	const char *key;
+	char up[32];
 	size_t i;
 
 	fprintf(f, "session   %s\n", json_string_value(json_object_get(show, "id")));
 	fprintf(f, "command   ");
 	print_strings(json_object_get(show, "command"), " ", f);
-	fprintf(f, "\nmode      %s\nuptime    ", json_string_value(json_object_get(show, "mode")));
-	print_uptime(json_integer_value(json_object_get(show, "uptime")), f);
-	fprintf(f, "\nowner     %s\n", json_string_value(json_object_get(show, "owner")));
+	fprintf(f, "\nmode      %s\nuptime    %s\nowner     %s\n",
+		json_string_value(json_object_get(show, "mode")), uptime_str(show, up, sizeof(up)),
+		json_string_value(json_object_get(show, "owner")));
 	fprintf(f, "allow     ");
 	print_strings(json_object_get(policy, "allow"), ", ", f);
 	fprintf(f, "\naddress   %s via %s\n",

@@ -639,10 +639,12 @@ static void session_suggest(struct session *s, const char *name)
 		return;
 	if (!suggest_pass(&s->suggest, name, boottime_ns()))
 		return;
-	/* A grant opens only egressPorts: name one of them. */
-	for (size_t i = 0; i < s->cfg->n_egress_ports && port == HOST_DEFAULT_PORT; i++)
-		if (i == 0 && s->cfg->egress_ports[0] != HOST_DEFAULT_PORT)
-			port = s->cfg->egress_ports[0];
+	/* A grant opens only egressPorts: 443 when it is one, else the first. */
+	if (s->cfg->n_egress_ports)
+		port = s->cfg->egress_ports[0];
+	for (size_t i = 0; i < s->cfg->n_egress_ports; i++)
+		if (s->cfg->egress_ports[i] == HOST_DEFAULT_PORT)
+			port = HOST_DEFAULT_PORT;
 	if (port == HOST_DEFAULT_PORT)
 		snprintf(host, sizeof(host), "%s", name);
 	else

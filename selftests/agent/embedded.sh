@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: without errand-agent, errandctl sessions, show, denied, grant, revoke, stop, reload and version work on the sessions embedded errandctl runs (state.db, the session's record and its pins), each as a table and as JSON; a grant made this way reaches the running session, which rereads its grants when they change.
+# Guarantee: without errand-agent, errandctl sessions, show, denied, grant, revoke, stop, reload and version work on the sessions embedded errandctl runs (state.db, the session's record and its pins), each as a table and as JSON; a grant made this way reaches the running session, which rereads its grants when they change; a refused name's suggestion names a port sandbox.egressPorts allows (443 when it is there).
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 120
 . "$(dirname "$0")/../lib/world.sh"
@@ -48,4 +48,16 @@ assert_eq "$rc" 125 "show of a session that ended: exit 125"
 assert_match "$out" "no running session $SESSION; errandctl sessions lists them" "... in one line"
 out=$(ctl show nothex 2>&1); rc=$?
 assert_eq "$rc" 125 "show of something that is no session id: exit 125"
+
+# The suggestion names a port a grant may open: 443 when egressPorts has it.
+for ports in "8080, 443" "8080"; do
+	W_CONFIG=$(dns_config "ports${ports//[, ]/}" "" "\"egressPorts\": [$ports]")
+	errand_run -- sh -c "$(session_ns_sh)"'"$0" dns $NS a.test >/dev/null' "$PROBE"
+	sug=$(grep -o 'to allow it: errandctl grant [0-9a-f]* [^ ]*' "$RUN_ERR")
+	if [ "$ports" = 8080 ]; then
+		assert_match "$sug" " a\.test:8080$" "egressPorts [8080]: the suggestion names a.test:8080"
+	else
+		assert_match "$sug" " a\.test$" "egressPorts [8080, 443]: the suggestion names a.test (443)"
+	fi
+done
 world_finish
