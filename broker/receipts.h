@@ -1,5 +1,5 @@
-/* receipts.db: one row a provider call errand-broker handled (DESIGN.md,
- * "Broker"), in SQLite (WAL) under paths.state. Written by the broker, read
+/* receipts.db: one row a provider call errand-broker handled (doc/design.md,
+ * "The broker"), in SQLite (WAL) under paths.state. Written by the broker, read
  * by errandctl receipts. No header, body, credential or stand-in is ever
  * stored: only what struct receipt holds. No TLS here: errandctl links it. */
 #ifndef ERRAND_BROKER_RECEIPTS_H

@@ -268,7 +268,7 @@ const char *addr_str(const struct addr *a, char buf[ADDR_STRLEN])
  * 0.0.0.0/0 and forbid all of IPv4. A mapped address is an IPv4 address to
  * errand and is judged by the IPv4 entries alone, by addr_forbidden() here
  * and by the BPF programs alike; that is how the carried address of this form
- * is "judged" as DESIGN.md asks. */
+ * is "judged" as doc/design.md asks. */
 static const struct cidr forbidden[] = {
 	V4(0, 0, 0, 0, 8), /* "this network" */
 	V4(10, 0, 0, 0, 8), /* private */

@@ -1,6 +1,6 @@
 /* Addresses as errand keeps them: 16 bytes, IPv4 v4-mapped (::ffff:a.b.c.d),
  * so one form serves both families in maps, configuration and events.
- * Also the forbidden ranges of DESIGN.md, as one table. */
+ * Also the forbidden ranges of doc/design.md, as one table. */
 #ifndef ERRAND_ADDR_H
 #define ERRAND_ADDR_H
 
@@ -35,7 +35,7 @@ void addr_from_v4(struct addr *out, uint32_t be);
 const char *addr_str(const struct addr *a, char buf[ADDR_STRLEN]);
 bool cidr_contains(const struct cidr *c, const struct addr *a);
 
-/* The forbidden ranges (DESIGN.md "Forbidden ranges"): IANA special-purpose
+/* The forbidden ranges (doc/design.md "Forbidden ranges"): IANA special-purpose
  * ranges that are not globally reachable, cloud metadata addresses, and the
  * v6 forms that carry a v4 address. Static storage, never freed. */
 const struct cidr *forbidden_ranges(size_t *n);

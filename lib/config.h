@@ -1,4 +1,4 @@
-/* errand's configuration: one JSON file (DESIGN.md "Contracts"), read with
+/* errand's configuration: one JSON file (doc/design.md "Contracts"), read with
  * jansson into struct errand_config. Keys later features enforce are
  * accepted and kept; a key a letter or two off a known one is refused with
  * the known one suggested; other unknown keys are warned about and ignored. */

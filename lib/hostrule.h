@@ -1,4 +1,4 @@
-/* Host rules, as DESIGN.md "Host rules" states them: "name" or "name:port"
+/* Host rules, as doc/design.md "Host rules" states them: "name" or "name:port"
  * (443 unless given), "*.example.com" for exactly one label below, never the
  * apex; no "*.com", no IP literals; lowercased, punycode, trailing dot trimmed. */
 #ifndef ERRAND_HOSTRULE_H

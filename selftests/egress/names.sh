@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: host rules match names as DESIGN.md "Host rules" says: lowercased, trailing dot trimmed, *.example.com exactly one label below and never the apex.
+# Guarantee: host rules match names as doc/design.md "Host rules" says: lowercased, trailing dot trimmed, *.example.com exactly one label below and never the apex.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up

@@ -1,4 +1,4 @@
-# The test world of errand's kernel-level selftests (DESIGN.md "Test worlds").
+# The test world of errand's kernel-level selftests (doc/design.md "Test worlds").
 # Sourced by selftests/<area>/<test>.sh; needs root. A world is two network
 # namespaces of its own, joined by one veth and linked to nothing else:
 #
