@@ -66,6 +66,11 @@ echo "secret_out=\$(cat $SHARED/secret.txt 2>&1 | sed 's/.*: //')"
 echo "shared_write=\$( (echo x >$SHARED/new) 2>/dev/null && echo ok || echo refused)"
 echo "etc_write=\$( (echo x >/etc/errt-project) 2>/dev/null && echo ok || echo refused)"
 echo "state_write=\$( (echo x >"\$HOME/f") 2>/dev/null && echo ok || echo refused)"
+cp /bin/sh tool
+echo "suid=\$(chmod 4755 tool 2>&1 | sed 's/.*: //')"
+echo "sgid=\$(chmod 2755 tool 2>&1 | sed 's/.*: //')"
+echo "suid_create=\$(python3 -c 'import os; os.open("tool2", os.O_CREAT | os.O_WRONLY, 0o6755)' 2>&1 | tail -n 1 | sed 's/:.*//')"
+echo "fcaps=\$(python3 -c 'import os; os.setxattr("tool", "security.capability", bytes.fromhex("01000002" "c0000000" "00000000" "00000000" "00000000"))' 2>&1 | tail -n 1 | sed 's/:.*//')"
 git init -q . && git add renamed.txt existing.txt &&
 	git -c user.name=errt -c user.email=errt@example.invalid commit -q -m "from the session" &&
 	echo "git=\$(git log --format=%s)"
@@ -116,6 +121,15 @@ for who in "$OWNER" root; do
 	assert_eq "$(result etc_write)" refused "[$who] ... nor /etc"
 	assert_eq "$(ls "$SHARED/new" /etc/errt-project 2>/dev/null)" "" "[$who] ... nothing appeared on the host"
 	assert_eq "$(result state_write)" ok "[$who] the state directory is written"
+	# Written as the owner, a setuid, setgid or file-capability binary would
+	# run as the owner (root) for whoever executes it on the host.
+	assert_eq "$(result suid):$(result sgid)" "Operation not permitted:Operation not permitted" \
+		"[$who] the session cannot make a setuid or setgid file"
+	assert_eq "$(result suid_create)" PermissionError "[$who] ... nor create one with that mode"
+	assert_eq "$(result fcaps)" PermissionError "[$who] ... nor give a file capabilities"
+	assert_eq "$(find "$P" -perm /6000 | head -3)" "" "[$who] on disk no file is setuid or setgid"
+	assert_eq "$(python3 -c 'import os,sys; print(os.listxattr(sys.argv[1]))' "$P/tool" 2>&1)" "[]" \
+		"[$who] ... and none carries capabilities"
 done
 
 # Only the owner (or root) may have a session write a project as its owner:
