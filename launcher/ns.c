@@ -214,6 +214,17 @@ int ns_prepare_project(struct launch_args *a)
 			  a->project, (unsigned int)st.st_uid, (unsigned int)a->requester);
 		return -EPERM;
 	}
+	/* A project of the session's own account is written as it is. */
+	if (st.st_uid == a->uid && st.st_gid == a->gid) {
+		r = idmap_set(tree, -1, attr);
+		if (r < 0) {
+			errno = -r;
+			log_warn("cannot set the mount attributes of the project %s", a->project);
+			return r;
+		}
+		a->project_fd = steal_fd(&tree);
+		return 0;
+	}
 	userns = idmap_userns(st.st_uid, st.st_gid, a->uid, a->gid);
 	if (userns < 0) {
 		errno = -userns;
