@@ -78,8 +78,15 @@ EOS
 }
 
 for who in "$OWNER" root; do
+	# The user's as `errandctl run --project ~/repo` names it: in a home
+	# errand-session cannot even enter.
 	P=$W_DIR/project-$who
+	[ "$who" = root ] || P=$W_DIR/home-$who/repo
 	mkdir -p "$P"
+	if [ "$who" != root ]; then
+		chown "$who:$who" "${P%/repo}"
+		chmod 0700 "${P%/repo}"
+	fi
 	echo before >"$P/existing.txt"
 	echo third >"$P/third.txt"
 	echo in-project-secret >"$P/secret.txt"
@@ -92,7 +99,7 @@ for who in "$OWNER" root; do
 	o_gid=$(id -g "$who")
 
 	errand_run --egress none --project "$P" -- sh -c "$(session_script)" sh "$P"
-	assert_eq "$RUN_RC" 0 "[$who] the session ran in a 755 project owned by $who"
+	assert_eq "$RUN_RC" 0 "[$who] the session ran in a 755 project owned by $who ($P)"
 	assert_eq "$(result uidmap)" "0 $S_UID 1" "[$who] ... as errand-session (uid $S_UID), never as the owner"
 	assert_eq "$(result edited)" "one,two," "[$who] it creates and edits a file"
 	assert_eq "$(result renamed)" "one,two," "[$who] ... renames it"
@@ -139,7 +146,7 @@ mkdir -p "$LCG"
 ip netns add "$W-launch"
 S_GID=$(getent group errand-session | cut -d: -f3)
 [ -n "$S_GID" ] || S_GID=$(id -g errand-session 2>/dev/null || echo 65534)
-P=$W_DIR/project-$OWNER
+P=$W_DIR/home-$OWNER/repo
 launch() {
 	"$ROOT/build/bin/errand-launch" --session "$W-l" --cgroup "$LCG" --netns "/run/netns/$W-launch" \
 		--uid "$S_UID" --gid "$S_GID" --project "$P" --requester "$1" -- sh -c 'echo errt-ran' 2>&1
