@@ -13,8 +13,10 @@
  * mapped to host `host` and `host_gid` ("disk host 1"). Through a mount
  * idmapped with it, a file owned by disk:disk_gid on disk is host:host_gid,
  * a file host:host_gid creates is disk:disk_gid on disk, and every other
- * on-disk id is unmapped (nobody, with only the "others" bits). An O_CLOEXEC
- * descriptor on it, or -errno. Needs root. */
+ * on-disk id is unmapped: a file of another uid is never the session's (its
+ * owner bits never apply, nor can its mode change), only its "others" bits
+ * do, and its group bits where its group is disk_gid, as for the owner. An
+ * O_CLOEXEC descriptor on it, or -errno. Needs root. */
 int idmap_userns(uid_t disk, gid_t disk_gid, uid_t host, gid_t host_gid);
 
 /* A detached copy of the tree at path with its submounts (open_tree

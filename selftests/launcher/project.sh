@@ -139,6 +139,15 @@ for who in "$OWNER" root; do
 		"[$who] ... and none carries capabilities"
 done
 
+# The same through errand-agent: root asked, so the owner's project is
+# written as the owner.
+agent_start || exit 1
+P=$W_DIR/home-$OWNER/repo
+errand_run --egress none --project "$P" -- sh -c "cd $P && echo x >via-agent && echo made=ok"
+assert_eq "$RUN_RC:$(result made)" 0:ok "through errand-agent the session writes the project"
+assert_eq "$(stat -c %U "$P/via-agent" 2>/dev/null)" "$OWNER" "... as its owner, $OWNER"
+agent_stop
+
 # Only the owner (or root) may have a session write a project as its owner:
 # the launcher checks the tree it mounts, past any renaming of the path.
 LCG=$W_CG/$W-launch
