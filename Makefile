@@ -111,7 +111,8 @@ $(BUILD)/bin/errand-agent: $(BUILD)/agent/agentd.o $(AGENT_OBJS) $(BROKER_LIB_OB
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The launcher stays small: libseccomp and none of the agent's libraries.
-$(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o $(BUILD)/lib/strv.o
+$(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o $(BUILD)/lib/strv.o \
+			     $(BUILD)/lib/idmap.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(shell pkg-config --libs libseccomp 2>/dev/null)
 

@@ -156,6 +156,8 @@ static void handle_run(struct agent *a, struct client *c, const json_t *req)
 	char err[CONFIG_ERRLEN];
 	struct session *s;
 	json_t *started;
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
 	int pidfd;
 
 	if (c->nfds != 3) {
@@ -164,6 +166,13 @@ static void handle_run(struct agent *a, struct client *c, const json_t *req)
 	}
 	if (a->n_sessions >= MAX_SESSIONS) {
 		reply_error(c, "this agent runs %d sessions already; stop one first", MAX_SESSIONS);
+		return;
+	}
+	/* Who asked, as the kernel knows it: the project is written as its
+	 * owner, so request.c and the launcher let only the owner or root. */
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) ||
+	    json_object_set_new((json_t *)req, "requester", json_integer(cr.uid))) {
+		reply_error(c, "cannot read who asked for the session");
 		return;
 	}
 	s = session_start(&p, err, sizeof(err));

@@ -37,11 +37,21 @@ static void put_list(struct argv_out *o, const char *opt, const struct config_st
 int confine_launch_args(const struct errand_config *cfg, const char *project_dir,
 			const char *state_dir, const char **args, size_t *n, size_t max)
 {
-	static char fsize[24], tmp[24], shm[24], memory[24], cpu[24], pids[24], landlock[8];
+	static char fsize[24], tmp[24], shm[24], memory[24], cpu[24], pids[24], landlock[8],
+		requester[16];
 	struct argv_out o = {.args = args, .n = *n, .max = max};
 
 	if (project_dir)
 		put(&o, "--project", project_dir);
+	/* The launcher checks, on the tree it mounts, that this uid owns the
+	 * project; without it, root (errandctl's own agent) asked. */
+	if (cfg->has_requester) {
+		snprintf(requester, sizeof(requester), "%u", (unsigned int)cfg->requester);
+		put(&o, "--requester", requester);
+	}
+	/* A project that cannot be idmapped is a gap doctor_gate stated (or
+	 * refused); the launcher refuses it too unless the gap is allowed. */
+	put(&o, "--project-idmap", cfg->require_full ? "required" : "optional");
 	if (state_dir)
 		put(&o, "--state", state_dir);
 	if (cfg->image)

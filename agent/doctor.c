@@ -28,6 +28,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/doctor.h"
+#include "lib/idmap.h"
 #include "lib/landlock.h"
 #include "lib/strv.h"
 #include "lib/util.h"
@@ -55,6 +56,8 @@ enum check {
 	C_TC,
 	C_BPF_LSM,
 	C_DISK,
+	C_PROJECT,
+	C_STATE_DIR,
 	C_COUNT
 };
 
@@ -65,6 +68,7 @@ static const char *const check_names[] = {
 	[C_BPF_ATTACH] = "bpfAttach",  [C_BTF] = "btf",
 	[C_BPFFS] = "bpffs",	       [C_TC] = "tcClsact",
 	[C_BPF_LSM] = "bpfLsm",	       [C_DISK] = "disk",
+	[C_PROJECT] = "projectIdmap",  [C_STATE_DIR] = "stateIdmap",
 };
 
 static const char *const controllers[] = {"memory", "cpu", "pids"};
@@ -78,6 +82,11 @@ struct doctor_report {
 	int landlock_abi;	/* the kernel's, or -errno */
 	char cgroup2[PATH_MAX]; /* the mount, "" when none */
 	bool delegated[3];	/* per controllers[] */
+	struct {
+		char path[PATH_MAX];
+		char fs[64];
+		int err; /* idmap_probe's: 0 when it can be idmapped */
+	} idmap[2];	 /* the project and the state directory */
 };
 
 __attribute__((format(printf, 4, 5))) static void set(struct doctor_report *r, enum check c,
@@ -447,6 +456,74 @@ static void probe_bpf_lsm(struct doctor_report *r)
 	    has_word(lsm, "bpf", ",") ? "present" : "absent", lsm);
 }
 
+/* The nearest existing directory at or above path (the state directory
+ * may not be made yet). */
+static void existing_dir(const char *path, char *buf, size_t len)
+{
+	struct stat st;
+	char *slash;
+
+	if (path_fmt(buf, len, "%s", path))
+		snprintf(buf, len, "/");
+	while (stat(buf, &st) < 0 && (slash = strrchr(buf, '/'))) {
+		if (slash == buf) {
+			buf[1] = '\0';
+			break;
+		}
+		*slash = '\0';
+	}
+}
+
+/* The session writes its project as the project's owner through an
+ * idmapped mount (launcher/ns.c): probed on a copy of the very directory,
+ * since whether a filesystem type allows it depends on the kernel (tmpfs
+ * from 6.3; ext4, xfs and btrfs from 5.12; ramfs, most network and FUSE
+ * filesystems never). */
+static void probe_idmap(struct doctor_report *r, const struct errand_config *cfg)
+{
+	char cwd[PATH_MAX];
+	struct stat st;
+	int e;
+
+	if (!cfg->project && !getcwd(cwd, sizeof(cwd)))
+		snprintf(cwd, sizeof(cwd), ".");
+	snprintf(r->idmap[0].path, sizeof(r->idmap[0].path), "%s", cfg->project ?: cwd);
+	existing_dir(cfg->state_dir ?: "/var/lib/errand", r->idmap[1].path,
+		     sizeof(r->idmap[1].path));
+	for (int i = 0; i < 2; i++) {
+		idmap_fs_name(r->idmap[i].path, r->idmap[i].fs, sizeof(r->idmap[i].fs));
+		r->idmap[i].err = idmap_probe(r->idmap[i].path, cfg->uid, cfg->gid);
+	}
+	e = r->idmap[0].err;
+	if (stat(r->idmap[0].path, &st) == 0 && st.st_uid == cfg->uid)
+		set(r, C_PROJECT, OK,
+		    "the project %s (%s) is the session account's own (uid %u): written as it is",
+		    r->idmap[0].path, r->idmap[0].fs, (unsigned int)cfg->uid);
+	else if (!e)
+		set(r, C_PROJECT, OK,
+		    "the project %s (%s) is written as its owner, uid %u, through an idmapped "
+		    "mount; the session stays uid %u",
+		    r->idmap[0].path, r->idmap[0].fs, (unsigned int)st.st_uid,
+		    (unsigned int)cfg->uid);
+	else if (idmap_unsupported(e))
+		set(r, C_PROJECT, GAP,
+		    "the project %s is on %s, which cannot be idmapped (%s): the session could "
+		    "not write it as its owner, only as uid %u's own permissions allow; move the "
+		    "project to a filesystem that can (ext4, xfs, btrfs, tmpfs from Linux 6.3)",
+		    r->idmap[0].path, r->idmap[0].fs, strerror(-e), (unsigned int)cfg->uid);
+	else
+		set(r, C_PROJECT, GAP,
+		    "cannot tell whether the project %s (%s) can be idmapped: %s; the session "
+		    "would not write it as its owner",
+		    r->idmap[0].path, r->idmap[0].fs, strerror(-e));
+	/* Made by errand for each session, owned by the session's own uid: it
+	 * never needs an idmap, so what its filesystem allows is only told. */
+	set(r, C_STATE_DIR, INFO,
+	    "the state directory %s (%s) is made for each session and owned by its account, so "
+	    "it needs no idmap (%s could %sbe idmapped)",
+	    r->idmap[1].path, r->idmap[1].fs, r->idmap[1].fs, r->idmap[1].err ? "not " : "");
+}
+
 struct doctor_report *doctor_probe(const struct errand_config *cfg)
 {
 	struct doctor_report *r = calloc(1, sizeof(*r));
@@ -463,6 +540,7 @@ struct doctor_report *doctor_probe(const struct errand_config *cfg)
 	probe_bpf(r, cfg);
 	probe_kernel_bpf(r);
 	probe_bpf_lsm(r);
+	probe_idmap(r, cfg);
 	libbpf_set_print(prev);
 	if (cfg->limits.disk)
 		set(r, C_DISK, OK,
@@ -577,6 +655,10 @@ static void print_json(const struct doctor_report *r, const struct errand_config
 	json_object_set_new(root, "pathExtra", strv_json(&cfg->path_extra, false));
 	json_object_set_new(root, "blockedSyscalls", strv_json(&cfg->blocked_syscalls, false));
 	json_object_set_new(root, "image", cfg->image ? json_string(cfg->image) : json_null());
+	for (int i = 0; i < 2; i++)
+		json_object_set_new(root, i ? "stateFilesystem" : "projectFilesystem",
+				    json_pack("{s:s,s:s,s:b}", "path", r->idmap[i].path, "type",
+					      r->idmap[i].fs, "idmap", !r->idmap[i].err));
 	json_object_set_new(root, "gaps", gaps);
 	json_object_set_new(root, "unavailable", unavail);
 	json_object_set_new(root, "requireFullEnforcement", json_boolean(cfg->require_full));

@@ -154,6 +154,29 @@ int request_apply(struct errand_config *cfg, const json_t *req, char *err, size_
 	}
 	if ((rc = is_dir(project, "project directory", err, errlen)))
 		return rc;
+	free(cfg->project);
+	cfg->project = strdup(project);
+	if (!cfg->project) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	/* Set by the agent from the peer's credentials, never by the client
+	 * (control.c refuses the member from one). The session writes its
+	 * project as the owner, so only the owner or root may name it; the
+	 * launcher checks again on what it mounts, past any renaming. */
+	if ((it = json_object_get(req, "requester")) && json_is_integer(it)) {
+		struct stat st;
+
+		cfg->has_requester = true;
+		cfg->requester = (uid_t)json_integer_value(it);
+		if (cfg->requester != 0 && stat(project, &st) == 0 && st.st_uid != cfg->requester) {
+			snprintf(err, errlen,
+				 "the project %s belongs to uid %u, not to you (uid %u); a session "
+				 "writes its project as the owner, so pass a project of your own",
+				 project, (unsigned int)st.st_uid, (unsigned int)cfg->requester);
+			return -EPERM;
+		}
+	}
 	if (image) {
 		if ((rc = is_dir(image, "--image", err, errlen)))
 			return rc;

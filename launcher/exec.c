@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
+
+#include <linux/capability.h>
 
 #include "launcher/launch.h"
 #include "lib/log.h"
@@ -95,6 +98,26 @@ static void cloexec_all(void)
 		fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+/* The command is root of its own user namespace, and through the idmapped
+ * project (ns.c) its capabilities reach files the project's owner owns on
+ * disk: CAP_SETFCAP would let it write file capabilities that hold on the
+ * host (for a root-owned project, caps of host root), CAP_FSETID keep a
+ * setuid bit through a write. Dropped from the bounding set, which is all
+ * an exec as uid 0 keeps. */
+static int drop_file_caps(void)
+{
+	const int caps[] = {CAP_SETFCAP, CAP_FSETID};
+
+	for (size_t i = 0; i < ARRAY_SIZE(caps); i++) {
+		if (prctl(PR_CAPBSET_DROP, caps[i], 0, 0, 0) < 0) {
+			log_warn("cannot drop capability %d from the session's bounding set",
+				 caps[i]);
+			return -errno;
+		}
+	}
+	return 0;
+}
+
 /* In the order the session is confined: Landlock while paths can still be
  * opened, the rlimits, the environment, then seccomp, the last thing before
  * exec, so that nothing errand itself does runs under the filter. */
@@ -110,6 +133,8 @@ void exec_command(const struct launch_args *a)
 		_exit(LAUNCH_EXIT_FAIL);
 	log_debug("Landlock ABI %d", abi);
 	if (rlimit_apply(a) < 0)
+		_exit(LAUNCH_EXIT_FAIL);
+	if (drop_file_caps() < 0)
 		_exit(LAUNCH_EXIT_FAIL);
 	env = build_env(a);
 	cloexec_all();

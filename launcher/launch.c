@@ -47,6 +47,8 @@ enum opt {
 	OPT_PIDS,
 	OPT_LANDLOCK_MIN,
 	OPT_STATUS_FILE,
+	OPT_REQUESTER,
+	OPT_PROJECT_IDMAP,
 };
 
 enum opt_kind {
@@ -89,6 +91,8 @@ static const struct {
 	[OPT_PIDS] = {"--pids", "N", "the session's pids.max", NUMBER},
 	[OPT_LANDLOCK_MIN] = {"--landlock-min", "N", "the lowest Landlock ABI to run with", NUMBER},
 	[OPT_STATUS_FILE] = {"--status-file", "FILE", "where to write the exit status", ABS},
+	[OPT_REQUESTER] = {"--requester", "UID", "the uid that asked for the session", NUMBER},
+	[OPT_PROJECT_IDMAP] = {"--project-idmap", "MODE", "required or optional", ONCE},
 };
 
 #define HOSTNAME_MAX 64 /* the kernel's limit for sethostname() */
@@ -99,7 +103,8 @@ static const char usage[] =
 	"[--image DIR] [--policy-read PATH]... [--policy-write PATH]... [--policy-exec PATH]... "
 	"[--path-extra DIR]... [--block-syscall NAME]... [--fsize BYTES] [--tmp-size BYTES] "
 	"[--shm-size BYTES] [--memory BYTES] [--cpu-milli N] [--pids N] [--landlock-min N] "
-	"[--status-file FILE] -- CMD [ARG...]";
+	"[--status-file FILE] [--requester UID] [--project-idmap required|optional] -- CMD "
+	"[ARG...]";
 
 static int find_opt(const char *name, size_t len)
 {
@@ -334,6 +339,21 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 		log_warnx("--fsize, --tmp-size and --shm-size must be above 0");
 		return -EINVAL;
 	}
+	/* Without --requester, whoever runs the launcher (root) asked. */
+	a->requester = val[OPT_REQUESTER] ? (uid_t)num[OPT_REQUESTER] : getuid();
+	if (val[OPT_REQUESTER] && num[OPT_REQUESTER] >= UINT32_MAX) {
+		log_warnx("--requester %s is out of range; pass a uid below 4294967295",
+			  val[OPT_REQUESTER]);
+		return -EINVAL;
+	}
+	if (val[OPT_PROJECT_IDMAP] && strcmp(val[OPT_PROJECT_IDMAP], "required") &&
+	    strcmp(val[OPT_PROJECT_IDMAP], "optional")) {
+		log_warnx("--project-idmap '%s' is neither required nor optional; pass one of them",
+			  val[OPT_PROJECT_IDMAP]);
+		return -EINVAL;
+	}
+	a->idmap_optional = val[OPT_PROJECT_IDMAP] && !strcmp(val[OPT_PROJECT_IDMAP], "optional");
+	a->project_fd = -1;
 	r = check_session(a->session);
 	if (r < 0)
 		return r;
@@ -475,6 +495,8 @@ int main(int argc, char **argv)
 	if (ns_prepare_state(&a) < 0)
 		return LAUNCH_EXIT_FAIL;
 	resolve_state(&a);
+	if (ns_prepare_project(&a) < 0)
+		return LAUNCH_EXIT_FAIL;
 	/* Supplementary groups are host gids the user namespace carries along
 	 * unmapped; the session must not keep root's. */
 	if (setgroups(0, NULL) < 0)
@@ -492,6 +514,8 @@ int main(int argc, char **argv)
 		session_init(&a, sync[0]);
 	}
 	close(sync[0]);
+	/* PID 1 has its own copy of the project's tree to mount. */
+	close(a.project_fd);
 
 	if (ns_write_id_maps(pid, a.uid, a.gid) < 0)
 		return abandon(pid);

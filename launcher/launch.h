@@ -59,6 +59,18 @@ struct launch_args {
 	uint64_t pids;			 /* --pids N: pids.max; 0 none */
 	int landlock_min; /* --landlock-min N: refuse below ABI N; 0 runs without Landlock */
 
+	/* --requester UID: who asked for the session; default the caller. */
+	uid_t requester;
+	/* --project-idmap optional: a project that cannot be idmapped is bound
+	 * with the session's own permissions (the agent stated the gap);
+	 * required (the default) refuses it. */
+	bool idmap_optional;
+
+	/* Made by the outer launcher: a detached copy of the project, idmapped so
+	 * the session writes it as its owner, for PID 1 to move into its root;
+	 * -1 before. */
+	int project_fd;
+
 	/* Derived: where the project and state are inside the session. */
 	const char *project_in;
 	const char *state_in;
@@ -76,6 +88,12 @@ int ns_enter_netns(const char *path);
 /* Makes --state DIR (and missing parents, 0755) as the session's uid, 0700,
  * unless it exists. As host root, before the clone. */
 int ns_prepare_state(const struct launch_args *a);
+/* As host root, before the clone: copies the project into a detached tree,
+ * checks that the requester owns it (or is root), and idmaps it so that the
+ * project's owner uid and gid on disk are the session's uid and gid (see
+ * lib/idmap.h); a->project_fd holds it. A filesystem that cannot be
+ * idmapped refuses the session unless --project-idmap optional. */
+int ns_prepare_project(struct launch_args *a);
 /* Forks into new user, PID, mount, UTS and IPC namespaces: the child's pid,
  * 0 in the child (PID 1 there), or -errno. */
 pid_t ns_clone_session(void);

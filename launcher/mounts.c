@@ -252,6 +252,7 @@ static int dev(const struct launch_args *a)
 struct grant {
 	const char *path; /* NULL once found covered or missing */
 	bool rw;
+	int tree; /* a detached tree to move there (the project's, idmapped); -1: bind path */
 };
 
 static int grant_cmp(const void *x, const void *y)
@@ -287,12 +288,24 @@ static int bind_grants(struct grant *g, size_t n, const char *const *dst_of)
 		for (size_t j = 0; j < i && !covered; j++)
 			covered =
 				g[j].path && beneath(g[i].path, g[j].path) && (g[j].rw || !g[i].rw);
-		if (covered)
+		/* The project is always its own mount: a writable parent granted
+		 * by policy must not stand in for its idmapped tree. */
+		if (covered && g[i].tree < 0)
 			continue;
 		if (path_fmt(src, sizeof(src), OLD "%s", g[i].path) ||
 		    path_fmt(dst, sizeof(dst), NEW "%s",
 			     dst_of && dst_of[i] ? dst_of[i] : g[i].path))
 			return -ENAMETOOLONG;
+		if (g[i].tree >= 0) {
+			r = mkdir_p(dst, false);
+			if (r == 0 &&
+			    move_mount(g[i].tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+				r = fail("mount the project on", dst + strlen(NEW));
+			close(g[i].tree); /* mounted now; the mount holds it */
+			if (r < 0)
+				return r;
+			continue;
+		}
 		if (stat(src, &st) < 0) {
 			/* Additive only: a path that is not there grants nothing. */
 			log_warnx("%s does not exist or the session's uid cannot reach it; nothing "
@@ -319,14 +332,14 @@ static int host_grants(const struct launch_args *a)
 	g = calloc(2 + a->policy_read.n + a->policy_exec.n + a->policy_write.n, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
-	g[n++] = (struct grant){a->project, true};
+	g[n++] = (struct grant){a->project, true, a->project_fd};
 	if (a->state)
-		g[n++] = (struct grant){a->state, true};
+		g[n++] = (struct grant){a->state, true, -1};
 	for (size_t i = 0; i < a->policy_write.n; i++)
-		g[n++] = (struct grant){a->policy_write.v[i], true};
+		g[n++] = (struct grant){a->policy_write.v[i], true, -1};
 	for (size_t k = 0; k < ARRAY_SIZE(ro); k++)
 		for (size_t i = 0; i < ro[k]->n; i++)
-			g[n++] = (struct grant){ro[k]->v[i], false};
+			g[n++] = (struct grant){ro[k]->v[i], false, -1};
 	qsort(g, n, sizeof(*g), grant_cmp);
 	return bind_grants(g, n, NULL);
 }
@@ -335,7 +348,7 @@ static int host_grants(const struct launch_args *a)
  * state come from the host, at /workspace and /state. */
 static int image_grants(const struct launch_args *a)
 {
-	struct grant g[2] = {{a->project, true}, {a->state, true}};
+	struct grant g[2] = {{a->project, true, a->project_fd}, {a->state, true, -1}};
 	const char *dst[2] = {LAUNCH_IMAGE_PROJECT, LAUNCH_IMAGE_STATE};
 
 	return bind_grants(g, a->state ? 2 : 1, dst);

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <limits.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "launcher/launch.h"
+#include "lib/idmap.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -175,6 +177,83 @@ int ns_prepare_state(const struct launch_args *a)
 		log_warn("cannot make the state directory %s", a->state);
 		return r;
 	}
+	return 0;
+}
+
+/* The state directory needs no idmap: errand makes it for the session
+ * (ns_prepare_state), owned by the session's own uid and gid, so the session
+ * already writes it as its owner, and what it leaves there is removed with
+ * it. Only the project, which is someone else's, is idmapped. */
+int ns_prepare_project(struct launch_args *a)
+{
+	const uint64_t attr = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+	cleanup_close int tree = -1, userns = -1;
+	char fs[64];
+	struct stat st;
+	int r;
+
+	tree = idmap_tree(a->project);
+	if (tree < 0) {
+		errno = -tree;
+		log_warn("cannot copy the project %s to mount it in the session", a->project);
+		return tree;
+	}
+	/* The owner of what was copied, not of whatever the path names now. */
+	if (fstat(tree, &st) < 0) {
+		r = -errno;
+		log_warn("cannot read the owner of the project %s", a->project);
+		return r;
+	}
+	/* The session acts as the project's owner there: only the owner, or
+	 * root, may ask for that, or anyone allowed to start a session could
+	 * write another user's (or root's) files. */
+	if (a->requester != 0 && st.st_uid != a->requester) {
+		log_warnx("the project %s belongs to uid %u, not to uid %u who asked for the "
+			  "session; a session writes its project as the owner, so pass a project "
+			  "of your own",
+			  a->project, (unsigned int)st.st_uid, (unsigned int)a->requester);
+		return -EPERM;
+	}
+	/* A project of the session's own account is written as it is. */
+	if (st.st_uid == a->uid && st.st_gid == a->gid) {
+		r = idmap_set(tree, -1, attr);
+		if (r < 0) {
+			errno = -r;
+			log_warn("cannot set the mount attributes of the project %s", a->project);
+			return r;
+		}
+		a->project_fd = steal_fd(&tree);
+		return 0;
+	}
+	userns = idmap_userns(st.st_uid, st.st_gid, a->uid, a->gid);
+	if (userns < 0) {
+		errno = -userns;
+		log_warn("cannot make a user namespace to map the project's owner");
+		return userns;
+	}
+	r = idmap_set(tree, userns, attr);
+	if (r < 0 && idmap_unsupported(r) && a->idmap_optional) {
+		/* The gap the agent stated at start: the host account's own
+		 * permissions on the project, as any other host directory. */
+		log_debug("the project %s cannot be idmapped (%s); mounted as it is", a->project,
+			  strerror(-r));
+		r = idmap_set(tree, -1, attr);
+	} else if (r < 0 && idmap_unsupported(r)) {
+		log_warnx(
+			"the project %s is on %s, which cannot be idmapped here (%s), so the "
+			"session could not write it as its owner; move the project to a "
+			"filesystem that can (ext4, xfs, btrfs, tmpfs from Linux 6.3), or set "
+			"sandbox.requireFullEnforcement to false to run with errand-session's own "
+			"permissions on it",
+			a->project, idmap_fs_name(a->project, fs, sizeof(fs)), strerror(-r));
+		return r;
+	}
+	if (r < 0) {
+		errno = -r;
+		log_warn("cannot idmap the project %s for the session", a->project);
+		return r;
+	}
+	a->project_fd = steal_fd(&tree);
 	return 0;
 }
 

@@ -6,13 +6,16 @@
  * AF_UNIX, AF_INET and AF_INET6 gets EAFNOSUPPORT; the terminal ioctls that
  * push input into another program's terminal (TIOCSTI, TIOCLINUX) get EPERM,
  * compared on the low 32 bits the kernel reads; clone() asking for a new
- * namespace gets EPERM, as unshare and setns get ENOSYS. */
+ * namespace gets EPERM, as unshare and setns get ENOSYS; a mode with the
+ * setuid or setgid bit, to chmod or to a call that creates a file, gets
+ * EPERM (see mode_calls). */
 #include <errno.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "launcher/launch.h"
 #include "lib/log.h"
@@ -53,7 +56,23 @@ static const char *const blocked[] = {
 	"clone3",
 	"unshare",
 	"setns",
+	/* Its mode hides in a struct the filter cannot read (see mode_calls);
+	 * programs fall back to openat. */
+	"openat2",
 };
+
+/* Calls that set a file's mode, and which argument holds it. The session
+ * writes its project as the project's owner (an idmapped mount, see
+ * ns.c): a setuid or setgid file it made there would run as that owner
+ * (root, for a root-owned project) for whoever executes it on the host. */
+static const struct {
+	const char *name;
+	unsigned int arg;
+} mode_calls[] = {
+	{"chmod", 1},  {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2}, {"open", 2},
+	{"openat", 3}, {"creat", 1},  {"mknod", 1},    {"mknodat", 2},
+};
+#define NR_FCHMODAT2 452 /* x86_64, Linux 6.6; older libseccomp lacks the name */
 
 static const unsigned long clone_ns[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,   CLONE_NEWUSER,
 					 CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP};
@@ -96,6 +115,33 @@ static int add_socket_rules(scmp_filter_ctx ctx)
 	return 0;
 }
 
+static int add_mode_rules(scmp_filter_ctx ctx)
+{
+	const unsigned long bits[] = {S_ISUID, S_ISGID};
+	int r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(mode_calls); i++) {
+		int nr = seccomp_syscall_resolve_name(mode_calls[i].name);
+
+		if (nr == __NR_SCMP_ERROR && !strcmp(mode_calls[i].name, "fchmodat2"))
+			nr = NR_FCHMODAT2;
+		if (nr == __NR_SCMP_ERROR)
+			continue;
+		for (size_t b = 0; b < ARRAY_SIZE(bits); b++) {
+			struct scmp_arg_cmp c = {mode_calls[i].arg, SCMP_CMP_MASKED_EQ, bits[b],
+						 bits[b]};
+
+			r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1, &c);
+			if (r < 0) {
+				log_warnx("cannot add the seccomp rule for %s: %s",
+					  mode_calls[i].name, strerror(-r));
+				return r;
+			}
+		}
+	}
+	return 0;
+}
+
 static int build(scmp_filter_ctx ctx, const struct launch_args *a)
 {
 	const unsigned long ioctls[] = {TIOCSTI, TIOCLINUX};
@@ -131,6 +177,8 @@ static int build(scmp_filter_ctx ctx, const struct launch_args *a)
 		if ((r = rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &c)) < 0)
 			return r;
 	}
+	if ((r = add_mode_rules(ctx)) < 0)
+		return r;
 	return add_socket_rules(ctx);
 }
 

@@ -1539,6 +1539,7 @@ void config_free(struct errand_config *cfg)
 	strv_free(&cfg->path_extra);
 	strv_free(&cfg->blocked_syscalls);
 	free(cfg->image);
+	free(cfg->project);
 	for (size_t i = 0; i < cfg->n_providers; i++)
 		provider_free(&cfg->providers[i]);
 	free(cfg->providers);

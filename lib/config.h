@@ -123,6 +123,10 @@ struct errand_config {
 	char *image;			     /* sandbox.image: a root directory; NULL: the host's */
 	struct config_provider *providers;   /* agent.providers, in the file's order */
 	size_t n_providers;
+	/* From a run request, not the file (agent/request.c). */
+	char *project;	    /* the project directory; NULL: the current directory */
+	bool has_requester; /* requester is set: a client of the agent asked */
+	uid_t requester;    /* that client's uid, from the kernel (SO_PEERCRED) */
 };
 
 /* Fills cfg with the defaults. */

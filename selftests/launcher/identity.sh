@@ -19,6 +19,9 @@ uid=$(id -u errand-session 2>/dev/null || echo 65534)
 # As errand decides it: the group errand-session, else the account's own.
 gid=$(getent group errand-session 2>/dev/null | cut -d: -f3)
 [ -n "$gid" ] || gid=$(id -g errand-session 2>/dev/null || echo 65534)
+# A project of errand-session's own: written as it is, with no idmap, so the
+# root-owned secret in it is another user's (launcher/project has the others).
+chown "$uid:$gid" "$PROJ"
 W_CONFIG=$(world_config identity "\"policyExtra\": { \"read\": [\"$GRANT\"], \"write\": [\"$GRANT\"] }")
 
 errand_run --egress none --project "$PROJ" -- sh -c "

@@ -2,6 +2,9 @@
  * for: the project and state directories, each policyExtra grant, pathExtra,
  * sandbox.env, blockedSyscalls, the image, the sizes and limits, and the
  * Landlock ABI full enforcement needs; what does not fit is refused whole.
+ * The project is written as its owner only for its owner or root: the uid
+ * that asked (the agent's, never a client's claim) reaches the launcher, and
+ * a project another uid owns is refused.
  * A session's state directory is removed without following what it left in
  * it, however deep. */
 #include <errno.h>
@@ -13,6 +16,8 @@
 #include <unistd.h>
 
 #include "agent/confine.h"
+#include "agent/control.h"
+#include "agent/request.h"
 #include "lib/landlock.h"
 #include "selftests/unit/test.h"
 
@@ -179,8 +184,66 @@ static void test_remove_tree(void)
 	rmdir(base);
 }
 
+static void test_requester(void)
+{
+	char dir[] = "/tmp/errt-unit-confine-XXXXXX", err[512] = "";
+	struct errand_config cfg;
+	const char *args[MAX];
+	json_t *req;
+	size_t n = 0;
+
+	CHECK_TRUE(mkdtemp(dir) != NULL, "requester: a project directory");
+	CHECK_INT(chown(dir, 4242, 4242), 0, "requester: owned by uid 4242");
+	req = json_pack("{s:[s],s:s,s:i}", "argv", "true", "project", dir, "requester", 4243);
+	config_defaults(&cfg);
+	CHECK_INT(request_apply(&cfg, req, err, sizeof(err)), -EPERM,
+		  "requester: uid 4243 may not have uid 4242's project written as its owner");
+	CHECK_CONTAINS(err, "belongs to uid 4242, not to you (uid 4243)", "requester: it says why");
+	config_free(&cfg);
+
+	json_object_set_new(req, "requester", json_integer(4242));
+	config_defaults(&cfg);
+	CHECK_INT(request_apply(&cfg, req, err, sizeof(err)), 0, "requester: the owner may");
+	CHECK_INT(confine_launch_args(&cfg, cfg.project, NULL, args, &n, MAX), 0,
+		  "requester: the options fit");
+	CHECK_STR(value(args, n, "--requester", 0), "4242",
+		  "requester: the launcher checks it again");
+	CHECK_STR(value(args, n, "--project-idmap", 0), "required",
+		  "requester: full enforcement requires the idmap");
+	config_free(&cfg);
+
+	json_object_set_new(req, "requester", json_integer(0));
+	config_defaults(&cfg);
+	cfg.require_full = false;
+	CHECK_INT(request_apply(&cfg, req, err, sizeof(err)), 0, "requester: root may");
+	n = 0;
+	CHECK_INT(confine_launch_args(&cfg, cfg.project, NULL, args, &n, MAX), 0,
+		  "requester: root's options fit");
+	CHECK_STR(value(args, n, "--project-idmap", 0), "optional",
+		  "requester: without full enforcement the idmap is optional");
+	config_free(&cfg);
+
+	/* A client cannot claim to be someone: the member is not in run's. */
+	CHECK_TRUE(control_validate(CONTROL_RUN, req, err, sizeof(err)) < 0,
+		   "requester: a client sending it is refused");
+	json_object_del(req, "requester");
+	CHECK_INT(control_validate(CONTROL_RUN, req, err, sizeof(err)), 0,
+		  "requester: the same request without it passes (control)");
+	config_defaults(&cfg);
+	CHECK_INT(request_apply(&cfg, req, err, sizeof(err)), 0,
+		  "requester: without one (errandctl's own agent, as root) it runs");
+	n = 0;
+	CHECK_INT(confine_launch_args(&cfg, cfg.project, NULL, args, &n, MAX), 0,
+		  "requester: options without one fit");
+	CHECK_TRUE(!value(args, n, "--requester", 0), "requester: none is passed on");
+	config_free(&cfg);
+	json_decref(req);
+	rmdir(dir);
+}
+
 int main(void)
 {
+	test_requester();
 	test_defaults();
 	test_full();
 	test_remove_tree();
