@@ -32,7 +32,7 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -Ibpf
 DEB_PACKAGES := gcc make pkg-config clang llvm bpftool libbpf-dev libxdp-dev \
 	libnl-3-dev libnl-route-3-dev libjansson-dev libnftables-dev nftables \
 	iproute2 util-linux procps libc-ares-dev libclang-rt-14-dev libseccomp-dev libsqlite3-dev passwd \
-	qemu-system-x86 busybox-static cpio kmod xz-utils python3 groff-base
+	qemu-system-x86 busybox-static cpio kmod xz-utils python3 groff-base e2fsprogs git
 
 LIB_SRCS      := $(wildcard lib/*.c)
 AGENT_SRCS    := $(filter-out agent/errandctl.c agent/agentd.c,$(wildcard agent/*.c))

@@ -123,7 +123,7 @@ build_userland() {
 	while read -r f; do
 		[ -f "$f" ] && stage_bin "$f"
 	done < <(dpkg -L coreutils | grep -E '^/(usr/)?s?bin/')
-	optional_cmd bpftool gawk strace
+	optional_cmd bpftool gawk strace git useradd userdel
 	stage_python
 
 	# kmod answers to the names of its tools.
@@ -151,6 +151,12 @@ build_userland() {
 	grep -E '^(root|nogroup|errand-session):' /etc/group >"$STAGE/etc/group"
 	grep -q '^errand-session:' "$STAGE/etc/passwd" ||
 		err "the errand-session account does not exist on this host (make accounts makes it)"
+	# useradd and userdel (launcher/project makes an owner for its project).
+	[ -f /etc/login.defs ] && cp /etc/login.defs "$STAGE/etc/"
+	[ -d /etc/default ] && mkdir -p "$STAGE/etc/default" && cp -a /etc/default/useradd "$STAGE/etc/default/" 2>/dev/null
+	: >"$STAGE/etc/shadow"
+	: >"$STAGE/etc/gshadow"
+	chmod 0600 "$STAGE/etc/shadow" "$STAGE/etc/gshadow"
 	printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nservices: files\nprotocols: files\n' \
 		>"$STAGE/etc/nsswitch.conf"
 	printf '127.0.0.1 localhost\n::1 localhost\n' >"$STAGE/etc/hosts"
