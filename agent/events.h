@@ -17,6 +17,8 @@
 
 struct event_rec {
 	bool denied;	     /* a denied name; else a refused connect or packet */
+	bool suppressed;     /* refusal events the kernel's bucket held back */
+	uint64_t count, total; /* suppressed: since the last record, and in all */
 	const char *session;
 	const char *reason;
 	/* refused */

@@ -53,7 +53,10 @@ static int usage(void)
 		"       probe serve [--log FILE] [udp:|tcp:]ADDR:PORT[/echo]...\n"
 		"       probe sniff --log FILE [PROTO...]\n"
 		"       probe bulk-serve ADDR:PORT | probe bulk ADDR PORT BYTES\n"
-		"       probe rr ADDR PORT COUNT\n");
+		"       probe rr ADDR PORT COUNT\n"
+		"       probe tcp-reconnect ADDR PORT COUNT\n"
+		"       probe mptcp ADDR PORT\n"
+		"       probe srr ADDR PORT --via HOP [--tcp] [--strict]\n");
 	return 2;
 }
 
@@ -1756,6 +1759,123 @@ static int cmd_rr(int argc, char **argv)
 	return 0;
 }
 
+static const char *errno_name(int err)
+{
+	return strerrorname_np(err) ?: "errno?";
+}
+
+/* One TCP socket connected COUNT times, disconnected by connect(AF_UNSPEC)
+ * after each: what a once grant must admit only the first of. Prints every
+ * attempt's result on one line ("ok EPERM EPERM"). */
+static int cmd_tcp_reconnect(int argc, char **argv)
+{
+	struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+	struct timeval tv = { .tv_sec = 3 };
+	struct endpoint ep;
+	unsigned long count;
+	uint16_t port;
+	char *end;
+	int fd;
+
+	if (argc != 4 || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
+		return usage();
+	count = strtoul(argv[3], &end, 10);
+	if (*end || count < 1 || count > 100)
+		return usage();
+	fd = socket(ep.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return fail_errno(errno);
+	/* a connect the backstop drops gives up after 3 s */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	for (unsigned long i = 0; i < count; i++) {
+		int rc = connect(fd, (struct sockaddr *)&ep.ss, ep.len);
+
+		printf("%s%s", i ? " " : "", rc ? errno_name(errno) : "ok");
+		if (connect(fd, &unspec, sizeof(unspec)))
+			fatal("connect(AF_UNSPEC)");
+	}
+	printf("\n");
+	close(fd);
+	return 0;
+}
+
+/* An MPTCP socket, then a connect: errand admits neither. */
+static int cmd_mptcp(int argc, char **argv)
+{
+	struct timeval tv = { .tv_sec = 3 };
+	struct endpoint ep;
+	uint16_t port;
+	int fd;
+
+	if (argc != 3 || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
+		return usage();
+	fd = socket(ep.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 262 /* IPPROTO_MPTCP */);
+	if (fd < 0)
+		return fail_errno(errno);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&ep.ss, ep.len))
+		return fail_errno(errno);
+	close(fd);
+	printf("ok\n");
+	return 0;
+}
+
+/* A datagram (or, --tcp, a connect) to ADDR:PORT carrying a loose (or,
+ * --strict, strict) source route through HOP: the kernel sends it to HOP,
+ * which, if it takes source routes, forwards it to ADDR. */
+static int cmd_srr(int argc, char **argv)
+{
+	struct timeval tv = { .tv_sec = 2 };
+	bool tcp = false, strict = false;
+	struct in_addr hop = { 0 };
+	struct endpoint ep;
+	uint8_t opt[8];
+	uint16_t port;
+	int fd;
+
+	if (argc < 5 || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep) ||
+	    ep.ss.ss_family != AF_INET)
+		return usage();
+	for (int i = 3; i < argc; i++) {
+		if (!strcmp(argv[i], "--via") && i + 1 < argc) {
+			if (inet_pton(AF_INET, argv[++i], &hop) != 1)
+				return usage();
+		} else if (!strcmp(argv[i], "--tcp")) {
+			tcp = true;
+		} else if (!strcmp(argv[i], "--strict")) {
+			strict = true;
+		} else {
+			return usage();
+		}
+	}
+	if (!hop.s_addr)
+		return usage();
+	/* type, length, pointer, the first hop (the kernel sends there and
+	 * writes ADDR in its slot), end of options */
+	opt[0] = strict ? 0x89 : 0x83;
+	opt[1] = 7;
+	opt[2] = 4;
+	memcpy(opt + 3, &hop, 4);
+	opt[7] = 0;
+	fd = socket(AF_INET, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return fail_errno(errno);
+	if (setsockopt(fd, IPPROTO_IP, IP_OPTIONS, opt, sizeof(opt)))
+		return fail_errno(errno);
+	if (tcp) {
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		if (connect(fd, (struct sockaddr *)&ep.ss, ep.len))
+			return fail_errno(errno == EINPROGRESS ? ETIMEDOUT : errno);
+		printf("ok\n");
+	} else {
+		if (sendto(fd, PAYLOAD, strlen(PAYLOAD), 0, (struct sockaddr *)&ep.ss, ep.len) < 0)
+			return fail_errno(errno);
+		printf("sent\n");
+	}
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -1796,5 +1916,11 @@ int main(int argc, char **argv)
 		return cmd_bulk(argc, argv);
 	if (!strcmp(cmd, "rr"))
 		return cmd_rr(argc, argv);
+	if (!strcmp(cmd, "tcp-reconnect"))
+		return cmd_tcp_reconnect(argc, argv);
+	if (!strcmp(cmd, "mptcp"))
+		return cmd_mptcp(argc, argv);
+	if (!strcmp(cmd, "srr"))
+		return cmd_srr(argc, argv);
 	return usage();
 }
