@@ -56,7 +56,8 @@ static int usage(void)
 		"       probe rr ADDR PORT COUNT\n"
 		"       probe tcp-reconnect ADDR PORT COUNT\n"
 		"       probe mptcp ADDR PORT\n"
-		"       probe srr ADDR PORT --via HOP [--tcp] [--strict]\n");
+		"       probe srr ADDR PORT --via HOP [--tcp] [--strict]\n"
+		"       probe flood ADDR PORT SECONDS [PORTS]\n");
 	return 2;
 }
 
@@ -1876,6 +1877,50 @@ static int cmd_srr(int argc, char **argv)
 	return 0;
 }
 
+/* Non-blocking connects on fresh TCP sockets in a tight loop for SECONDS,
+ * cycling over PORTS ports from PORT: the flood of refusals one process of a
+ * session can make. Prints how many connects were made and refused. */
+static int cmd_flood(int argc, char **argv)
+{
+	unsigned long secs, ports = 1, n = 0, refused = 0;
+	struct endpoint ep;
+	uint16_t port;
+	double until;
+	char *end;
+
+	if (argc < 4 || argc > 5 || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
+		return usage();
+	secs = strtoul(argv[3], &end, 10);
+	if (*end || secs < 1 || secs > 60)
+		return usage();
+	if (argc == 5) {
+		ports = strtoul(argv[4], &end, 10);
+		if (*end || ports < 1 || ports + port > 65536)
+			return usage();
+	}
+	until = now_s() + (double)secs;
+	for (;;) {
+		uint16_t p = (uint16_t)(port + n % ports);
+		int fd;
+
+		if ((n & 1023) == 0 && now_s() >= until)
+			break;
+		if (ep.ss.ss_family == AF_INET)
+			((struct sockaddr_in *)&ep.ss)->sin_port = htons(p);
+		else
+			((struct sockaddr_in6 *)&ep.ss)->sin6_port = htons(p);
+		fd = socket(ep.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return fail_errno(errno);
+		if (connect(fd, (struct sockaddr *)&ep.ss, ep.len) && errno == EPERM)
+			refused++;
+		close(fd);
+		n++;
+	}
+	printf("ok %lu connects, %lu refused\n", n, refused);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -1922,5 +1967,7 @@ int main(int argc, char **argv)
 		return cmd_mptcp(argc, argv);
 	if (!strcmp(cmd, "srr"))
 		return cmd_srr(argc, argv);
+	if (!strcmp(cmd, "flood"))
+		return cmd_flood(argc, argv);
 	return usage();
 }
