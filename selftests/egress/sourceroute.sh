@@ -45,6 +45,20 @@ assert_eq "$(in_session "$SESSION" "$PROBE" tcp $HOST_A 443)" "ok hello $HOST_A:
 	"without options, $HOST_A:443 is reached from there (control)"
 sleep 0.2
 assert_match "$(grep -c "proto=6 src=.* dst=$HOST_A" "$W_DIR/srr-sniff.log")" '^[1-9]' "... and the sniffer saw it (control)"
+
+# IPv6 the same way, straight onto the session's link: the backstop drops all
+# IPv6 (sessions have none), and one with a routing header, however deep in
+# its chain of extension headers, is named for it.
+observe_start "$SESSION" --json
+sleep 0.3
+for kind in plain rh hbh-rh long; do
+	assert_eq "$(in_session "$SESSION" "$PROBE" ip6 eth0 $kind)" sent "root in the session writes an IPv6 datagram ($kind) onto eth0"
+done
+sleep 0.5
+observe_stop
+assert_eq "$(grep -c '"addr":"::","port":0,"reason":"ipv6","hook":"tc"' "$OBSERVE_OUT")" 1 "the plain IPv6 datagram is dropped as ipv6"
+assert_eq "$(grep -c '"addr":"::","port":0,"reason":"ip-options","hook":"tc"' "$OBSERVE_OUT")" 3 \
+	"those with a routing header (first, after hop-by-hop options, past 8 extension headers) as ip-options"
 errand_stop
 
 assert_match "$(event_count "addr=$gw port=0 reason=ip-options hook=tc")" '^[1-9]' \

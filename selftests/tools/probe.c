@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
@@ -57,7 +58,8 @@ static int usage(void)
 		"       probe tcp-reconnect ADDR PORT COUNT\n"
 		"       probe mptcp ADDR PORT\n"
 		"       probe srr ADDR PORT --via HOP [--tcp] [--strict]\n"
-		"       probe flood ADDR PORT SECONDS [PORTS]\n");
+		"       probe flood ADDR PORT SECONDS [PORTS]\n"
+		"       probe ip6 IFNAME plain|rh|hbh-rh|long\n");
 	return 2;
 }
 
@@ -1921,6 +1923,75 @@ static int cmd_flood(int argc, char **argv)
 	return 0;
 }
 
+/* An IPv6 UDP datagram written straight onto IFNAME (a packet socket, so no
+ * IP stack of ours judges it): plain, with a routing header (type 0, one
+ * segment left), with hop-by-hop options before one, or behind a chain of
+ * nine destination-options headers. */
+static int cmd_ip6(int argc, char **argv)
+{
+	uint8_t pkt[40 + 9 * 8 + 24 + 8 + sizeof(PAYLOAD)] = { 0 };
+	struct sockaddr_ll sll = { 0 };
+	uint8_t *p = pkt + 40, *next = pkt + 6;
+	size_t len;
+	int fd;
+
+	if (argc != 3)
+		return usage();
+	pkt[0] = 0x60;
+	pkt[7] = 64;
+	inet_pton(AF_INET6, "fe80::1", pkt + 8);
+	inet_pton(AF_INET6, "2606:4700::1", pkt + 24);
+	if (!strcmp(argv[2], "hbh-rh") || !strcmp(argv[2], "long")) {
+		int n = !strcmp(argv[2], "long") ? 9 : 1;
+
+		for (int i = 0; i < n; i++) {
+			*next = n == 1 ? 0 : 60; /* hop-by-hop, or destination options */
+			next = p;		 /* its next-header byte */
+			p[1] = 0;		 /* 8 bytes: PadN fills the rest */
+			p[2] = 1;
+			p[3] = 4;
+			p += 8;
+		}
+	}
+	if (!strcmp(argv[2], "rh") || !strcmp(argv[2], "hbh-rh")) {
+		*next = 43;
+		next = p;
+		p[1] = 2; /* 24 bytes: the header and one address */
+		p[2] = 0;
+		p[3] = 1;
+		inet_pton(AF_INET6, "2606:4700::2", p + 8);
+		p += 24;
+	} else if (strcmp(argv[2], "plain") && strcmp(argv[2], "long")) {
+		return usage();
+	}
+	*next = 17;
+	p[0] = 0x30; /* UDP 12345 -> 443 */
+	p[1] = 0x39;
+	p[2] = 0x01;
+	p[3] = 0xbb;
+	p[5] = (uint8_t)(8 + sizeof(PAYLOAD));
+	memcpy(p + 8, PAYLOAD, sizeof(PAYLOAD));
+	p += 8 + sizeof(PAYLOAD);
+	len = (size_t)(p - pkt);
+	pkt[4] = (uint8_t)((len - 40) >> 8);
+	pkt[5] = (uint8_t)(len - 40);
+	fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IPV6));
+	if (fd < 0)
+		return fail_errno(errno);
+	sll.sll_family = AF_PACKET;
+	sll.sll_protocol = htons(ETH_P_IPV6);
+	sll.sll_ifindex = (int)if_nametoindex(argv[1]);
+	sll.sll_halen = 6;
+	memset(sll.sll_addr, 0xff, 6);
+	if (!sll.sll_ifindex)
+		return fail_errno(ENODEV);
+	if (sendto(fd, pkt, len, 0, (struct sockaddr *)&sll, sizeof(sll)) < 0)
+		return fail_errno(errno);
+	close(fd);
+	printf("sent\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -1969,5 +2040,7 @@ int main(int argc, char **argv)
 		return cmd_srr(argc, argv);
 	if (!strcmp(cmd, "flood"))
 		return cmd_flood(argc, argv);
+	if (!strcmp(cmd, "ip6"))
+		return cmd_ip6(argc, argv);
 	return usage();
 }
