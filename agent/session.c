@@ -1545,8 +1545,8 @@ bool session_process(struct session *s, const struct pollfd *fds)
 		dns_responder_process(s->dns, f + 3, n - 3);
 	if (!f[0].revents)
 		return false;
-	/* Refusals made just before the end are still in the ring (a budget's
-	 * worth: past that, the count says the rest). */
+	/* Refusals made just before the end are still in the ring: the kernel's
+	 * bucket keeps them under one budget's worth. */
 	enforce_events_drain(s->enf, print_event, s);
 	s->suppressed_check_ns = 0;
 	session_suppressed(s);

@@ -783,8 +783,11 @@ int state_denied_flush(struct state *st)
 	rc = tx_begin(st);
 	if (rc)
 		return rc;
-	for (size_t i = 0; i < n && !rc; i++)
+	for (size_t i = 0; i < n && !rc; i++) {
 		rc = denied_insert(st, &st->queue[i].d);
+		if (rc == -ENOENT)
+			rc = 0; /* a session already gone: its row alone is dropped */
+	}
 	return tx_end(st, rc);
 }
 
