@@ -26,6 +26,9 @@ struct enforce {
 	struct ring_buffer *rb;
 	void (*fn)(const struct egress_event *ev, void *arg);
 	void *arg;
+	unsigned drained;  /* events handed to fn in this drain */
+	bool backlog;	   /* the last drain stopped at its budget */
+	uint64_t reported; /* suppressed events already reported */
 };
 
 struct cgroup_hook {
@@ -273,10 +276,12 @@ static int on_event(void *ctx, void *data, size_t size)
 {
 	struct enforce *e = ctx;
 
-	if (size < sizeof(struct egress_event))
-		return 0;
-	if (e->fn)
+	if (size >= sizeof(struct egress_event) && e->fn)
 		e->fn(data, e->arg);
+	/* At the budget, stop: libbpf has consumed this record, the rest wait
+	 * for the next turn of the loop, after everyone else's work. */
+	if (++e->drained >= ENFORCE_EVENTS_BUDGET)
+		return -EAGAIN;
 	return 0;
 }
 
@@ -416,9 +421,33 @@ int enforce_events_fd(struct enforce *e)
 int enforce_events_drain(struct enforce *e, void (*fn)(const struct egress_event *ev, void *arg),
 			 void *arg)
 {
+	int rc;
+
 	e->fn = fn;
 	e->arg = arg;
-	return ring_buffer__consume(e->rb);
+	e->drained = 0;
+	rc = ring_buffer__consume(e->rb);
+	e->backlog = rc == -EAGAIN;
+	return rc == -EAGAIN ? (int)e->drained : rc;
+}
+
+bool enforce_events_backlog(const struct enforce *e)
+{
+	return e->backlog;
+}
+
+int enforce_events_suppressed(struct enforce *e, const char *pin_dir, uint64_t *total,
+			      uint64_t *fresh)
+{
+	uint64_t cnt[CNT_MAX];
+	int rc = enforce_counters(pin_dir, cnt);
+
+	if (rc)
+		return rc;
+	*total = cnt[CNT_EVENTS_SUPPRESSED];
+	*fresh = *total > e->reported ? *total - e->reported : 0;
+	e->reported = *total;
+	return 0;
 }
 
 void enforce_free(struct enforce *e)

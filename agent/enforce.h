@@ -66,11 +66,19 @@ int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, 
 		     void *arg);
 /* Deletes entries whose expiry has passed (pins never expire). Count or -errno. */
 int enforce_expire(struct enforce *e, uint64_t now_ns);
-/* The ring buffer of refusals: an fd to poll, and a call that hands each
- * pending event to fn. Returns the number handled or -errno. */
+/* Events handed out in one drain: what one loop turn does for one session. */
+#define ENFORCE_EVENTS_BUDGET 256
+/* The ring buffer of refusals: an fd to poll, and a call that hands up to
+ * ENFORCE_EVENTS_BUDGET pending events to fn. Returns the number handled or
+ * -errno; enforce_events_backlog() then says whether more wait. */
 int enforce_events_fd(struct enforce *e);
 int enforce_events_drain(struct enforce *e, void (*fn)(const struct egress_event *ev, void *arg),
 			 void *arg);
+bool enforce_events_backlog(const struct enforce *e);
+/* Refusal events the kernel's bucket held back (counted, never sent): the
+ * total, and how many since the last call. 0 or -errno. */
+int enforce_events_suppressed(struct enforce *e, const char *pin_dir, uint64_t *total,
+			      uint64_t *fresh);
 /* Closes what the process holds; pinned links keep enforcing. NULL-safe. */
 void enforce_free(struct enforce *e);
 /* Unpins everything under pin_dir and removes it, which detaches the cgroup

@@ -25,6 +25,8 @@ static const char *const reasons[] = {
 	[REASON_IPV6] = "ipv6",
 	[REASON_DOT] = "dot",
 	[REASON_GRANT_SPENT] = "grant-spent",
+	[REASON_OWN] = "own",
+	[REASON_IP_OPTIONS] = "ip-options",
 };
 _Static_assert(ARRAY_SIZE(reasons) == REASON_MAX, "a reason without a name");
 
@@ -56,7 +58,7 @@ void event_from_bpf(const struct egress_event *ev, const char *session, struct e
 	out->reason = event_reason_name(ev->reason);
 	out->hook = event_hook_name(ev->hook);
 	out->port = ev->port;
-	switch (ev->proto) {
+	switch (ev->proto | (unsigned)ev->proto_hi << 8) {
 	case 6:
 		snprintf(out->proto, sizeof(out->proto), "tcp");
 		break;
@@ -66,8 +68,12 @@ void event_from_bpf(const struct egress_event *ev, const char *session, struct e
 	case 1:
 		snprintf(out->proto, sizeof(out->proto), "icmp");
 		break;
+	case 262:
+		snprintf(out->proto, sizeof(out->proto), "mptcp");
+		break;
 	default:
-		snprintf(out->proto, sizeof(out->proto), "%u", ev->proto);
+		snprintf(out->proto, sizeof(out->proto), "%u",
+			 ev->proto | (unsigned)ev->proto_hi << 8);
 	}
 	memcpy(a.b, ev->addr, 16);
 	addr_str(&a, out->addr);
@@ -95,7 +101,15 @@ void event_format(const struct event_rec *ev, bool json, char *buf, size_t len)
 {
 	char name[256];
 
-	if (ev->denied && json)
+	if (ev->suppressed && json)
+		snprintf(buf, len,
+			 "{\"event\":\"suppressed\",\"session\":\"%s\",\"count\":%llu,"
+			 "\"total\":%llu}",
+			 ev->session, (unsigned long long)ev->count, (unsigned long long)ev->total);
+	else if (ev->suppressed)
+		snprintf(buf, len, "errand: session=%s suppressed count=%llu total=%llu",
+			 ev->session, (unsigned long long)ev->count, (unsigned long long)ev->total);
+	else if (ev->denied && json)
 		snprintf(buf, len,
 			 "{\"event\":\"denied\",\"session\":\"%s\",\"name\":\"%s\",\"type\":\"%s\","
 			 "\"reason\":\"%s\"}",
@@ -116,15 +130,21 @@ void event_format(const struct event_rec *ev, bool json, char *buf, size_t len)
 			 ev->session, ev->proto, ev->addr, ev->port, ev->reason, ev->hook);
 }
 
+/* The reason is part of the key: a target refused for one reason must not
+ * hide that it is refused for another. */
 void event_target(const struct event_rec *ev, char *buf, size_t len)
 {
 	if (ev->denied)
-		snprintf(buf, len, "name %s", ev->name);
+		snprintf(buf, len, "name %s %s", ev->name, ev->reason ? ev->reason : "");
 	else
-		snprintf(buf, len, "%s %s %u", ev->proto, ev->addr, ev->port);
+		snprintf(buf, len, "%s %s %u %s", ev->proto, ev->addr, ev->port,
+			 ev->reason ? ev->reason : "");
 }
 
+/* An open-addressed table: a target is looked for in LIMITER_PROBE slots
+ * from its hash, so each event costs a bounded few compares, never a walk. */
 #define LIMITER_SLOTS 1024
+#define LIMITER_PROBE 8
 
 struct limiter_slot {
 	char target[300];
@@ -145,12 +165,22 @@ void event_limiter_free(struct event_limiter *l)
 	free(l);
 }
 
+static uint32_t target_hash(const char *s)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
 bool event_limiter_pass(struct event_limiter *l, const char *target, uint64_t now_ns)
 {
-	struct limiter_slot *oldest = &l->slots[0];
+	uint32_t h = target_hash(target);
+	struct limiter_slot *oldest = &l->slots[h % LIMITER_SLOTS];
 
-	for (size_t i = 0; i < LIMITER_SLOTS; i++) {
-		struct limiter_slot *s = &l->slots[i];
+	for (size_t i = 0; i < LIMITER_PROBE; i++) {
+		struct limiter_slot *s = &l->slots[(h + i) % LIMITER_SLOTS];
 
 		if (s->at_ns && !strcmp(s->target, target)) {
 			if (now_ns - s->at_ns < EVENT_LOG_INTERVAL_NS)
@@ -161,8 +191,8 @@ bool event_limiter_pass(struct event_limiter *l, const char *target, uint64_t no
 		if (s->at_ns < oldest->at_ns)
 			oldest = s;
 	}
-	/* A new target takes the stalest slot: a flood of distinct targets
-	 * forgets old ones rather than growing without bound. */
+	/* A new target takes the stalest slot of its probe run: a flood of
+	 * distinct targets forgets old ones rather than growing without bound. */
 	snprintf(oldest->target, sizeof(oldest->target), "%s", target);
 	oldest->at_ns = now_ns ? now_ns : 1;
 	return true;

@@ -16,7 +16,9 @@
 #define EVENT_LINE_MAX 640
 
 struct event_rec {
-	bool denied; /* a denied name; else a refused connect or packet */
+	bool denied;	       /* a denied name; else a refused connect or packet */
+	bool suppressed;       /* refusal events the kernel's bucket held back */
+	uint64_t count, total; /* suppressed: since the last record, and in all */
 	const char *session;
 	const char *reason;
 	/* refused */

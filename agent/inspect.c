@@ -147,6 +147,7 @@ static const char *const counter_names[CNT_MAX] = {
 	[CNT_TC_PASS] = "tcPassed",
 	[CNT_TC_DROP] = "tcDropped",
 	[CNT_EVENTS_LOST] = "eventsLost",
+	[CNT_EVENTS_SUPPRESSED] = "eventsSuppressed",
 };
 
 json_t *inspect_show(struct state *st, const struct errand_config *cfg, const char *id, char *err,

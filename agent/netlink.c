@@ -142,6 +142,32 @@ static int disable_ipv6(const char *conf)
 	return write_sysctl(path, "1", true);
 }
 
+/* The host side of a session's veth, whatever this namespace's defaults
+ * (conf/all, conf/default): no source routes taken from the session, no
+ * redirects taken or sent, and strict reverse-path filtering, so a packet
+ * that could not have come from the session's link is dropped. Source
+ * routing and redirects are ANDed with conf/all while forwarding, and
+ * rp_filter takes the higher of the two: the interface's own value holds. */
+static int veth_harden(const char *ifname)
+{
+	static const char *const knobs[][2] = {
+		{"accept_source_route", "0"},
+		{"accept_redirects", "0"},
+		{"send_redirects", "0"},
+		{"rp_filter", "1"},
+	};
+	char path[128];
+	int r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(knobs); i++) {
+		snprintf(path, sizeof(path), "/proc/sys/net/ipv4/conf/%s/%s", ifname, knobs[i][0]);
+		r = write_sysctl(path, knobs[i][1], false);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
 static bool valid_ifname(const char *s)
 {
 	size_t n = strnlen(s, IFNAMSIZ);
@@ -354,6 +380,8 @@ int veth_setup(struct session_link *l, const char *netns_path)
 	} else {
 		r = disable_ipv6(l->host_if);
 	}
+	if (r == 0)
+		r = veth_harden(l->host_if);
 	if (r == 0)
 		r = addr4_add(sk, ifindex, l->gw4, l->prefixlen);
 	if (r == 0)

@@ -208,6 +208,9 @@ static void print_json_line(const char *line, bool json)
 	if (!o)
 		return;
 	ev.denied = !strcmp(json_string_value(json_object_get(o, "event")) ?: "", "denied");
+	ev.suppressed = !strcmp(json_string_value(json_object_get(o, "event")) ?: "", "suppressed");
+	ev.count = (uint64_t)json_integer_value(json_object_get(o, "count"));
+	ev.total = (uint64_t)json_integer_value(json_object_get(o, "total"));
 	ev.session = json_string_value(json_object_get(o, "session")) ?: "?";
 	ev.reason = json_string_value(json_object_get(o, "reason")) ?: "?";
 	ev.name = json_string_value(json_object_get(o, "name")) ?: "";

@@ -85,6 +85,7 @@ struct session {
 	struct dns_responder *dns;
 	struct observe_server *obs;
 	struct event_limiter *limiter;
+	uint64_t suppressed_check_ns, suppressed_log_ns; /* see session_suppressed */
 	struct disk_watch disk;
 	struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
@@ -688,7 +689,7 @@ static void session_event(const struct event_rec *ev, void *arg)
 			d.port = (uint16_t)ev->port;
 			d.proto = ev->proto;
 		}
-		state_denied_add(s->st, &d);
+		state_denied_queue(s->st, &d);
 	}
 	if (!s->json)
 		event_format(ev, false, line, sizeof(line));
@@ -714,6 +715,29 @@ static void session_grant_used(struct session *s, const struct egress_event *bev
 		log_warnx("session %s: cannot mark grant %u used: %s", s->id, id, strerror(-rc));
 	log_info("session %s: a once grant was used by a connection to %s:%u", s->id,
 		 addr_str(&x, a), bev->port);
+}
+
+/* What the kernel's event bucket held back: a count a second to the live
+ * stream, and to the log at most once per EVENT_LOG_INTERVAL_NS. */
+static void session_suppressed(struct session *s)
+{
+	struct event_rec ev = {.suppressed = true, .session = s->id};
+	uint64_t now = boottime_ns();
+	char line[EVENT_LINE_MAX];
+
+	if (now - s->suppressed_check_ns < 1000000000ull)
+		return;
+	s->suppressed_check_ns = now;
+	if (enforce_events_suppressed(s->enf, s->pin_dir, &ev.total, &ev.count) || !ev.count)
+		return;
+	event_format(&ev, true, line, sizeof(line));
+	observe_broadcast(s->obs, line);
+	if (s->suppressed_log_ns && now - s->suppressed_log_ns < EVENT_LOG_INTERVAL_NS)
+		return;
+	s->suppressed_log_ns = now;
+	if (!s->json)
+		event_format(&ev, false, line, sizeof(line));
+	fprintf(stderr, "%s\n", line);
 }
 
 static void print_event(const struct egress_event *bev, void *arg)
@@ -1483,6 +1507,12 @@ void session_pollfds(struct session *s, struct pollfd *fds, int *n, int max, int
 	if (s->dns)
 		dns_responder_pollfds(s->dns, fds, n, max, timeout);
 	s->poll_n = *n - s->poll_first;
+	/* Events left past the budget are served next turn, after the rest;
+	 * the suppressed count is read once a second. */
+	if (enforce_events_backlog(s->enf))
+		*timeout = 0;
+	else if (*timeout < 0 || *timeout > 1000)
+		*timeout = 1000;
 	disk_due = disk_watch_timeout(&s->disk, boottime_ns());
 	if (disk_due >= 0 && (*timeout < 0 || disk_due < *timeout))
 		*timeout = disk_due;
@@ -1502,8 +1532,11 @@ bool session_process(struct session *s, const struct pollfd *fds)
 			  (unsigned long long)s->disk.budget);
 		session_kill(s);
 	}
-	if (f[1].revents)
+	if (f[1].revents || enforce_events_backlog(s->enf))
 		enforce_events_drain(s->enf, print_event, s);
+	session_suppressed(s);
+	if (s->st)
+		state_denied_flush(s->st);
 	if (f[2].revents & POLLIN) {
 		char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 
@@ -1517,8 +1550,13 @@ bool session_process(struct session *s, const struct pollfd *fds)
 		dns_responder_process(s->dns, f + 3, n - 3);
 	if (!f[0].revents)
 		return false;
-	/* Refusals made just before the end are still in the ring. */
+	/* Refusals made just before the end are still in the ring: the kernel's
+	 * bucket keeps them under one budget's worth. */
 	enforce_events_drain(s->enf, print_event, s);
+	s->suppressed_check_ns = 0;
+	session_suppressed(s);
+	if (s->st)
+		state_denied_flush(s->st);
 	s->status = session_collect(s);
 	return true;
 }

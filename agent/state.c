@@ -111,10 +111,18 @@ static const char *const stmt_sql[S_COUNT] = {
 	[S_DENIED_ONE] = "SELECT " DENIED_COLS " FROM denied WHERE session = ?1 ORDER BY seq",
 };
 
+/* A queued refusal, its strings copied (the caller's are an event's). */
+struct denied_row {
+	struct state_denied d;
+	char session[40], name[256], addr[48], proto[8], reason[24];
+};
+
 struct state {
 	sqlite3 *db;
 	char *path;
 	sqlite3_stmt *stmt[S_COUNT];
+	struct denied_row queue[STATE_DENIED_QUEUE];
+	size_t n_queued;
 };
 
 static const char *const kind_names[] = {
@@ -469,6 +477,7 @@ void state_close(struct state *st)
 {
 	if (!st)
 		return;
+	state_denied_flush(st);
 	for (int i = 0; i < S_COUNT; i++)
 		sqlite3_finalize(st->stmt[i]);
 	sqlite3_close(st->db); /* every statement is finalized: it closes */
@@ -692,17 +701,12 @@ int state_grants_for(struct state *st, const char *session, state_grant_cb cb, v
 	return walk(st, s, &(struct walker){.kind = W_GRANT, .grant_cb = cb, .arg = arg});
 }
 
-int state_denied_add(struct state *st, const struct state_denied *d)
+/* One row and its trim, inside the caller's transaction. */
+static int denied_insert(struct state *st, const struct state_denied *d)
 {
 	sqlite3_stmt *s;
-	int rc;
+	int rc = 0;
 
-	if (!d->session)
-		return -EINVAL;
-	/* the row and the trim together, so the cap holds at every commit */
-	rc = tx_begin(st);
-	if (rc)
-		return rc;
 	s = stmt_get(st, S_DENIED_ADD, &rc);
 	if (s) {
 		bind_text(s, 1, d->session);
@@ -721,6 +725,68 @@ int state_denied_add(struct state *st, const struct state_denied *d)
 			sqlite3_bind_int(s, 2, STATE_DENIED_KEEP);
 			rc = step_done(st, s);
 		}
+	}
+	return rc;
+}
+
+int state_denied_add(struct state *st, const struct state_denied *d)
+{
+	int rc;
+
+	if (!d->session)
+		return -EINVAL;
+	/* the row and the trim together, so the cap holds at every commit */
+	rc = tx_begin(st);
+	if (rc)
+		return rc;
+	return tx_end(st, denied_insert(st, d));
+}
+
+static const char *copy_or_null(char *buf, size_t len, const char *s)
+{
+	if (!s)
+		return NULL;
+	snprintf(buf, len, "%s", s);
+	return buf;
+}
+
+int state_denied_queue(struct state *st, const struct state_denied *d)
+{
+	struct denied_row *r;
+	int rc = 0;
+
+	if (!d->session)
+		return -EINVAL;
+	if (st->n_queued == STATE_DENIED_QUEUE)
+		rc = state_denied_flush(st);
+	r = &st->queue[st->n_queued++];
+	r->d = *d;
+	r->d.at = d->at ? d->at : (int64_t)time(NULL);
+	r->d.session = copy_or_null(r->session, sizeof(r->session), d->session);
+	r->d.name = copy_or_null(r->name, sizeof(r->name), d->name);
+	r->d.addr = copy_or_null(r->addr, sizeof(r->addr), d->addr);
+	r->d.proto = copy_or_null(r->proto, sizeof(r->proto), d->proto);
+	r->d.reason = copy_or_null(r->reason, sizeof(r->reason), d->reason);
+	return rc;
+}
+
+int state_denied_flush(struct state *st)
+{
+	size_t n = st->n_queued;
+	int rc;
+
+	if (!n)
+		return 0;
+	/* Whatever happens, the queue is emptied: a database that refuses
+	 * these rows must not make every later turn try them again. */
+	st->n_queued = 0;
+	rc = tx_begin(st);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n && !rc; i++) {
+		rc = denied_insert(st, &st->queue[i].d);
+		if (rc == -ENOENT)
+			rc = 0; /* a session already gone: its row alone is dropped */
 	}
 	return tx_end(st, rc);
 }

@@ -107,6 +107,12 @@ int state_grant_use_once(struct state *st, const char *session, const char *host
 
 /* Records a refusal, dropping the session's oldest beyond STATE_DENIED_KEEP. */
 int state_denied_add(struct state *st, const struct state_denied *d);
+/* The same, batched: rows wait (copied) until state_denied_flush(), which
+ * writes them in one transaction; a full queue flushes first. The agent
+ * flushes once a loop turn, so a burst of refusals costs one commit. */
+#define STATE_DENIED_QUEUE 64
+int state_denied_queue(struct state *st, const struct state_denied *d);
+int state_denied_flush(struct state *st);
 /* Refusals of one session (or of all, session NULL), oldest first. */
 int state_denied_list(struct state *st, const char *session, state_denied_cb cb, void *arg);
 

@@ -89,6 +89,20 @@ struct {
 	__uint(max_entries, EGRESS_EVENTS_BYTES);
 } events SEC(".maps");
 
+/* evlimit: the session's refusal-event bucket, as the time it is full again
+ * (GCRA). Two CPUs may both take the last token: the bound is loose by the
+ * number of CPUs, never unbounded. */
+struct ev_bucket {
+	__u64 tat_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ev_bucket);
+} evlimit SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, CNT_MAX);
@@ -140,7 +154,7 @@ static __always_inline bool is_v4_mapped(const __u8 a[16])
 }
 
 /* One record on the ring buffer: a refusal, or a once grant spent. */
-static __always_inline void event_put(const __u8 addr[16], __u16 port, __u8 proto, __u8 reason,
+static __always_inline void event_put(const __u8 addr[16], __u16 port, __u16 proto, __u8 reason,
 				      __u8 hook)
 {
 	struct egress_event *e;
@@ -154,17 +168,44 @@ static __always_inline void event_put(const __u8 addr[16], __u16 port, __u8 prot
 	e->cgroup_id = sess_cgid;
 	__builtin_memcpy(e->addr, addr, 16);
 	e->port = port;
-	e->proto = proto;
+	e->proto = (__u8)proto;
+	e->proto_hi = (__u8)(proto >> 8);
 	e->reason = reason;
 	e->hook = hook;
 	__builtin_memset(e->pad, 0, sizeof(e->pad));
 	bpf_ringbuf_submit(e, 0);
 }
 
-static __always_inline void emit(const __u8 addr[16], __u16 port, __u8 proto, __u8 reason,
+#define EVENT_INTERVAL_NS (1000000000ull / EGRESS_EVENT_RATE)
+
+/* A token from the session's event bucket, or false when it is empty. */
+static __always_inline bool event_take(void)
+{
+	__u64 now = bpf_ktime_get_boot_ns(), tat;
+	struct ev_bucket *b;
+	__u32 zero = 0;
+
+	b = bpf_map_lookup_elem(&evlimit, &zero);
+	if (!b)
+		return true;
+	tat = b->tat_ns;
+	if (tat < now)
+		tat = now;
+	if (tat - now > (EGRESS_EVENT_BURST - 1) * EVENT_INTERVAL_NS)
+		return false;
+	b->tat_ns = tat + EVENT_INTERVAL_NS;
+	return true;
+}
+
+/* A refusal: always counted, reported while the session's bucket lasts. */
+static __always_inline void emit(const __u8 addr[16], __u16 port, __u16 proto, __u8 reason,
 				 __u8 hook)
 {
 	count(CNT_REFUSED);
+	if (!event_take()) {
+		count(CNT_EVENTS_SUPPRESSED);
+		return;
+	}
 	event_put(addr, port, proto, reason, hook);
 }
 
@@ -182,13 +223,17 @@ static __always_inline bool v4_forbidden(__u32 addr4)
 }
 
 /* A native IPv6 address: forbidden by its own range, or by the IPv4 address
- * that a NAT64, 6to4 or Teredo form carries. */
+ * that a NAT64, 6to4, Teredo, IPv4-compatible, SIIT or ISATAP form carries
+ * (lib/addr.c reads the same forms the same way). */
 static __always_inline bool v6_forbidden(const __u8 a[16])
 {
 	struct lpm6_key k = {.prefixlen = 128};
-	__u32 embedded = 0;
+	__u32 embedded = 0, w0, w1, w2;
 	bool has_v4 = false;
 
+	__builtin_memcpy(&w0, a, 4);
+	__builtin_memcpy(&w1, a + 4, 4);
+	__builtin_memcpy(&w2, a + 8, 4);
 	__builtin_memcpy(k.addr, a, 16);
 	if (bpf_map_lookup_elem(&forbid6, &k) && !bpf_map_lookup_elem(&public6, &k))
 		return true;
@@ -205,8 +250,20 @@ static __always_inline bool v6_forbidden(const __u8 a[16])
 		__builtin_memcpy(&embedded, a + 12, 4);
 		embedded = ~embedded;
 		has_v4 = true;
+	} else if (w0 == 0 && w1 == 0 && (w2 == 0 || w2 == bpf_htonl(0xffff0000))) {
+		/* IPv4-compatible ::a.b.c.d, SIIT ::ffff:0:a.b.c.d */
+		__builtin_memcpy(&embedded, a + 12, 4);
+		has_v4 = true;
 	}
-	return has_v4 && v4_forbidden(embedded);
+	if (has_v4 && v4_forbidden(embedded))
+		return true;
+	/* ISATAP, under any /64: interface id 0000:5efe or 0200:5efe (and
+	 * their group-bit twins), then the IPv4 address. */
+	if ((a[8] & 0xfc) == 0 && a[9] == 0 && a[10] == 0x5e && a[11] == 0xfe) {
+		__builtin_memcpy(&embedded, a + 12, 4);
+		return v4_forbidden(embedded);
+	}
+	return false;
 }
 
 static __always_inline bool addr_forbidden(const __u8 a[16])
@@ -271,19 +328,19 @@ static __always_inline bool to_broker(__u32 dst4, __u16 port, __u8 proto)
 	       dst4 == gw_addr4 && port == broker_port;
 }
 
-/* A once grant admits one connection: the first socket to mark it spent
- * wins (its own connect() again, as a non-blocking connect is asked about,
- * stays admitted), any other is refused, and the agent hears of it to retire
- * the grant's entries. */
+/* A once grant admits one connection: the first connect to mark it spent
+ * wins, and every later one is refused, from another socket or from the same
+ * one disconnected (connect(AF_UNSPEC)) and connected again. A TCP socket's
+ * connect() asked again while it connects never reaches this hook (the
+ * kernel answers EALREADY first). The agent hears of it to retire the
+ * grant's entries. */
 static __always_inline __u8 spend_once(struct bpf_sock_addr *ctx, const __u8 addr[16], __u16 port,
 				       __u8 proto, __u32 grant, __u8 hook)
 {
-	__u64 cookie = bpf_get_socket_cookie(ctx), *owner;
+	__u64 cookie = bpf_get_socket_cookie(ctx);
 
-	if (bpf_map_update_elem(&once_used, &grant, &cookie, BPF_NOEXIST)) {
-		owner = bpf_map_lookup_elem(&once_used, &grant);
-		return owner && *owner == cookie ? REASON_NONE : REASON_GRANT_SPENT;
-	}
+	if (bpf_map_update_elem(&once_used, &grant, &cookie, BPF_NOEXIST))
+		return REASON_GRANT_SPENT;
 	event_put(addr, port, proto, EVENT_GRANT_USED, hook);
 	return REASON_NONE;
 }
@@ -322,6 +379,12 @@ static __always_inline int decide4(struct bpf_sock_addr *ctx, __u8 hook)
 		ctx->user_port = bpf_htons(dns_port);
 		count(CNT_DNS_REDIRECT);
 		return 1;
+	}
+	/* 0.0.0.0 and the session's own address lead back into the session:
+	 * refused, as what they are. */
+	if (mode != EGRESS_MODE_NONE && (dst == 0 || dst == sess_addr4)) {
+		emit(addr, port, proto, REASON_OWN, hook);
+		return 0;
 	}
 	if (mode != EGRESS_MODE_NONE && proto == IPPROTO_UDP) {
 		emit(addr, port, proto, REASON_UDP, hook);
@@ -376,6 +439,12 @@ static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
 		ctx->user_port = bpf_htons(dns_port);
 		count(CNT_DNS_REDIRECT);
 		return 1;
+	}
+	if (mode != EGRESS_MODE_NONE &&
+	    ((!a32[0] && !a32[1] && !a32[2] && !a32[3]) ||
+	     (is_v4_mapped(addr) && (!a32[3] || a32[3] == sess_addr4)))) {
+		emit(addr, port, proto, REASON_OWN, hook);
+		return 0;
 	}
 	if (mode != EGRESS_MODE_NONE && proto == IPPROTO_UDP) {
 		emit(addr, port, proto, REASON_UDP, hook);
@@ -493,8 +562,51 @@ int errand_sock(struct bpf_sock *sk)
 	if ((sk->type == SOCK_STREAM && sk->protocol == IPPROTO_TCP) ||
 	    (sk->type == SOCK_DGRAM && sk->protocol == IPPROTO_UDP))
 		return 1;
-	emit(zero, 0, (__u8)sk->protocol, REASON_SOCKET, HOOK_SOCK_CREATE);
+	emit(zero, 0, (__u16)sk->protocol, REASON_SOCKET, HOOK_SOCK_CREATE);
 	return 0;
+}
+
+#define IPV6_EXT_MAX 8
+#define NEXTHDR_HOP 0
+#define NEXTHDR_ROUTING 43
+#define NEXTHDR_FRAGMENT 44
+#define NEXTHDR_DEST 60
+
+/* Does an IPv6 packet carry a routing header? Extension headers are walked
+ * up to IPV6_EXT_MAX; a chain longer than that, or cut short, counts as one. */
+static __always_inline bool ip6_routed(void *p, void *end)
+{
+	struct ipv6hdr *ip6 = p;
+	struct ipv6_opt_hdr *h;
+	__u8 nh;
+
+	if ((void *)(ip6 + 1) > end)
+		return true;
+	nh = ip6->nexthdr;
+	p = ip6 + 1;
+	for (int i = 0; i < IPV6_EXT_MAX; i++) {
+		h = p;
+		if ((void *)(h + 1) > end)
+			return true;
+		switch (nh) {
+		case NEXTHDR_ROUTING:
+			return true;
+		case NEXTHDR_HOP:
+		case NEXTHDR_DEST:
+			p += (h->hdrlen + 1) * 8;
+			break;
+		case NEXTHDR_FRAGMENT:
+			p += 8;
+			break;
+		case IPPROTO_AH:
+			p += (h->hdrlen + 2) * 4;
+			break;
+		default:
+			return false;
+		}
+		nh = h->nexthdr;
+	}
+	return true;
 }
 
 /* The backstop, on ingress of the host-side veth: what the session sends.
@@ -522,7 +634,8 @@ int errand_tc_in(struct __sk_buff *skb)
 	if (eth->h_proto == bpf_htons(ETH_P_ARP))
 		return TC_ACT_OK;
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
-		emit(zero, 0, 0, REASON_IPV6, HOOK_TC);
+		emit(zero, 0, 0, ip6_routed(eth + 1, end) ? REASON_IP_OPTIONS : REASON_IPV6,
+		     HOOK_TC);
 		goto drop;
 	}
 	if (eth->h_proto != bpf_htons(ETH_P_IP))
@@ -531,6 +644,13 @@ int errand_tc_in(struct __sk_buff *skb)
 	if ((void *)(ip + 1) > end || ip->ihl < 5)
 		goto drop_proto;
 	map_v4(addr, ip->daddr);
+	/* Options (source routes above all) make a router forward a packet
+	 * past the address it names, the gateway's included: no packet of a
+	 * session carries any, and this comes before anything passes. */
+	if (ip->ihl != 5) {
+		emit(addr, 0, ip->protocol, REASON_IP_OPTIONS, HOOK_TC);
+		goto drop;
+	}
 	if (ip->saddr != sess_addr4) {
 		emit(addr, 0, ip->protocol, REASON_SPOOF, HOOK_TC);
 		goto drop;

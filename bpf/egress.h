@@ -29,6 +29,17 @@
 #define EGRESS_GRANTS_MAX 1024
 #define EGRESS_EVENTS_BYTES (256 * 1024)
 
+/* Refusal events are rate-limited in the kernel, per session: a bucket of
+ * EGRESS_EVENT_BURST events refilled at EGRESS_EVENT_RATE a second. A
+ * session refusing in a tight loop (millions a second) costs the agent at
+ * most that much; what the bucket holds back is counted
+ * (CNT_EVENTS_SUPPRESSED), and every refusal is still refused. The numbers
+ * are far above what a session that is not attacking makes (a handful of
+ * refusals a second), far below what one agent serving many sessions can
+ * print, store and stream. */
+#define EGRESS_EVENT_RATE 100
+#define EGRESS_EVENT_BURST 200
+
 /* Session modes, set in rodata before load. */
 enum egress_mode {
 	EGRESS_MODE_NONE = 0,	    /* no network: every connect and send refused */
@@ -54,6 +65,8 @@ enum egress_reason {
 	REASON_IPV6 = 13,	 /* IPv6 packet on a v4-only session link */
 	REASON_DOT = 14,	 /* DNS over TLS (port 853) */
 	REASON_GRANT_SPENT = 15, /* a once grant another connection used */
+	REASON_OWN = 16,	 /* the session's own address, or 0.0.0.0 / :: */
+	REASON_IP_OPTIONS = 17,	 /* IPv4 options or an IPv6 routing header */
 	REASON_MAX,
 	/* Not a refusal: a connection used a once grant (the agent retires it). */
 	EVENT_GRANT_USED = 64,
@@ -133,7 +146,8 @@ struct egress_event {
 	__u8 proto;	 /* IPPROTO_* */
 	__u8 reason;	 /* enum egress_reason */
 	__u8 hook;	 /* enum egress_hook */
-	__u8 pad[3];
+	__u8 proto_hi;	 /* IPPROTO_* above 255 (MPTCP is 262): its high byte */
+	__u8 pad[2];
 };
 _Static_assert(sizeof(struct egress_event) == 40, "egress_event size");
 
@@ -145,6 +159,7 @@ enum egress_counter {
 	CNT_TC_PASS = 3,
 	CNT_TC_DROP = 4,
 	CNT_EVENTS_LOST = 5,
+	CNT_EVENTS_SUPPRESSED = 6, /* refusals past the event bucket: counted, not sent */
 	CNT_MAX = 8
 };
 

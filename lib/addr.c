@@ -270,27 +270,31 @@ const char *addr_str(const struct addr *a, char buf[ADDR_STRLEN])
  * and by the BPF programs alike; that is how the carried address of this form
  * is "judged" as doc/design.md asks. */
 static const struct cidr forbidden[] = {
-	V4(0, 0, 0, 0, 8),		     /* "this network" */
-	V4(10, 0, 0, 0, 8),		     /* private */
-	V4(100, 64, 0, 0, 10),		     /* shared address space (carrier-grade NAT) */
-	V4(127, 0, 0, 0, 8),		     /* loopback */
-	V4(169, 254, 0, 0, 16),		     /* link-local */
-	V4(172, 16, 0, 0, 12),		     /* private */
-	V4(192, 0, 0, 0, 24),		     /* IETF protocol assignments */
-	V4(192, 0, 2, 0, 24),		     /* TEST-NET-1 */
-	V4(192, 88, 99, 0, 24),		     /* 6to4 relay anycast (deprecated) */
-	V4(192, 168, 0, 0, 16),		     /* private */
-	V4(198, 18, 0, 0, 15),		     /* benchmarking; test worlds declare it public */
-	V4(198, 51, 100, 0, 24),	     /* TEST-NET-2 */
-	V4(203, 0, 113, 0, 24),		     /* TEST-NET-3 */
-	V4(224, 0, 0, 0, 4),		     /* multicast */
-	V4(240, 0, 0, 0, 4),		     /* reserved */
-	V4(255, 255, 255, 255, 32),	     /* limited broadcast */
-	V4(169, 254, 169, 254, 32),	     /* cloud metadata (AWS, GCP, Azure, ...) */
-	V4(168, 63, 129, 16, 32),	     /* Azure wire server: outside every range above */
-	V4(100, 100, 100, 200, 32),	     /* Alibaba Cloud metadata */
-	V6(0, 0, 0, 0, 0, 128),		     /* unspecified */
-	V6(0, 0, 0, 0, 1, 128),		     /* loopback */
+	V4(0, 0, 0, 0, 8),	    /* "this network" */
+	V4(10, 0, 0, 0, 8),	    /* private */
+	V4(100, 64, 0, 0, 10),	    /* shared address space (carrier-grade NAT) */
+	V4(127, 0, 0, 0, 8),	    /* loopback */
+	V4(169, 254, 0, 0, 16),	    /* link-local */
+	V4(172, 16, 0, 0, 12),	    /* private */
+	V4(192, 0, 0, 0, 24),	    /* IETF protocol assignments */
+	V4(192, 0, 2, 0, 24),	    /* TEST-NET-1 */
+	V4(192, 88, 99, 0, 24),	    /* 6to4 relay anycast (deprecated) */
+	V4(192, 168, 0, 0, 16),	    /* private */
+	V4(198, 18, 0, 0, 15),	    /* benchmarking; test worlds declare it public */
+	V4(198, 51, 100, 0, 24),    /* TEST-NET-2 */
+	V4(203, 0, 113, 0, 24),	    /* TEST-NET-3 */
+	V4(224, 0, 0, 0, 4),	    /* multicast */
+	V4(240, 0, 0, 0, 4),	    /* reserved */
+	V4(255, 255, 255, 255, 32), /* limited broadcast */
+	V4(169, 254, 169, 254, 32), /* cloud metadata (AWS, GCP, Azure, ...) */
+	V4(168, 63, 129, 16, 32),   /* Azure wire server: outside every range above */
+	V4(100, 100, 100, 200, 32), /* Alibaba Cloud metadata */
+	V6(0, 0, 0, 0, 0, 128),	    /* unspecified */
+	V6(0, 0, 0, 0, 1, 128),	    /* loopback */
+	V6(0, 0, 0, 0, 0, 96),	    /* IPv4-compatible ::a.b.c.d (deprecated) */
+	{			    /* SIIT ::ffff:0:a.b.c.d (IPv4-translated) */
+	 .a = {.b = {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0, 0, 0}},
+	 .prefixlen = 96},
 	V6(0x64, 0xff9b, 0, 0, 0, 96),	     /* NAT64 well-known prefix */
 	V6(0x64, 0xff9b, 1, 0, 0, 48),	     /* NAT64 local use */
 	V6(0x100, 0, 0, 0, 0, 64),	     /* discard-only */
@@ -339,6 +343,7 @@ static bool judged_forbidden(const struct addr *a, const struct cidr *pub, size_
 
 bool addr_forbidden(const struct addr *a, const struct cidr *public_ranges, size_t n)
 {
+	static const uint8_t zero[8];
 	const uint8_t *b = a->b;
 	struct addr carried;
 	uint32_t v4;
@@ -347,6 +352,15 @@ bool addr_forbidden(const struct addr *a, const struct cidr *public_ranges, size
 		return true;
 	if (addr_is_v4(a))
 		return false;
+	/* ISATAP, under any /64: interface id 0000:5efe or 0200:5efe (and their
+	 * group-bit twins), then the IPv4 address; a public /64 does not make
+	 * the address inside it public. */
+	if ((b[8] & 0xfc) == 0 && b[9] == 0 && b[10] == 0x5e && b[11] == 0xfe) {
+		memcpy(&v4, b + 12, 4);
+		addr_from_v4(&carried, v4);
+		if (judged_forbidden(&carried, public_ranges, n))
+			return true;
+	}
 	/* The v6 forms that carry an IPv4 address, read where bpf/egress.bpf.c
 	 * reads them: a treat-as-public v6 range must not open the private IPv4
 	 * address inside it. */
@@ -357,6 +371,10 @@ bool addr_forbidden(const struct addr *a, const struct cidr *public_ranges, size
 	} else if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0) {
 		memcpy(&v4, b + 12, 4); /* Teredo: the client address, inverted */
 		v4 = ~v4;
+	} else if (!memcmp(b, zero, 8) &&
+		   ((b[8] == 0 && b[9] == 0) || (b[8] == 0xff && b[9] == 0xff)) && b[10] == 0 &&
+		   b[11] == 0) {
+		memcpy(&v4, b + 12, 4); /* IPv4-compatible ::a.b.c.d, SIIT ::ffff:0:a.b.c.d */
 	} else {
 		return false;
 	}

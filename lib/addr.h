@@ -40,7 +40,8 @@ bool cidr_contains(const struct cidr *c, const struct addr *a);
  * v6 forms that carry a v4 address. Static storage, never freed. */
 const struct cidr *forbidden_ranges(size_t *n);
 /* True if a is in a forbidden range and in none of the n public ranges given.
- * For NAT64, 6to4 and Teredo forms the carried IPv4 address is judged too. */
+ * For NAT64, 6to4, Teredo, IPv4-compatible, SIIT and ISATAP forms the carried
+ * IPv4 address is judged too. */
 bool addr_forbidden(const struct addr *a, const struct cidr *public_ranges, size_t n);
 
 #endif

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
@@ -53,7 +54,12 @@ static int usage(void)
 		"       probe serve [--log FILE] [udp:|tcp:]ADDR:PORT[/echo]...\n"
 		"       probe sniff --log FILE [PROTO...]\n"
 		"       probe bulk-serve ADDR:PORT | probe bulk ADDR PORT BYTES\n"
-		"       probe rr ADDR PORT COUNT\n");
+		"       probe rr ADDR PORT COUNT\n"
+		"       probe tcp-reconnect ADDR PORT COUNT\n"
+		"       probe mptcp ADDR PORT\n"
+		"       probe srr ADDR PORT --via HOP [--tcp] [--strict]\n"
+		"       probe flood ADDR PORT SECONDS [PORTS]\n"
+		"       probe ip6 IFNAME plain|rh|hbh-rh|long\n");
 	return 2;
 }
 
@@ -1756,6 +1762,236 @@ static int cmd_rr(int argc, char **argv)
 	return 0;
 }
 
+static const char *errno_name(int err)
+{
+	return strerrorname_np(err) ?: "errno?";
+}
+
+/* One TCP socket connected COUNT times, disconnected by connect(AF_UNSPEC)
+ * after each: what a once grant must admit only the first of. Prints every
+ * attempt's result on one line ("ok EPERM EPERM"). */
+static int cmd_tcp_reconnect(int argc, char **argv)
+{
+	struct sockaddr unspec = {.sa_family = AF_UNSPEC};
+	struct timeval tv = {.tv_sec = 3};
+	struct endpoint ep;
+	unsigned long count;
+	uint16_t port;
+	char *end;
+	int fd;
+
+	if (argc != 4 || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
+		return usage();
+	count = strtoul(argv[3], &end, 10);
+	if (*end || count < 1 || count > 100)
+		return usage();
+	fd = socket(ep.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return fail_errno(errno);
+	/* a connect the backstop drops gives up after 3 s */
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	for (unsigned long i = 0; i < count; i++) {
+		int rc = connect(fd, (struct sockaddr *)&ep.ss, ep.len);
+
+		printf("%s%s", i ? " " : "", rc ? errno_name(errno) : "ok");
+		if (connect(fd, &unspec, sizeof(unspec)))
+			fatal("connect(AF_UNSPEC)");
+	}
+	printf("\n");
+	close(fd);
+	return 0;
+}
+
+/* An MPTCP socket, then a connect: errand admits neither. */
+static int cmd_mptcp(int argc, char **argv)
+{
+	struct timeval tv = {.tv_sec = 3};
+	struct endpoint ep;
+	uint16_t port;
+	int fd;
+
+	if (argc != 3 || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
+		return usage();
+	fd = socket(ep.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 262 /* IPPROTO_MPTCP */);
+	if (fd < 0)
+		return fail_errno(errno);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&ep.ss, ep.len))
+		return fail_errno(errno);
+	close(fd);
+	printf("ok\n");
+	return 0;
+}
+
+/* A datagram (or, --tcp, a connect) to ADDR:PORT carrying a loose (or,
+ * --strict, strict) source route through HOP: the kernel sends it to HOP,
+ * which, if it takes source routes, forwards it to ADDR. */
+static int cmd_srr(int argc, char **argv)
+{
+	struct timeval tv = {.tv_sec = 2};
+	bool tcp = false, strict = false;
+	struct in_addr hop = {0};
+	struct endpoint ep;
+	uint8_t opt[8];
+	uint16_t port;
+	int fd;
+
+	if (argc < 5 || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep) ||
+	    ep.ss.ss_family != AF_INET)
+		return usage();
+	for (int i = 3; i < argc; i++) {
+		if (!strcmp(argv[i], "--via") && i + 1 < argc) {
+			if (inet_pton(AF_INET, argv[++i], &hop) != 1)
+				return usage();
+		} else if (!strcmp(argv[i], "--tcp")) {
+			tcp = true;
+		} else if (!strcmp(argv[i], "--strict")) {
+			strict = true;
+		} else {
+			return usage();
+		}
+	}
+	if (!hop.s_addr)
+		return usage();
+	/* type, length, pointer, the first hop (the kernel sends there and
+	 * writes ADDR in its slot), end of options */
+	opt[0] = strict ? 0x89 : 0x83;
+	opt[1] = 7;
+	opt[2] = 4;
+	memcpy(opt + 3, &hop, 4);
+	opt[7] = 0;
+	fd = socket(AF_INET, (tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return fail_errno(errno);
+	if (setsockopt(fd, IPPROTO_IP, IP_OPTIONS, opt, sizeof(opt)))
+		return fail_errno(errno);
+	if (tcp) {
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		if (connect(fd, (struct sockaddr *)&ep.ss, ep.len))
+			return fail_errno(errno == EINPROGRESS ? ETIMEDOUT : errno);
+		printf("ok\n");
+	} else {
+		if (sendto(fd, PAYLOAD, strlen(PAYLOAD), 0, (struct sockaddr *)&ep.ss, ep.len) < 0)
+			return fail_errno(errno);
+		printf("sent\n");
+	}
+	close(fd);
+	return 0;
+}
+
+/* Non-blocking connects on fresh TCP sockets in a tight loop for SECONDS,
+ * cycling over PORTS ports from PORT: the flood of refusals one process of a
+ * session can make. Prints how many connects were made and refused. */
+static int cmd_flood(int argc, char **argv)
+{
+	unsigned long secs, ports = 1, n = 0, refused = 0;
+	struct endpoint ep;
+	uint16_t port;
+	double until;
+	char *end;
+
+	if (argc < 4 || argc > 5 || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
+		return usage();
+	secs = strtoul(argv[3], &end, 10);
+	if (*end || secs < 1 || secs > 60)
+		return usage();
+	if (argc == 5) {
+		ports = strtoul(argv[4], &end, 10);
+		if (*end || ports < 1 || ports + port > 65536)
+			return usage();
+	}
+	until = now_s() + (double)secs;
+	for (;;) {
+		uint16_t p = (uint16_t)(port + n % ports);
+		int fd;
+
+		if ((n & 1023) == 0 && now_s() >= until)
+			break;
+		if (ep.ss.ss_family == AF_INET)
+			((struct sockaddr_in *)&ep.ss)->sin_port = htons(p);
+		else
+			((struct sockaddr_in6 *)&ep.ss)->sin6_port = htons(p);
+		fd = socket(ep.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return fail_errno(errno);
+		if (connect(fd, (struct sockaddr *)&ep.ss, ep.len) && errno == EPERM)
+			refused++;
+		close(fd);
+		n++;
+	}
+	printf("ok %lu connects, %lu refused\n", n, refused);
+	return 0;
+}
+
+/* An IPv6 UDP datagram written straight onto IFNAME (a packet socket, so no
+ * IP stack of ours judges it): plain, with a routing header (type 0, one
+ * segment left), with hop-by-hop options before one, or behind a chain of
+ * nine destination-options headers. */
+static int cmd_ip6(int argc, char **argv)
+{
+	uint8_t pkt[40 + 9 * 8 + 24 + 8 + sizeof(PAYLOAD)] = {0};
+	struct sockaddr_ll sll = {0};
+	uint8_t *p = pkt + 40, *next = pkt + 6;
+	size_t len;
+	int fd;
+
+	if (argc != 3)
+		return usage();
+	pkt[0] = 0x60;
+	pkt[7] = 64;
+	inet_pton(AF_INET6, "fe80::1", pkt + 8);
+	inet_pton(AF_INET6, "2606:4700::1", pkt + 24);
+	if (!strcmp(argv[2], "hbh-rh") || !strcmp(argv[2], "long")) {
+		int n = !strcmp(argv[2], "long") ? 9 : 1;
+
+		for (int i = 0; i < n; i++) {
+			*next = n == 1 ? 0 : 60; /* hop-by-hop, or destination options */
+			next = p;		 /* its next-header byte */
+			p[1] = 0;		 /* 8 bytes: PadN fills the rest */
+			p[2] = 1;
+			p[3] = 4;
+			p += 8;
+		}
+	}
+	if (!strcmp(argv[2], "rh") || !strcmp(argv[2], "hbh-rh")) {
+		*next = 43;
+		next = p;
+		p[1] = 2; /* 24 bytes: the header and one address */
+		p[2] = 0;
+		p[3] = 1;
+		inet_pton(AF_INET6, "2606:4700::2", p + 8);
+		p += 24;
+	} else if (strcmp(argv[2], "plain") && strcmp(argv[2], "long")) {
+		return usage();
+	}
+	*next = 17;
+	p[0] = 0x30; /* UDP 12345 -> 443 */
+	p[1] = 0x39;
+	p[2] = 0x01;
+	p[3] = 0xbb;
+	p[5] = (uint8_t)(8 + sizeof(PAYLOAD));
+	memcpy(p + 8, PAYLOAD, sizeof(PAYLOAD));
+	p += 8 + sizeof(PAYLOAD);
+	len = (size_t)(p - pkt);
+	pkt[4] = (uint8_t)((len - 40) >> 8);
+	pkt[5] = (uint8_t)(len - 40);
+	fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IPV6));
+	if (fd < 0)
+		return fail_errno(errno);
+	sll.sll_family = AF_PACKET;
+	sll.sll_protocol = htons(ETH_P_IPV6);
+	sll.sll_ifindex = (int)if_nametoindex(argv[1]);
+	sll.sll_halen = 6;
+	memset(sll.sll_addr, 0xff, 6);
+	if (!sll.sll_ifindex)
+		return fail_errno(ENODEV);
+	if (sendto(fd, pkt, len, 0, (struct sockaddr *)&sll, sizeof(sll)) < 0)
+		return fail_errno(errno);
+	close(fd);
+	printf("sent\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd;
@@ -1796,5 +2032,15 @@ int main(int argc, char **argv)
 		return cmd_bulk(argc, argv);
 	if (!strcmp(cmd, "rr"))
 		return cmd_rr(argc, argv);
+	if (!strcmp(cmd, "tcp-reconnect"))
+		return cmd_tcp_reconnect(argc, argv);
+	if (!strcmp(cmd, "mptcp"))
+		return cmd_mptcp(argc, argv);
+	if (!strcmp(cmd, "srr"))
+		return cmd_srr(argc, argv);
+	if (!strcmp(cmd, "flood"))
+		return cmd_flood(argc, argv);
+	if (!strcmp(cmd, "ip6"))
+		return cmd_ip6(argc, argv);
 	return usage();
 }

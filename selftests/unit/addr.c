@@ -267,6 +267,58 @@ static void test_forbidden(void)
 	CHECK_STR(addr_str(&a, buf), "10.0.0.1", "a mapped address prints as IPv4");
 }
 
+/* IPv4-compatible (::a.b.c.d), SIIT (::ffff:0:a.b.c.d) and ISATAP
+ * (...:0000:5efe:a.b.c.d, ...:0200:5efe:a.b.c.d) are judged as the IPv4
+ * address they carry; the first two are forbidden ranges themselves, ISATAP
+ * lives under any /64 and is as public as the address it carries. */
+static void test_v4_forms(void)
+{
+	static const char *const refused[] = {
+		"::a00:1",			 /* IPv4-compatible 10.0.0.1 */
+		"::808:808",			 /* IPv4-compatible 8.8.8.8: the form */
+		"::a9fe:a9fe",			 /* IPv4-compatible metadata */
+		"::ffff:0:a00:1",		 /* SIIT 10.0.0.1 */
+		"::ffff:0:808:808",		 /* SIIT 8.8.8.8: the form */
+		"2606:4700::5efe:a00:1",	 /* ISATAP 10.0.0.1 in a public /64 */
+		"2606:4700::200:5efe:a00:1",	 /* ISATAP, global bit */
+		"2606:4700::5efe:a9fe:a9fe",	 /* ISATAP metadata */
+		"2606:4700::200:5efe:7f00:1",	 /* ISATAP loopback */
+		"2a00:1450:4001:1::5efe:c612:5", /* ISATAP 198.18.0.5 (not public here) */
+	};
+	static const char *const allowed[] = {
+		"2606:4700::5efe:808:808",     /* ISATAP 8.8.8.8 in a public /64 */
+		"2606:4700::200:5efe:101:101", /* ISATAP 1.1.1.1 */
+		"2606:4700::5eff:a00:1",       /* not ISATAP: 5eff */
+		"2606:4700::1:5efe:a00:1",     /* not ISATAP: 0001:5efe */
+	};
+	struct cidr pub[2];
+
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
+		CHECK_TRUE(forbidden(refused[i], NULL, 0), "%s is forbidden", refused[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
+		CHECK_FALSE(forbidden(allowed[i], NULL, 0), "%s is allowed", allowed[i]);
+
+	/* A public form opens only a public address inside it. */
+	cidr_parse("::/96", &pub[0]);
+	CHECK_FALSE(forbidden("::808:808", pub, 1), "IPv4-compatible 8.8.8.8 with ::/96 public");
+	CHECK_TRUE(forbidden("::a00:1", pub, 1),
+		   "IPv4-compatible 10.0.0.1 forbidden even with ::/96 public");
+	CHECK_INT(cidr_parse("::ffff:0:0:0/96", &pub[0]), 0, "the SIIT prefix parses");
+	CHECK_FALSE(forbidden("::ffff:0:808:808", pub, 1), "SIIT 8.8.8.8 with its prefix public");
+	CHECK_TRUE(forbidden("::ffff:0:a00:1", pub, 1),
+		   "SIIT 10.0.0.1 forbidden even with its prefix public");
+	CHECK_TRUE(forbidden("::ffff:0:c612:5", pub, 1),
+		   "SIIT 198.18.0.5 forbidden with only the v6 prefix public");
+	cidr_parse("198.18.0.0/15", &pub[1]);
+	CHECK_FALSE(forbidden("::ffff:0:c612:5", pub, 2),
+		    "SIIT 198.18.0.5 allowed with both ranges public");
+	CHECK_FALSE(forbidden("2a00:1450:4001:1::5efe:c612:5", &pub[1], 1),
+		    "ISATAP 198.18.0.5 allowed once 198.18/15 is public");
+	cidr_parse("fc00::/7", &pub[0]);
+	CHECK_TRUE(forbidden("fd00::5efe:a00:1", pub, 1),
+		   "ISATAP 10.0.0.1 forbidden even under a /64 declared public");
+}
+
 int main(void)
 {
 	test_parse();
@@ -274,5 +326,6 @@ int main(void)
 	test_cidr();
 	test_table();
 	test_forbidden();
+	test_v4_forms();
 	return test_exit();
 }

@@ -426,6 +426,44 @@ static void test_denied(struct state *st)
 	CHECK_INT(n, 1, "b's refusal untouched by a's cap");
 }
 
+/* Queued refusals are written a batch at a time: none before the queue
+ * fills or is flushed, all after; a row of a session that is gone is dropped
+ * alone. */
+static void test_denied_queue(struct state *st)
+{
+	char name[32];
+	int n = 0, bad = 0;
+
+	state_denied_list(st, "1b2c3d4e", count_denied, &n);
+	CHECK_INT(n, 1, "b has one refusal before the queue");
+	for (int i = 0; i < STATE_DENIED_QUEUE - 1; i++) {
+		snprintf(name, sizeof(name), "q%d.example", i);
+		bad += state_denied_queue(st, &(struct state_denied){.session = "1b2c3d4e",
+								     .name = name,
+								     .proto = "dns",
+								     .reason = "not-allowed"}) != 0;
+	}
+	bad += state_denied_queue(st, &(struct state_denied){.session = "nope", .name = "x"}) != 0;
+	CHECK_INT(bad, 0, "%d refusals queued", STATE_DENIED_QUEUE);
+	n = 0;
+	state_denied_list(st, "1b2c3d4e", count_denied, &n);
+	CHECK_INT(n, 1, "nothing written while the queue holds them");
+	CHECK_INT(state_denied_queue(st, &(struct state_denied){.session = "1b2c3d4e",
+								.name = "full.example",
+								.proto = "dns",
+								.reason = "not-allowed"}),
+		  0, "a full queue flushes and takes one more");
+	n = 0;
+	state_denied_list(st, "1b2c3d4e", count_denied, &n);
+	CHECK_INT(n, STATE_DENIED_QUEUE,
+		  "the full queue was written in one go, the missing session's row dropped");
+	CHECK_INT(state_denied_flush(st), 0, "flush");
+	n = 0;
+	state_denied_list(st, "1b2c3d4e", count_denied, &n);
+	CHECK_INT(n, STATE_DENIED_QUEUE + 1, "the last one is written by the flush");
+	CHECK_INT(state_denied_flush(st), 0, "an empty flush is a no-op");
+}
+
 static void test_reopen(const char *db)
 {
 	struct state *st = state_open(db);
@@ -582,6 +620,7 @@ int main(void)
 	test_grants(st);
 	test_race(st, db);
 	test_denied(st);
+	test_denied_queue(st);
 	test_busy(st, db);
 	state_close(st);
 	test_reopen(db);
