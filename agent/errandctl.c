@@ -15,6 +15,7 @@
 #include "agent/inspect.h"
 #include "agent/observe.h"
 #include "agent/client.h"
+#include "agent/stdio.h"
 #include "agent/request.h"
 #include "agent/session.h"
 #include "lib/config.h"
@@ -165,11 +166,12 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 {
 	struct run_opts o = { .config_path = config_path };
 	struct session_params sp = {};
+	struct stdio_relay relay = {};
 	char err[CONFIG_ERRLEN], *text = NULL;
 	struct errand_config cfg;
 	struct agent_conn *ac;
 	json_t *req;
-	int cmd, status;
+	int cmd, status, rc;
 
 	o.egress = json_array();
 	o.pins = json_array();
@@ -184,6 +186,15 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 	req = run_request(argc, argv, &o, cmd, text, config_path);
 	/* The daemon runs the session when it is there; else this process does. */
 	ac = agent_connect(cfg.run_dir);
+	if (!ac && geteuid() != 0)
+		refuse("run: no errand-agent runs, and the embedded agent needs root to "
+		       "make the session's cgroup, network and BPF programs; run errandctl "
+		       "as root or start errand-agent");
+	/* Either agent gets pipes where the caller gave sockets. */
+	if ((rc = stdio_relay_start(&relay)))
+		refuse("run: stdin, stdout or stderr is a socket, and it cannot be relayed "
+		       "through a pipe: %s; give the command a pipe or a file",
+		       strerror(-rc));
 	if (ac) {
 		/* The launcher takes TERM from its own environment, which is the
 		 * agent's: the caller's goes along, unless --env named one. */
@@ -200,10 +211,6 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 		status = client_run(ac, req, cfg.run_dir);
 		agent_close(ac);
 	} else {
-		if (geteuid() != 0)
-			refuse("run: no errand-agent runs, and the embedded agent needs root to "
-			       "make the session's cgroup, network and BPF programs; run errandctl "
-			       "as root or start errand-agent");
 		sp.config_text = text;
 		sp.config_path = config_path;
 		sp.request = req;
@@ -211,6 +218,7 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 		status = session_run(&sp);
 		state_close(sp.st);
 	}
+	stdio_relay_finish(&relay);
 	json_decref(req);
 	json_decref(o.egress);
 	json_decref(o.pins);
@@ -388,7 +396,8 @@ static json_t *ctl_call(struct ctl_args *a, uint16_t type, json_t *payload, uint
 
 static void print_json(const json_t *j)
 {
-	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+	/* ASCII: what sessions named reaches no terminal raw, escaped or not */
+	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
 
 	if (text)
 		printf("%s\n", text);
