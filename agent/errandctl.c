@@ -19,6 +19,7 @@
 #include "agent/request.h"
 #include "agent/session.h"
 #include "lib/config.h"
+#include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -56,6 +57,20 @@ __attribute__((format(printf, 1, 2), noreturn)) static void refuse(const char *f
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(EXIT_ERRAND);
+}
+
+/* The run request carries its strings as JSON, which holds UTF-8 only: any
+ * other is refused, never dropped from the command line. */
+static json_t *req_string(const char *what, const char *v)
+{
+	char shown[ESC_LEN(128)];
+	json_t *j = json_string(v);
+
+	if (!j)
+		refuse("run: %s '%s' is not valid UTF-8, and errand carries the command line as "
+		       "UTF-8 text; pass it in UTF-8 (encode binary data, as base64 for example)",
+		       what, esc_text(v, shown, sizeof(shown)));
+	return j;
 }
 
 /* "--name VALUE" or "--name=VALUE": returns the value and advances *i. */
@@ -105,9 +120,9 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 		} else if ((v = opt_value(argc, argv, &i, "--config"))) {
 			o->config_path = v;
 		} else if ((v = opt_value(argc, argv, &i, "--egress"))) {
-			json_array_append_new(o->egress, json_string(v));
+			json_array_append_new(o->egress, req_string("--egress", v));
 		} else if ((v = opt_value(argc, argv, &i, "--pin"))) {
-			json_array_append_new(o->pins, json_string(v));
+			json_array_append_new(o->pins, req_string("--pin", v));
 		} else if ((v = opt_value(argc, argv, &i, "--project"))) {
 			o->project = v;
 		} else if ((v = opt_value(argc, argv, &i, "--image"))) {
@@ -115,7 +130,7 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 		} else if ((v = opt_value(argc, argv, &i, "--env"))) {
 			if (request_env_check(v, err, sizeof(err)))
 				refuse("%s", err);
-			json_array_append_new(o->env, json_string(v));
+			json_array_append_new(o->env, req_string("--env", v));
 		} else if (argv[i][0] == '-') {
 			refuse("run: unknown option %s; see errandctl run --help", argv[i]);
 		} else {
@@ -139,7 +154,7 @@ static json_t *run_request(int argc, char **argv, struct run_opts *o, int cmd,
 	if (!req || !args)
 		refuse("out of memory");
 	for (int i = cmd; i < argc; i++)
-		json_array_append_new(args, json_string(argv[i]));
+		json_array_append_new(args, req_string("the command's argument", argv[i]));
 	if (!realpath(o->project ? o->project : ".", project))
 		refuse("run: project directory %s: %s; name an existing directory with --project",
 		       o->project ? o->project : ".", strerror(errno));
@@ -150,9 +165,9 @@ static json_t *run_request(int argc, char **argv, struct run_opts *o, int cmd,
 	json_object_set(req, "egress", o->egress);
 	json_object_set(req, "pins", o->pins);
 	json_object_set(req, "env", o->env);
-	json_object_set_new(req, "project", json_string(project));
+	json_object_set_new(req, "project", req_string("--project", project));
 	if (o->image)
-		json_object_set_new(req, "image", json_string(image));
+		json_object_set_new(req, "image", req_string("--image", image));
 	if (o->json)
 		json_object_set_new(req, "json", json_true());
 	if (config_load_text(config_text, config_path, &cfg, err, sizeof(err)) ||
@@ -385,7 +400,8 @@ static json_t *ctl_call(struct ctl_args *a, uint16_t type, json_t *payload, uint
 		refuse("%s", err);
 	json_decref(payload);
 	if (m.type == CONTROL_ERROR)
-		refuse("%s", json_string_value(json_object_get(m.payload, "error")));
+		refuse("%s", esc_line(json_string_value(json_object_get(m.payload, "error")),
+				      (char[ESC_LEN(1024)]){0}, ESC_LEN(1024)));
 	if (m.type != want)
 		refuse("errand-agent answered %s with %s", control_type_name(type),
 		       control_type_name(m.type));

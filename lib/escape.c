@@ -61,6 +61,14 @@ const char *esc_text(const char *s, char *buf, size_t len)
 	return esc_textn(s ? s : "", s ? strlen(s) : 0, buf, len);
 }
 
+const char *esc_line(const char *s, char *buf, size_t len)
+{
+	for (const char *p = s ? s : ""; *p; p++)
+		if (!printable((unsigned char)*p))
+			return esc_text(s, buf, len);
+	return s ? s : "";
+}
+
 /* Characters no shell gives a meaning of its own anywhere in a word. */
 static bool shell_plain(unsigned char c)
 {

@@ -18,7 +18,10 @@ bool esc_clean(const char *s);
  * as two, every other byte (controls, ESC, DEL, C1 bytes and all of UTF-8)
  * as \xNN. Cut to fit len, never inside an escape. Returns buf. */
 const char *esc_text(const char *s, char *buf, size_t len);
-/* The same for n bytes that may hold NUL. */
+/* A line from another errand process (which escaped what it holds): as it
+ * is when all of it is printable ASCII, else as esc_text() makes it. */
+const char *esc_line(const char *s, char *buf, size_t len);
+/* The same as esc_text() for n bytes that may hold NUL. */
 const char *esc_textn(const char *s, size_t n, char *buf, size_t len);
 /* s as one shell word to paste: as it is when made only of characters no
  * shell treats specially, else in single quotes, else (when it holds a byte

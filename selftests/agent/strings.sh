@@ -113,4 +113,11 @@ assert_eq "$(raw_bytes "$RUN_ERR")" 0 "embedded: errandctl's stderr holds no raw
 sug=$(grep -a "to allow it:" "$RUN_ERR" | sed 's/.*to allow it: //')
 assert_eq "$(echo "$sug" | grep -c .)" 1 "embedded: one suggestion, for the one valid name"
 assert_not_contains "$sug" ";" "embedded: no suggestion names a name with ';'"
+# A command line that is not UTF-8 (JSON carries UTF-8 only) is refused,
+# never run with the argument dropped.
+errand_run -- printf '%s|%s|' $'a\xff\x1b[2J' end
+assert_eq "$RUN_RC" 125 "an argument that is not UTF-8 is refused (exit 125)"
+assert_contains "$RUN_STDERR" "argument 'a\\xff\\x1b[2J' is not valid UTF-8" "... named, escaped"
+assert_empty "$RUN_STDOUT" "... and nothing ran"
+assert_eq "$(raw_bytes "$RUN_ERR")" 0 "... errandctl's stderr holds no raw control byte"
 world_finish

@@ -44,6 +44,10 @@ static void test_text(void)
 		  "a backslash is doubled, so an escape cannot be forged");
 	CHECK_STR(esc_textn("a\0b", 3, buf, sizeof(buf)), "a\\x00b", "NUL is escaped");
 	CHECK_STR(esc_text("ab\x1b", buf, 6), "ab", "a cut never splits an escape");
+	CHECK_STR(esc_line("escaped \\x1b stays", buf, sizeof(buf)), "escaped \\x1b stays",
+		  "esc_line leaves a printable line as it is");
+	CHECK_STR(esc_line("a\x1b[2J", buf, sizeof(buf)), "a\\x1b[2J",
+		  "esc_line escapes a line with a control byte");
 	CHECK_TRUE(esc_clean("api.example.com"), "esc_clean: a plain name");
 	CHECK_FALSE(esc_clean("a\x1b"), "esc_clean: ESC");
 	for (size_t i = 0; i < ARRAY_SIZE(hostile); i++) {
