@@ -130,5 +130,32 @@ check embedded
 agent_start || exit 1
 caller
 check "errand-agent"
+
+# A client of its own (not errandctl) hands the agent a UDP socket as the
+# command's stdin: the agent refuses it, and nothing runs.
+raw=$(in_host python3 - "$(agent_sock)" "$HOST_A" "$W_DIR" <<'EOF_PY'
+import array, json, socket, struct, sys
+path, host_a, project = sys.argv[1:4]
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+c.connect(path)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.connect((host_a, 5300))
+out = open(project + "/raw.out", "w")
+body = json.dumps({"argv": ["sh", "-c", "echo ran"], "project": project}).encode()
+fds = array.array("i", [u.fileno(), out.fileno(), out.fileno()])
+c.sendmsg([struct.pack(">HHI", 1, 1, len(body)) + body],
+           [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
+hdr = c.recv(8, socket.MSG_WAITALL)
+_, typ, n = struct.unpack(">HHI", hdr)
+reply = json.loads(c.recv(n, socket.MSG_WAITALL))
+print("type=%#x error=%s" % (typ, reply.get("error", "")))
+EOF_PY
+)
+echo "# raw client: $raw"
+assert_match "$raw" "^type=0x8002 error=the command's stdin is a socket" \
+	"errand-agent refuses a client's socket on stdin, naming it"
+sleep 0.3
+assert_empty "$(cat "$W_DIR/raw.out" 2>/dev/null)" "... and nothing ran"
+assert_empty "$(grep -a 'recv udp' "$UDP_LOG")" "... nor sent"
 agent_stop
 world_finish
