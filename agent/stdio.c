@@ -17,6 +17,7 @@
 #include "lib/util.h"
 
 #define RELAY_BUF 65536
+#define RELAY_DGRAM 2048
 
 struct pair {
 	int in, out;  /* stdin: socket -> pipe; stdout, stderr: pipe -> socket */
@@ -55,8 +56,9 @@ static void pair_close(struct pair *p)
  * copy only, as a command's own exit would. */
 static void pair_read(struct pair *p)
 {
-	ssize_t r = p->to_pipe ? recv(p->in, p->buf, sizeof(p->buf), MSG_DONTWAIT)
-			       : read(p->in, p->buf, sizeof(p->buf));
+	/* a datagram socket takes what is read as one message: kept small */
+	size_t max = p->dgram && !p->to_pipe ? RELAY_DGRAM : sizeof(p->buf);
+	ssize_t r = p->to_pipe ? recv(p->in, p->buf, max, MSG_DONTWAIT) : read(p->in, p->buf, max);
 
 	if (r > 0) {
 		p->len = (size_t)r;
