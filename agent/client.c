@@ -158,7 +158,7 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	if (m.type != CONTROL_RUN_STARTED || nfds != 1) {
 		fprintf(stderr, "errandctl: %s\n",
 			m.type == CONTROL_ERROR
-				? esc_line(json_string_value(json_object_get(m.payload, "error")),
+				? esc_text(json_string_value(json_object_get(m.payload, "error")),
 					   shown, sizeof(shown))
 				: "errand-agent answered run with something else than run-started");
 		for (int i = 0; i < nfds; i++)

@@ -400,7 +400,7 @@ static json_t *ctl_call(struct ctl_args *a, uint16_t type, json_t *payload, uint
 		refuse("%s", err);
 	json_decref(payload);
 	if (m.type == CONTROL_ERROR)
-		refuse("%s", esc_line(json_string_value(json_object_get(m.payload, "error")),
+		refuse("%s", esc_text(json_string_value(json_object_get(m.payload, "error")),
 				      (char[ESC_LEN(1024)]){0}, ESC_LEN(1024)));
 	if (m.type != want)
 		refuse("errand-agent answered %s with %s", control_type_name(type),

@@ -9,12 +9,13 @@ static bool printable(unsigned char c)
 	return c >= 0x20 && c < 0x7f;
 }
 
-/* The escaped form of one byte into out (at most 4 bytes, no NUL). */
-static size_t esc_byte(unsigned char c, char out[4])
+/* The escaped form of one byte into out (at most 4 bytes, no NUL); in bash's
+ * $'...', a backslash is one too. */
+static size_t esc_byte(unsigned char c, bool shell, char out[4])
 {
 	static const char hex[] = "0123456789abcdef";
 
-	if (printable(c) && c != '\\') {
+	if (printable(c) && !(shell && c == '\\')) {
 		out[0] = (char)c;
 		return 1;
 	}
@@ -32,7 +33,7 @@ static size_t esc_byte(unsigned char c, char out[4])
 bool esc_clean(const char *s)
 {
 	for (; *s; s++)
-		if (!printable((unsigned char)*s) || *s == '\\')
+		if (!printable((unsigned char)*s))
 			return false;
 	return true;
 }
@@ -45,7 +46,7 @@ const char *esc_textn(const char *s, size_t n, char *buf, size_t len)
 		return buf;
 	for (size_t i = 0; i < n; i++) {
 		char e[4];
-		size_t k = esc_byte((unsigned char)s[i], e);
+		size_t k = esc_byte((unsigned char)s[i], false, e);
 
 		if (o + k >= len)
 			break;
@@ -59,14 +60,6 @@ const char *esc_textn(const char *s, size_t n, char *buf, size_t len)
 const char *esc_text(const char *s, char *buf, size_t len)
 {
 	return esc_textn(s ? s : "", s ? strlen(s) : 0, buf, len);
-}
-
-const char *esc_line(const char *s, char *buf, size_t len)
-{
-	for (const char *p = s ? s : ""; *p; p++)
-		if (!printable((unsigned char)*p))
-			return esc_text(s, buf, len);
-	return s ? s : "";
 }
 
 /* Characters no shell gives a meaning of its own anywhere in a word. */
@@ -119,7 +112,7 @@ const char *esc_shell(const char *s, char *buf, size_t len)
 			if (*p == '\'')
 				put(&w, "\\'", 2);
 			else
-				put(&w, e, esc_byte((unsigned char)*p, e));
+				put(&w, e, esc_byte((unsigned char)*p, true, e));
 		}
 		put(&w, "'", 1);
 	}
@@ -135,6 +128,6 @@ void esc_fputs(const char *s, FILE *f)
 	for (; s && *s; s++) {
 		char e[4];
 
-		fwrite(e, 1, esc_byte((unsigned char)*s, e), f);
+		fwrite(e, 1, esc_byte((unsigned char)*s, false, e), f);
 	}
 }

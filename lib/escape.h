@@ -11,16 +11,14 @@
 /* What esc_text() can make of n bytes, with its NUL. */
 #define ESC_LEN(n) ((n)*4 + 1)
 
-/* True when s is printable ASCII without a backslash: esc_text() leaves it as
- * it is. */
+/* True when s is printable ASCII: esc_text() leaves it as it is. */
 bool esc_clean(const char *s);
-/* Writes s into buf: printable ASCII (space included) as it is, a backslash
- * as two, every other byte (controls, ESC, DEL, C1 bytes and all of UTF-8)
- * as \xNN. Cut to fit len, never inside an escape. Returns buf. */
+/* Writes s into buf: printable ASCII (space and backslash included) as it
+ * is, every other byte (controls, ESC, DEL, C1 bytes and all of UTF-8) as
+ * \xNN. Escaping what is escaped changes nothing, so a line another errand
+ * process escaped goes through as it is. Cut to fit len, never inside an
+ * escape. Returns buf. */
 const char *esc_text(const char *s, char *buf, size_t len);
-/* A line from another errand process (which escaped what it holds): as it
- * is when all of it is printable ASCII, else as esc_text() makes it. */
-const char *esc_line(const char *s, char *buf, size_t len);
 /* The same as esc_text() for n bytes that may hold NUL. */
 const char *esc_textn(const char *s, size_t n, char *buf, size_t len);
 /* s as one shell word to paste: as it is when made only of characters no
