@@ -76,9 +76,9 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -I. -Ibpf -fsanitize=fuzzer,addre
 	-fno-sanitize-recover=undefined
 
 .SECONDEXPANSION:
-$(BUILD)/fuzz/%: selftests/fuzz/%.c $$(FUZZ_SRCS_$$*) lib/log.c
+$(BUILD)/fuzz/%: selftests/fuzz/%.c $$(FUZZ_SRCS_$$*) lib/log.c lib/escape.c
 	@mkdir -p $(@D)
-	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_SRCS_$*) lib/log.c $(FUZZ_LIBS_$*)
+	$(CLANG) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_SRCS_$*) lib/log.c lib/escape.c $(FUZZ_LIBS_$*)
 
 # Keep every intermediate (objects, skeletons): make would otherwise delete
 # them after each build and rebuild them next time.
@@ -111,8 +111,8 @@ $(BUILD)/bin/errand-agent: $(BUILD)/agent/agentd.o $(AGENT_OBJS) $(BROKER_LIB_OB
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The launcher stays small: libseccomp and none of the agent's libraries.
-$(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o $(BUILD)/lib/strv.o \
-			     $(BUILD)/lib/idmap.o
+$(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o $(BUILD)/lib/escape.o \
+			    $(BUILD)/lib/strv.o $(BUILD)/lib/idmap.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(shell pkg-config --libs libseccomp 2>/dev/null)
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent/client.h"
+#include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -138,7 +139,7 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 {
 	const int stdio[3] = {0, 1, 2};
 	struct control_msg m = {};
-	char err[512], id[CONTROL_ID_MAX + 1];
+	char err[512], id[CONTROL_ID_MAX + 1], shown[ESC_LEN(1024)];
 	int fds[CONTROL_FDS_MAX], nfds = 0, pidfd = -1, sfd, status;
 	struct timeval none = {};
 	sigset_t mask, old;
@@ -157,7 +158,8 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	if (m.type != CONTROL_RUN_STARTED || nfds != 1) {
 		fprintf(stderr, "errandctl: %s\n",
 			m.type == CONTROL_ERROR
-				? json_string_value(json_object_get(m.payload, "error"))
+				? esc_text(json_string_value(json_object_get(m.payload, "error")),
+					   shown, sizeof(shown))
 				: "errand-agent answered run with something else than run-started");
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);

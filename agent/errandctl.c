@@ -15,9 +15,11 @@
 #include "agent/inspect.h"
 #include "agent/observe.h"
 #include "agent/client.h"
+#include "agent/stdio.h"
 #include "agent/request.h"
 #include "agent/session.h"
 #include "lib/config.h"
+#include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -55,6 +57,20 @@ __attribute__((format(printf, 1, 2), noreturn)) static void refuse(const char *f
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(EXIT_ERRAND);
+}
+
+/* The run request carries its strings as JSON, which holds UTF-8 only: any
+ * other is refused, never dropped from the command line. */
+static json_t *req_string(const char *what, const char *v)
+{
+	char shown[ESC_LEN(128)];
+	json_t *j = json_string(v);
+
+	if (!j)
+		refuse("run: %s '%s' is not valid UTF-8, and errand carries the command line as "
+		       "UTF-8 text; pass it in UTF-8 (encode binary data, as base64 for example)",
+		       what, esc_text(v, shown, sizeof(shown)));
+	return j;
 }
 
 /* "--name VALUE" or "--name=VALUE": returns the value and advances *i. */
@@ -104,9 +120,9 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 		} else if ((v = opt_value(argc, argv, &i, "--config"))) {
 			o->config_path = v;
 		} else if ((v = opt_value(argc, argv, &i, "--egress"))) {
-			json_array_append_new(o->egress, json_string(v));
+			json_array_append_new(o->egress, req_string("--egress", v));
 		} else if ((v = opt_value(argc, argv, &i, "--pin"))) {
-			json_array_append_new(o->pins, json_string(v));
+			json_array_append_new(o->pins, req_string("--pin", v));
 		} else if ((v = opt_value(argc, argv, &i, "--project"))) {
 			o->project = v;
 		} else if ((v = opt_value(argc, argv, &i, "--image"))) {
@@ -114,7 +130,7 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 		} else if ((v = opt_value(argc, argv, &i, "--env"))) {
 			if (request_env_check(v, err, sizeof(err)))
 				refuse("%s", err);
-			json_array_append_new(o->env, json_string(v));
+			json_array_append_new(o->env, req_string("--env", v));
 		} else if (argv[i][0] == '-') {
 			refuse("run: unknown option %s; see errandctl run --help", argv[i]);
 		} else {
@@ -138,7 +154,7 @@ static json_t *run_request(int argc, char **argv, struct run_opts *o, int cmd,
 	if (!req || !args)
 		refuse("out of memory");
 	for (int i = cmd; i < argc; i++)
-		json_array_append_new(args, json_string(argv[i]));
+		json_array_append_new(args, req_string("the command's argument", argv[i]));
 	if (!realpath(o->project ? o->project : ".", project))
 		refuse("run: project directory %s: %s; name an existing directory with --project",
 		       o->project ? o->project : ".", strerror(errno));
@@ -149,9 +165,9 @@ static json_t *run_request(int argc, char **argv, struct run_opts *o, int cmd,
 	json_object_set(req, "egress", o->egress);
 	json_object_set(req, "pins", o->pins);
 	json_object_set(req, "env", o->env);
-	json_object_set_new(req, "project", json_string(project));
+	json_object_set_new(req, "project", req_string("--project", project));
 	if (o->image)
-		json_object_set_new(req, "image", json_string(image));
+		json_object_set_new(req, "image", req_string("--image", image));
 	if (o->json)
 		json_object_set_new(req, "json", json_true());
 	if (config_load_text(config_text, config_path, &cfg, err, sizeof(err)) ||
@@ -165,11 +181,12 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 {
 	struct run_opts o = {.config_path = config_path};
 	struct session_params sp = {};
+	struct stdio_relay relay = {};
 	char err[CONFIG_ERRLEN], *text = NULL;
 	struct errand_config cfg;
 	struct agent_conn *ac;
 	json_t *req;
-	int cmd, status;
+	int cmd, status, rc;
 
 	o.egress = json_array();
 	o.pins = json_array();
@@ -184,6 +201,15 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 	req = run_request(argc, argv, &o, cmd, text, config_path);
 	/* The daemon runs the session when it is there; else this process does. */
 	ac = agent_connect(cfg.run_dir);
+	if (!ac && geteuid() != 0)
+		refuse("run: no errand-agent runs, and the embedded agent needs root to "
+		       "make the session's cgroup, network and BPF programs; run errandctl "
+		       "as root or start errand-agent");
+	/* Either agent gets pipes where the caller gave sockets. */
+	if ((rc = stdio_relay_start(&relay)))
+		refuse("run: stdin, stdout or stderr is a socket, and it cannot be relayed "
+		       "through a pipe: %s; give the command a pipe or a file",
+		       strerror(-rc));
 	if (ac) {
 		/* The launcher takes TERM from its own environment, which is the
 		 * agent's: the caller's goes along, unless --env named one. */
@@ -200,10 +226,6 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 		status = client_run(ac, req, cfg.run_dir);
 		agent_close(ac);
 	} else {
-		if (geteuid() != 0)
-			refuse("run: no errand-agent runs, and the embedded agent needs root to "
-			       "make the session's cgroup, network and BPF programs; run errandctl "
-			       "as root or start errand-agent");
 		sp.config_text = text;
 		sp.config_path = config_path;
 		sp.request = req;
@@ -211,6 +233,7 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 		status = session_run(&sp);
 		state_close(sp.st);
 	}
+	stdio_relay_finish(&relay);
 	json_decref(req);
 	json_decref(o.egress);
 	json_decref(o.pins);
@@ -377,7 +400,8 @@ static json_t *ctl_call(struct ctl_args *a, uint16_t type, json_t *payload, uint
 		refuse("%s", err);
 	json_decref(payload);
 	if (m.type == CONTROL_ERROR)
-		refuse("%s", json_string_value(json_object_get(m.payload, "error")));
+		refuse("%s", esc_text(json_string_value(json_object_get(m.payload, "error")),
+				      (char[ESC_LEN(1024)]){0}, ESC_LEN(1024)));
 	if (m.type != want)
 		refuse("errand-agent answered %s with %s", control_type_name(type),
 		       control_type_name(m.type));
@@ -388,7 +412,8 @@ static json_t *ctl_call(struct ctl_args *a, uint16_t type, json_t *payload, uint
 
 static void print_json(const json_t *j)
 {
-	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+	/* ASCII: what sessions named reaches no terminal raw, escaped or not */
+	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
 
 	if (text)
 		printf("%s\n", text);

@@ -15,6 +15,7 @@
 #include "agent/events.h"
 #include "agent/inspect.h"
 #include "broker/receipts.h"
+#include "lib/escape.h"
 #include "lib/util.h"
 
 static int record_path(const struct errand_config *cfg, const char *id, const char *name, char *out,
@@ -198,12 +199,26 @@ json_t *inspect_show(struct state *st, const struct errand_config *cfg, const ch
 	return out;
 }
 
+/* What a session named need not be UTF-8, which jansson refuses: such a
+ * string is carried escaped, never dropped with its whole record. */
+static const char *json_safe(const char *s, char *buf, size_t len)
+{
+	json_t *t = s ? json_string(s) : NULL;
+
+	if (!s || t) {
+		json_decref(t);
+		return s;
+	}
+	return esc_text(s, buf, len);
+}
+
 static int denied_cb(const struct state_denied *d, void *arg)
 {
 	json_t *o = json_pack("{s:s,s:I}", "session", d->session, "at", (json_int_t)d->at);
+	char name[ESC_LEN(256)];
 
 	if (d->name)
-		json_object_set_new(o, "name", json_string(d->name));
+		json_object_set_new(o, "name", json_string(json_safe(d->name, name, sizeof(name))));
 	if (d->addr)
 		json_object_set_new(o, "addr", json_string(d->addr));
 	if (d->port)
@@ -227,11 +242,14 @@ json_t *inspect_denied(struct state *st, const char *id)
 
 static int receipt_cb(void *arg, const struct receipt *r)
 {
+	static char method[ESC_LEN(64)], path[ESC_LEN(4096)];
+
 	json_array_append_new(
 		arg, json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:i,s:I,s:I,s:I,s:s,s:I}",
 			       "endedAt", (json_int_t)r->ended_at_ms, "session", r->session,
 			       "provider", r->provider, "credentialVar", r->credential_var, "host",
-			       r->host, "method", r->method, "path", r->path, "queryLength",
+			       r->host, "method", json_safe(r->method, method, sizeof(method)),
+			       "path", json_safe(r->path, path, sizeof(path)), "queryLength",
 			       (json_int_t)r->query_len, "status", r->status, "durationMs",
 			       (json_int_t)r->duration_ms, "bytesUp", (json_int_t)r->bytes_up,
 			       "bytesDown", (json_int_t)r->bytes_down, "outcome",
@@ -368,7 +386,11 @@ static void print_strings(const json_t *arr, const char *sep, FILE *f)
 	const json_t *it;
 	size_t i;
 
-	json_array_foreach(arr, i, it) fprintf(f, "%s%s", i ? sep : "", json_string_value(it));
+	json_array_foreach(arr, i, it)
+	{
+		fputs(i ? sep : "", f);
+		esc_fputs(json_string_value(it), f);
+	}
 }
 
 static const char *uptime_str(const json_t *o, char *buf, size_t len)
@@ -384,6 +406,17 @@ static const char *uptime_str(const json_t *o, char *buf, size_t len)
 	return buf;
 }
 
+/* A member's string for a table: escaped, since what the agent or state.db
+ * hands on may hold what a session named. */
+static const char *str(const json_t *o, const char *key, char *buf, size_t len)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+
+	return v ? esc_text(v, buf, len) : NULL;
+}
+
+#define S(o, key) str(o, key, (char[ESC_LEN(256)]){0}, ESC_LEN(256))
+
 void inspect_print_sessions(const json_t *sessions, FILE *f)
 {
 	const json_t *s;
@@ -395,9 +428,8 @@ void inspect_print_sessions(const json_t *sessions, FILE *f)
 	{
 		char up[32];
 
-		fprintf(f, "%-8s  %-8s  %-10s  %8" JSON_INTEGER_FORMAT "  ",
-			json_string_value(json_object_get(s, "id")), uptime_str(s, up, sizeof(up)),
-			json_string_value(json_object_get(s, "mode")),
+		fprintf(f, "%-8s  %-8s  %-10s  %8" JSON_INTEGER_FORMAT "  ", S(s, "id"),
+			uptime_str(s, up, sizeof(up)), S(s, "mode"),
 			json_integer_value(json_object_get(s, "refusals")));
 		if (json_array_size(json_object_get(s, "allowed")))
 			print_strings(json_object_get(s, "allowed"), ",", f);
@@ -416,29 +448,25 @@ void inspect_print_show(const json_t *show, FILE *f)
 	char up[32];
 	size_t i;
 
-	fprintf(f, "session   %s\n", json_string_value(json_object_get(show, "id")));
+	fprintf(f, "session   %s\n", S(show, "id"));
 	fprintf(f, "command   ");
 	print_strings(json_object_get(show, "command"), " ", f);
-	fprintf(f, "\nmode      %s\nuptime    %s\nowner     %s\n",
-		json_string_value(json_object_get(show, "mode")), uptime_str(show, up, sizeof(up)),
-		json_string_value(json_object_get(show, "owner")));
+	fprintf(f, "\nmode      %s\nuptime    %s\nowner     %s\n", S(show, "mode"),
+		uptime_str(show, up, sizeof(up)), S(show, "owner"));
 	fprintf(f, "allow     ");
 	print_strings(json_object_get(policy, "allow"), ", ", f);
-	fprintf(f, "\naddress   %s via %s\n",
-		json_string_value(json_object_get(policy, "address")) ?: "-",
-		json_string_value(json_object_get(policy, "gateway")) ?: "-");
+	fprintf(f, "\naddress   %s via %s\n", S(policy, "address") ?: "-",
+		S(policy, "gateway") ?: "-");
 	fprintf(f, "grants\n");
 	json_array_foreach(json_object_get(show, "grants"), i, it)
-		fprintf(f, "  %-40s %-6s %s\n", json_string_value(json_object_get(it, "host")),
-			json_string_value(json_object_get(it, "kind")),
+		fprintf(f, "  %-40s %-6s %s\n", S(it, "host"), S(it, "kind"),
 			json_is_true(json_object_get(it, "live")) ? "live" : "spent");
 	fprintf(f, "allow map\n");
 	json_array_foreach(json_object_get(show, "allowMap"), i, it)
 	{
 		const json_t *exp = json_object_get(it, "expiresIn");
 
-		fprintf(f, "  %-40s %5" JSON_INTEGER_FORMAT "  ",
-			json_string_value(json_object_get(it, "addr")),
+		fprintf(f, "  %-40s %5" JSON_INTEGER_FORMAT "  ", S(it, "addr"),
 			json_integer_value(json_object_get(it, "port")));
 		if (json_is_null(exp))
 			fprintf(f, "no expiry");
@@ -451,8 +479,7 @@ void inspect_print_show(const json_t *show, FILE *f)
 	}
 	fprintf(f, "programs\n");
 	json_array_foreach(json_object_get(show, "programs"), i, it) fprintf(
-		f, "  %-14s prog %-6" JSON_INTEGER_FORMAT " %s\n",
-		json_string_value(json_object_get(it, "hook")),
+		f, "  %-14s prog %-6" JSON_INTEGER_FORMAT " %s\n", S(it, "hook"),
 		json_integer_value(json_object_get(it, "progId")),
 		json_is_true(json_object_get(it, "attached")) ? "attached" : "NOT ATTACHED");
 	fprintf(f, "counters\n");
@@ -460,7 +487,11 @@ void inspect_print_show(const json_t *show, FILE *f)
 		fprintf(f, "  %-14s %" JSON_INTEGER_FORMAT "\n", key, json_integer_value(v));
 	fprintf(f, "gaps\n");
 	json_array_foreach(json_object_get(show, "gaps"), i, it)
-		fprintf(f, "  %s\n", json_string_value(it));
+	{
+		fputs("  ", f);
+		esc_fputs(json_string_value(it), f);
+		fputc('\n', f);
+	}
 	if (!json_array_size(json_object_get(show, "gaps")))
 		fprintf(f, "  none\n");
 }
@@ -474,8 +505,8 @@ void inspect_print_denied(const json_t *denied, FILE *f)
 	json_array_foreach(denied, i, d)
 	{
 		time_t at = (time_t)json_integer_value(json_object_get(d, "at"));
-		const char *name = json_string_value(json_object_get(d, "name"));
-		char when[32], target[300];
+		const char *name = S(d, "name");
+		char when[32], target[ESC_LEN(256) + 32];
 		struct tm tm;
 
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&at, &tm));
@@ -483,12 +514,10 @@ void inspect_print_denied(const json_t *denied, FILE *f)
 			snprintf(target, sizeof(target), "%s", name);
 		else
 			snprintf(target, sizeof(target), "%s:%" JSON_INTEGER_FORMAT,
-				 json_string_value(json_object_get(d, "addr")) ?: "?",
+				 S(d, "addr") ?: "?",
 				 json_integer_value(json_object_get(d, "port")));
-		fprintf(f, "%-20s  %-8s  %-5s  %-40s  %s\n", when,
-			json_string_value(json_object_get(d, "session")),
-			json_string_value(json_object_get(d, "proto")) ?: "-", target,
-			json_string_value(json_object_get(d, "reason")) ?: "-");
+		fprintf(f, "%-20s  %-8s  %-5s  %-40s  %s\n", when, S(d, "session"),
+			S(d, "proto") ?: "-", target, S(d, "reason") ?: "-");
 	}
 }
 
@@ -503,19 +532,16 @@ void inspect_print_receipts(const json_t *receipts, FILE *f)
 	{
 		json_int_t ms = json_integer_value(json_object_get(r, "endedAt"));
 		time_t at = (time_t)(ms / 1000);
-		char when[32];
+		char when[32], path[ESC_LEN(4096)];
 		struct tm tm;
 
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", gmtime_r(&at, &tm));
 		fprintf(f,
 			"%s.%03dZ  %-8s  %-10s  %-7s  %-40s  %6" JSON_INTEGER_FORMAT
 			"  %8" JSON_INTEGER_FORMAT "  %s\n",
-			when, (int)(ms % 1000), json_string_value(json_object_get(r, "session")),
-			json_string_value(json_object_get(r, "provider")),
-			json_string_value(json_object_get(r, "method")),
-			json_string_value(json_object_get(r, "path")),
+			when, (int)(ms % 1000), S(r, "session"), S(r, "provider"), S(r, "method"),
+			str(r, "path", path, sizeof(path)),
 			json_integer_value(json_object_get(r, "status")),
-			json_integer_value(json_object_get(r, "durationMs")),
-			json_string_value(json_object_get(r, "outcome")));
+			json_integer_value(json_object_get(r, "durationMs")), S(r, "outcome"));
 	}
 }

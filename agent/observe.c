@@ -17,6 +17,7 @@
 
 #include "agent/events.h"
 #include "agent/observe.h"
+#include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -193,20 +194,34 @@ static void connect_new(const char *dir, const char *only, struct stream *st, in
 	closedir(d);
 }
 
+/* Events carry what sessions named: the JSON goes out as ASCII (jansson
+ * escapes controls, and \u escapes what is not ASCII), a line escaped whole. */
 static void print_json_line(const char *line, bool json)
 {
-	json_t *o;
+	json_t *o = json_loads(line, 0, NULL);
 	struct event_rec ev = {};
-	char out[EVENT_LINE_MAX];
+	char out[EVENT_LINE_MAX], text[ESC_LEN(EVENT_LINE_MAX)], *dump;
 
-	if (json) {
-		printf("%s\n", line);
-		fflush(stdout);
-		return;
-	}
-	o = json_loads(line, 0, NULL);
 	if (!o)
 		return;
+	if (json) {
+		dump = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER);
+		if (dump)
+			printf("%s\n", dump);
+		free(dump);
+		fflush(stdout);
+		json_decref(o);
+		return;
+	}
+	if (!strcmp(json_string_value(json_object_get(o, "event")) ?: "", "suggest")) {
+		snprintf(out, sizeof(out), "errand: session=%s suggest: %s",
+			 json_string_value(json_object_get(o, "session")) ?: "?",
+			 json_string_value(json_object_get(o, "command")) ?: "?");
+		printf("%s\n", esc_text(out, text, sizeof(text)));
+		fflush(stdout);
+		json_decref(o);
+		return;
+	}
 	ev.denied = !strcmp(json_string_value(json_object_get(o, "event")) ?: "", "denied");
 	ev.suppressed = !strcmp(json_string_value(json_object_get(o, "event")) ?: "", "suppressed");
 	ev.count = (uint64_t)json_integer_value(json_object_get(o, "count"));
@@ -222,7 +237,7 @@ static void print_json_line(const char *line, bool json)
 	snprintf(ev.addr, sizeof(ev.addr), "%s",
 		 json_string_value(json_object_get(o, "addr")) ?: "");
 	event_format(&ev, false, out, sizeof(out));
-	printf("%s\n", out);
+	printf("%s\n", esc_text(out, text, sizeof(text)));
 	fflush(stdout);
 	json_decref(o);
 }

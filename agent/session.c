@@ -49,7 +49,9 @@
 #include "agent/request.h"
 #include "agent/session.h"
 #include "agent/state.h"
+#include "agent/stdio.h"
 #include "broker/registry.h"
+#include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/strv.h"
 #include "lib/util.h"
@@ -633,12 +635,16 @@ void session_detach(struct session *s)
  * exact names, never a wildcard. */
 static void session_suggest(struct session *s, const char *name)
 {
-	char line[EVENT_LINE_MAX], host[HOST_NAME_MAX_LEN + 8];
+	char line[EVENT_LINE_MAX], host[HOST_NAME_MAX_LEN + 8], norm[HOST_NAME_MAX_LEN + 1];
+	char word[sizeof(host) + 3];
 	uint16_t port = HOST_DEFAULT_PORT;
 	json_t *ev;
 	char *text;
 
-	if (!name || !name[0] || strchr(name, '*') || !strchr(name, '.'))
+	/* Only a name errand's own host rules take as it is: the session
+	 * chose it, and the operator may paste the command as root. */
+	if (!name || !name[0] || !strchr(name, '.') || host_name_normalize(name, norm, NULL, 0) ||
+	    strcmp(norm, name))
 		return;
 	if (!suggest_pass(&s->suggest, name, boottime_ns()))
 		return;
@@ -652,9 +658,10 @@ static void session_suggest(struct session *s, const char *name)
 		snprintf(host, sizeof(host), "%s", name);
 	else
 		snprintf(host, sizeof(host), "%s:%u", name, port);
+	esc_shell(host, word, sizeof(word));
 	log_info("session %s: %s is not allowed; to allow it: errandctl grant %s %s", s->id, name,
-		 s->id, host);
-	snprintf(line, sizeof(line), "errandctl grant %s %s", s->id, host);
+		 s->id, word);
+	snprintf(line, sizeof(line), "errandctl grant %s %s", s->id, word);
 	ev = json_pack("{s:s,s:s,s:s,s:s}", "event", "suggest", "session", s->id, "name", name,
 		       "command", line);
 	text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
@@ -1278,11 +1285,25 @@ static int session_configure(struct session *s, const char *text, const char *pa
 
 struct session *session_start(const struct session_params *p, char *err, size_t errlen)
 {
-	struct session *s = session_alloc();
+	static const char *const stdio_names[] = {"stdin", "stdout", "stderr"};
+	struct session *s;
 	struct doctor_report *rep;
 	char state[PATH_MAX];
 	int rc;
 
+	/* A socket would carry the session past every hook (errandctl relays
+	 * its caller's through pipes; another client must too). */
+	for (int fd = 0; fd < 3; fd++) {
+		if (stdio_is_socket(p->stdio ? p->stdio[fd] : fd)) {
+			snprintf(err, errlen,
+				 "the command's %s is a socket, which a session is never given; "
+				 "give it a pipe or a file",
+				 stdio_names[fd]);
+			log_warnx("%s", err);
+			return NULL;
+		}
+	}
+	s = session_alloc();
 	if (!s) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;

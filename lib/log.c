@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/escape.h"
 #include "lib/log.h"
 
 static const char *prog = "errand";
@@ -29,15 +30,19 @@ const char *log_last_warning(void)
 	return last_warning;
 }
 
+/* A line names what sessions control (names, paths): escaped whole, so none
+ * of their bytes can forge a line or drive the operator's terminal. */
 static void vlog(const char *fmt, va_list ap, int err)
 {
 	char buf[1024];
+	size_t n;
 
 	vsnprintf(buf, sizeof(buf), fmt, ap);
+	/* room kept for the errno text */
+	esc_text(buf, last_warning, sizeof(last_warning) - 64);
+	n = strlen(last_warning);
 	if (err)
-		snprintf(last_warning, sizeof(last_warning), "%s: %s", buf, strerror(err));
-	else
-		snprintf(last_warning, sizeof(last_warning), "%s", buf);
+		snprintf(last_warning + n, sizeof(last_warning) - n, ": %s", strerror(err));
 	fprintf(stderr, "%s: %s\n", prog, last_warning);
 }
 

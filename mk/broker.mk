@@ -18,7 +18,7 @@ BROKER_CLIENT_OBJS := $(BUILD)/broker/registry.o $(BUILD)/broker/receipts.o
 $(BUILD)/broker/%.o: CFLAGS += $(BORINGSSL_CFLAGS)
 
 # Only the libraries it uses: no libbpf, libnl or nftables in the relay.
-BROKER_LIB_DEPS := $(addprefix $(BUILD)/lib/,config.o addr.o hostrule.o log.o strv.o)
+BROKER_LIB_DEPS := $(addprefix $(BUILD)/lib/,config.o addr.o hostrule.o log.o escape.o strv.o)
 BROKER_PKG_LIBS := $(shell pkg-config --libs jansson libcares sqlite3 libseccomp 2>/dev/null)
 
 $(BUILD)/bin/errand-broker: $(BROKER_OBJS) $(BROKER_LIB_DEPS)
