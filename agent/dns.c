@@ -23,7 +23,26 @@
 
 #define DNS_TCP_MAX 32
 #define DNS_TCP_IDLE_NS (10ull * 1000000000ull)
-#define DNS_CACHE_SIZE 512
+/* The cache is set-associative: a name's hash picks a set of DNS_CACHE_WAYS
+ * entries, so a lookup or an insertion costs the same however full it is. */
+#define DNS_CACHE_SETS 64
+#define DNS_CACHE_WAYS 8
+#define DNS_CACHE_SIZE (DNS_CACHE_SETS * DNS_CACHE_WAYS)
+/* A flood for one name must not become one upstream query a packet: a
+ * negative answer (NXDOMAIN, NODATA, SERVFAIL, a timeout) is kept for
+ * DNS_NEG_TTL_S and a TTL-0 answer for DNS_ZERO_TTL_S. */
+#define DNS_NEG_TTL_S 5
+#define DNS_ZERO_TTL_S 1
+/* Upstream queries a session may make: a token bucket of DNS_UPSTREAM_BURST
+ * refilled at DNS_UPSTREAM_RATE a second. A query over it is answered
+ * SERVFAIL without an upstream query, counted, and logged at most every
+ * DNS_LIMIT_LOG_S seconds. Queries for a name already asked upstream wait
+ * for that answer (up to DNS_WAITERS of them) and cost no token. */
+#define DNS_UPSTREAM_RATE 50
+#define DNS_UPSTREAM_BURST 100
+#define DNS_LIMIT_LOG_S 10
+#define DNS_WAITERS 16
+#define DNS_PENDING_BUCKETS 256
 #define DNS_CHAIN_DEPTH 8
 #define DNS_RR_MAX 64
 #define DNS_UPSTREAM_TIMEOUT_MS 5000
@@ -68,6 +87,8 @@ struct udp_batch {
 struct cache_entry {
 	char name[DNS_NAME_MAX + 1];
 	uint16_t qtype;
+	uint8_t rcode;	     /* NOERROR (n may be 0: NODATA), NXDOMAIN or SERVFAIL */
+	const char *why;     /* the denied-name reason a hit emits again; NULL: none */
 	uint64_t expires_ns; /* 0: empty */
 	uint32_t ttl;
 	size_t n;
@@ -79,6 +100,8 @@ struct seen_name {
 	char name[DNS_NAME_MAX + 1];
 	int wild; /* index of the wildcard rule that admitted it, or -1 */
 };
+
+struct pending;
 
 struct dns_responder {
 	const struct errand_config *cfg;
@@ -95,6 +118,15 @@ struct dns_responder {
 	struct cache_entry *cache;
 	struct seen_name *seen;
 	size_t n_seen;
+	uint32_t *seen_idx;   /* open addressing over seen: index + 1; 0: empty */
+	size_t seen_slots;    /* a power of two, at least twice dns.maxNames */
+	uint32_t *wild_count; /* names admitted under each rule of cfg->allow */
+	struct pending *pending[DNS_PENDING_BUCKETS]; /* upstream queries in flight */
+	uint64_t tokens_milli; /* the upstream token bucket, in thousandths */
+	uint64_t tokens_ns;    /* when it was last refilled */
+	uint64_t limited;      /* queries refused by it since the last log line */
+	uint64_t limited_total;
+	uint64_t limit_log_ns;
 	const struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
 	dns_event_fn fn;
@@ -102,10 +134,25 @@ struct dns_responder {
 	const struct grant_set *grants; /* the session's; NULL: none */
 };
 
+/* One upstream query in flight, and the clients waiting for its answer. */
 struct pending {
 	struct dns_responder *r;
-	struct client c;
+	struct pending *next; /* in r->pending[hash] */
+	uint32_t hash;
+	size_t n;
+	struct client c[DNS_WAITERS];
 };
+
+/* FNV-1a over the (lowercased) name and the type. */
+static uint32_t name_hash(const char *name, uint16_t qtype)
+{
+	uint32_t h = 2166136261u;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	h = (h ^ (qtype & 0xff)) * 16777619u;
+	return (h ^ (qtype >> 8)) * 16777619u;
+}
 
 static const char *qtype_name(uint16_t t, char buf[8])
 {
@@ -265,24 +312,26 @@ void dns_responder_set_grants(struct dns_responder *r, const struct grant_set *g
 	r->grants = grants;
 }
 
-/* Admits name under the caps: names a session, names under one wildcard. */
+/* Admits name under the caps: names a session, names under one wildcard.
+ * A hash lookup and counters: a session at its cap is refused in constant
+ * time, never by a walk over every name it resolved. */
 static bool name_admit(struct dns_responder *r, const char *name, int wild)
 {
-	size_t under = 0;
+	size_t mask = r->seen_slots - 1, i = name_hash(name, 0) & mask;
 
-	for (size_t i = 0; i < r->n_seen; i++) {
-		if (!strcmp(r->seen[i].name, name))
+	for (; r->seen_idx[i]; i = (i + 1) & mask)
+		if (!strcmp(r->seen[r->seen_idx[i] - 1].name, name))
 			return true;
-		if (wild >= 0 && r->seen[i].wild == wild)
-			under++;
-	}
 	if (r->n_seen >= r->cfg->dns_max_names)
 		return false;
-	if (wild >= 0 && under >= r->cfg->dns_max_wildcard_names)
+	if (wild >= 0 && r->wild_count[wild] >= r->cfg->dns_max_wildcard_names)
 		return false;
 	snprintf(r->seen[r->n_seen].name, sizeof(r->seen[r->n_seen].name), "%s", name);
 	r->seen[r->n_seen].wild = wild;
 	r->n_seen++;
+	r->seen_idx[i] = (uint32_t)r->n_seen;
+	if (wild >= 0)
+		r->wild_count[wild]++;
 	return true;
 }
 
@@ -334,11 +383,18 @@ static void program_and_reply(struct dns_responder *r, const struct client *c,
 	reply(r, c, DNS_RCODE_NOERROR, addrs, n, ttl);
 }
 
+static struct cache_entry *cache_set(struct dns_responder *r, const char *name, uint16_t qtype)
+{
+	return &r->cache[(name_hash(name, qtype) % DNS_CACHE_SETS) * DNS_CACHE_WAYS];
+}
+
 static struct cache_entry *cache_find(struct dns_responder *r, const char *name, uint16_t qtype,
 				      uint64_t now)
 {
-	for (size_t i = 0; i < DNS_CACHE_SIZE; i++) {
-		struct cache_entry *e = &r->cache[i];
+	struct cache_entry *set = cache_set(r, name, qtype);
+
+	for (size_t i = 0; i < DNS_CACHE_WAYS; i++) {
+		struct cache_entry *e = &set[i];
 
 		if (e->expires_ns > now && e->qtype == qtype && !strcmp(e->name, name))
 			return e;
@@ -346,16 +402,23 @@ static struct cache_entry *cache_find(struct dns_responder *r, const char *name,
 	return NULL;
 }
 
-static void cache_put(struct dns_responder *r, const char *name, uint16_t qtype,
-		      const struct addr *addrs, size_t n, uint32_t ttl)
+/* Keeps an answer: addresses (rcode NOERROR) for their TTL, or DNS_ZERO_TTL_S
+ * for TTL 0; a negative one (n 0, or NXDOMAIN, or SERVFAIL with the reason
+ * its hits emit again) for DNS_NEG_TTL_S. */
+static void cache_put(struct dns_responder *r, const char *name, uint16_t qtype, uint8_t rcode,
+		      const char *why, const struct addr *addrs, size_t n, uint32_t ttl)
 {
-	struct cache_entry *victim = &r->cache[0];
+	struct cache_entry *set = cache_set(r, name, qtype), *victim = &set[0];
 	uint64_t now = boottime_ns();
 
-	if (ttl == 0 || n > ARRAY_SIZE(victim->addrs))
+	if (n > ARRAY_SIZE(victim->addrs))
 		return;
-	for (size_t i = 0; i < DNS_CACHE_SIZE; i++) {
-		struct cache_entry *e = &r->cache[i];
+	if (rcode != DNS_RCODE_NOERROR || n == 0)
+		ttl = DNS_NEG_TTL_S;
+	else if (ttl == 0)
+		ttl = DNS_ZERO_TTL_S;
+	for (size_t i = 0; i < DNS_CACHE_WAYS; i++) {
+		struct cache_entry *e = &set[i];
 
 		if ((e->qtype == qtype && !strcmp(e->name, name)) || e->expires_ns <= now) {
 			victim = e;
@@ -366,10 +429,25 @@ static void cache_put(struct dns_responder *r, const char *name, uint16_t qtype,
 	}
 	snprintf(victim->name, sizeof(victim->name), "%s", name);
 	victim->qtype = qtype;
+	victim->rcode = rcode;
+	victim->why = why;
 	victim->ttl = ttl;
 	victim->n = n;
 	memcpy(victim->addrs, addrs, n * sizeof(*addrs));
 	victim->expires_ns = now + (uint64_t)ttl * NS_PER_S;
+}
+
+/* Answers from a cache entry, as upstream_done answered when it was made. */
+static void cache_reply(struct dns_responder *r, const struct client *c,
+			const struct cache_entry *e, uint64_t now)
+{
+	if (e->why)
+		deny(r, &c->q, e->why);
+	if (e->rcode != DNS_RCODE_NOERROR) {
+		reply(r, c, e->rcode, NULL, 0, 0);
+		return;
+	}
+	program_and_reply(r, c, e->addrs, e->n, (uint32_t)((e->expires_ns - now) / NS_PER_S));
 }
 
 /* Drops forbidden addresses (IPv4 carried in an AAAA record among them), the
@@ -403,72 +481,144 @@ static uint16_t header_id(const unsigned char *buf, int len)
 	return len >= 2 ? (uint16_t)(buf[0] << 8 | buf[1]) : 0;
 }
 
+static void pending_unlink(struct pending *p)
+{
+	struct pending **pp = &p->r->pending[p->hash % DNS_PENDING_BUCKETS];
+
+	for (; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			return;
+		}
+	}
+}
+
+static struct pending *pending_find(struct dns_responder *r, const char *name, uint16_t qtype,
+				    uint32_t hash)
+{
+	for (struct pending *p = r->pending[hash % DNS_PENDING_BUCKETS]; p; p = p->next)
+		if (p->hash == hash && p->c[0].q.qtype == qtype && !strcmp(p->c[0].q.name, name))
+			return p;
+	return NULL;
+}
+
+/* Every client waiting on p gets the same outcome: an rcode (with the
+ * denied-name reason, once), or addresses to program and answer. */
+static void pending_reply(struct dns_responder *r, struct pending *p, uint8_t rcode,
+			  const char *why, const struct addr *addrs, size_t n, uint32_t ttl)
+{
+	if (why)
+		deny(r, &p->c[0].q, why);
+	for (size_t i = 0; i < p->n; i++) {
+		if (rcode == DNS_RCODE_NOERROR && n)
+			program_and_reply(r, &p->c[i], addrs, n, ttl);
+		else
+			reply(r, &p->c[i], rcode, NULL, 0, 0);
+	}
+}
+
 static void upstream_done(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
 {
 	struct pending *p = arg;
 	struct dns_responder *r = p->r;
-	struct client *c = &p->c;
+	const struct dns_query *q = &p->c[0].q;
 	struct dns_rr *rrs = NULL;
 	struct addr addrs[64];
 	size_t n_rr = 0, n = 0, dropped_cap = 0;
 	uint32_t ttl = 0;
 	uint8_t rcode = DNS_RCODE_SERVFAIL;
+	const char *why = NULL;
 	bool forbidden;
 	int rc;
 
 	(void)timeouts;
+	pending_unlink(p);
 	if (status == ARES_EDESTRUCTION)
 		goto out;
 	rrs = calloc(DNS_RR_MAX, sizeof(*rrs));
 	if (!rrs) {
-		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
+		pending_reply(r, p, DNS_RCODE_SERVFAIL, NULL, NULL, 0, 0);
 		goto out;
 	}
 	if (!abuf || alen <= 0 ||
-	    dns_answer_parse(abuf, (size_t)alen, header_id(abuf, alen), c->q.name, c->q.qtype,
-			     &rcode, rrs, DNS_RR_MAX, &n_rr)) {
+	    dns_answer_parse(abuf, (size_t)alen, header_id(abuf, alen), q->name, q->qtype, &rcode,
+			     rrs, DNS_RR_MAX, &n_rr)) {
 		if (status == ARES_ENOTFOUND) {
-			reply(r, c, DNS_RCODE_NXDOMAIN, NULL, 0, 0);
+			rcode = DNS_RCODE_NXDOMAIN;
 		} else if (status == ARES_ENODATA) {
-			reply(r, c, DNS_RCODE_NOERROR, NULL, 0, 0);
+			rcode = DNS_RCODE_NOERROR;
 		} else {
-			deny(r, &c->q, "upstream");
-			log_debug("session %s: upstream failed for %s: %s", r->session, c->q.name,
+			why = "upstream";
+			rcode = DNS_RCODE_SERVFAIL;
+			log_debug("session %s: upstream failed for %s: %s", r->session, q->name,
 				  ares_strerror(status));
-			reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
 		}
-		goto out;
+		goto negative;
 	}
-	if (rcode == DNS_RCODE_NXDOMAIN) {
-		reply(r, c, DNS_RCODE_NXDOMAIN, NULL, 0, 0);
-		goto out;
-	}
+	if (rcode == DNS_RCODE_NXDOMAIN)
+		goto negative;
 	if (rcode != DNS_RCODE_NOERROR) {
-		deny(r, &c->q, "upstream");
-		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
-		goto out;
+		why = "upstream";
+		rcode = DNS_RCODE_SERVFAIL;
+		goto negative;
 	}
-	rc = dns_chain_resolve(rrs, n_rr, c->q.name, c->q.qtype, DNS_CHAIN_DEPTH, addrs,
+	rc = dns_chain_resolve(rrs, n_rr, q->name, q->qtype, DNS_CHAIN_DEPTH, addrs,
 			       ARRAY_SIZE(addrs), &n, &dropped_cap, &ttl);
 	if (rc) {
-		deny(r, &c->q, "upstream");
-		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
-		goto out;
+		why = "upstream";
+		rcode = DNS_RCODE_SERVFAIL;
+		goto negative;
 	}
-	n = filter_addrs(r, c->q.qtype, addrs, n, &forbidden);
+	n = filter_addrs(r, q->qtype, addrs, n, &forbidden);
 	if (forbidden)
-		deny(r, &c->q, "forbidden");
+		deny(r, q, "forbidden");
 	/* More addresses than a name may have: nothing is opened. */
 	if (dropped_cap || n > r->cfg->dns_max_addrs) {
-		deny(r, &c->q, "cap");
-		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
-		goto out;
+		why = "cap";
+		rcode = DNS_RCODE_SERVFAIL;
+		goto negative;
 	}
-	cache_put(r, c->q.name, c->q.qtype, addrs, n, ttl);
-	program_and_reply(r, c, addrs, n, ttl);
+	cache_put(r, q->name, q->qtype, DNS_RCODE_NOERROR, NULL, addrs, n, ttl);
+	pending_reply(r, p, DNS_RCODE_NOERROR, NULL, addrs, n, ttl);
+	goto out;
+negative:
+	/* Kept briefly, so a flood of the same question asks upstream once. */
+	cache_put(r, q->name, q->qtype, rcode, why, NULL, 0, 0);
+	pending_reply(r, p, rcode, why, NULL, 0, 0);
 out:
 	free(rrs);
 	free(p);
+}
+
+/* Takes one upstream token; false when the session is over its rate. */
+static bool upstream_token(struct dns_responder *r, uint64_t now)
+{
+	uint64_t max = (uint64_t)DNS_UPSTREAM_BURST * 1000;
+
+	if (now > r->tokens_ns) {
+		uint64_t add = (now - r->tokens_ns) / (NS_PER_S / 1000 / DNS_UPSTREAM_RATE);
+
+		r->tokens_milli = r->tokens_milli + add > max ? max : r->tokens_milli + add;
+		/* what the division left over counts towards the next token */
+		r->tokens_ns = r->tokens_milli == max
+				       ? now
+				       : r->tokens_ns + add * (NS_PER_S / 1000 / DNS_UPSTREAM_RATE);
+	}
+	if (r->tokens_milli >= 1000) {
+		r->tokens_milli -= 1000;
+		return true;
+	}
+	r->limited++;
+	r->limited_total++;
+	if (now - r->limit_log_ns >= (uint64_t)DNS_LIMIT_LOG_S * NS_PER_S) {
+		log_warnx("session %s: %llu DNS queries over the upstream rate limit (%d a second) "
+			  "answered SERVFAIL without asking upstream (%llu in all)",
+			  r->session, (unsigned long long)r->limited, DNS_UPSTREAM_RATE,
+			  (unsigned long long)r->limited_total);
+		r->limited = 0;
+		r->limit_log_ns = now;
+	}
+	return false;
 }
 
 static const struct pin *find_pin(const struct errand_config *cfg, const char *name)
@@ -488,6 +638,8 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 	struct pending *p;
 	char norm[HOST_NAME_MAX_LEN + 1];
 	struct name_port ports[64];
+	uint64_t now;
+	uint32_t hash;
 	int rc, wild;
 
 	memset(q, 0, sizeof(*q));
@@ -538,15 +690,28 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
 		return;
 	}
-	ce = cache_find(r, q->name, q->qtype, boottime_ns());
+	now = boottime_ns();
+	ce = cache_find(r, q->name, q->qtype, now);
 	if (ce) {
-		uint64_t left = (ce->expires_ns - boottime_ns()) / NS_PER_S;
-
-		program_and_reply(r, c, ce->addrs, ce->n, (uint32_t)left);
+		cache_reply(r, c, ce, now);
 		return;
 	}
 	if (!r->ares_ok) {
 		deny(r, q, "upstream");
+		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
+		return;
+	}
+	/* The same question already upstream: wait for its answer. */
+	hash = name_hash(q->name, q->qtype);
+	p = pending_find(r, q->name, q->qtype, hash);
+	if (p) {
+		if (p->n < DNS_WAITERS)
+			p->c[p->n++] = *c;
+		else
+			reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
+		return;
+	}
+	if (!upstream_token(r, now)) {
 		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
 		return;
 	}
@@ -556,7 +721,11 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 		return;
 	}
 	p->r = r;
-	p->c = *c;
+	p->hash = hash;
+	p->n = 1;
+	p->c[0] = *c;
+	p->next = r->pending[hash % DNS_PENDING_BUCKETS];
+	r->pending[hash % DNS_PENDING_BUCKETS] = p;
 	ares_query(r->ch, q->name, DNS_CLASS_IN, q->qtype, upstream_done, p);
 }
 
@@ -724,18 +893,29 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 	struct addr gw;
 	int rc;
 
+	size_t slots = 16;
+
+	while (slots < 2 * (size_t)cfg->dns_max_names)
+		slots *= 2;
 	if (!r || !(r->cache = calloc(DNS_CACHE_SIZE, sizeof(*r->cache))) ||
 	    !(r->ub = calloc(1, sizeof(*r->ub))) ||
-	    !(r->seen = calloc(cfg->dns_max_names, sizeof(*r->seen)))) {
+	    !(r->seen = calloc(cfg->dns_max_names, sizeof(*r->seen))) ||
+	    !(r->seen_idx = calloc(slots, sizeof(*r->seen_idx))) ||
+	    !(r->wild_count = calloc(cfg->n_allow + 1, sizeof(*r->wild_count)))) {
 		snprintf(err, errlen, "out of memory");
 		if (r) {
 			free(r->cache);
 			free(r->ub);
+			free(r->seen);
+			free(r->seen_idx);
 		}
 		free(r);
 		errno = ENOMEM;
 		return NULL;
 	}
+	r->seen_slots = slots;
+	r->tokens_milli = (uint64_t)DNS_UPSTREAM_BURST * 1000;
+	r->tokens_ns = boottime_ns();
 	r->cfg = cfg;
 	r->enf = enf;
 	r->self = self;
@@ -779,6 +959,8 @@ void dns_responder_free(struct dns_responder *r)
 	free(r->cache);
 	free(r->ub);
 	free(r->seen);
+	free(r->seen_idx);
+	free(r->wild_count);
 	free(r);
 }
 

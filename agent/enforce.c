@@ -26,7 +26,12 @@ struct enforce {
 	struct ring_buffer *rb;
 	void (*fn)(const struct egress_event *ev, void *arg);
 	void *arg;
+	/* The allow map was found full, expired entries swept, until then: an
+	 * answer meanwhile is refused without walking the map again. */
+	uint64_t full_until_ns;
 };
+
+#define ENFORCE_FULL_RECHECK_NS 1000000000ull
 
 struct cgroup_hook {
 	const char *pin; /* link name in the pin directory */
@@ -379,6 +384,8 @@ int enforce_expire(struct enforce *e, uint64_t now_ns)
 	if (prev && bpf_map_lookup_elem(fd, &k, &v) == 0 && v.expires_ns && v.expires_ns < now_ns &&
 	    bpf_map_delete_elem(fd, &k) == 0)
 		n++;
+	if (n)
+		e->full_until_ns = 0;
 	return n;
 }
 
@@ -390,6 +397,7 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 	struct allow_val v = { .expires_ns = expires_ns, .flags = flags, .grant = grant };
 	struct allow_val old;
 	struct timespec ts;
+	uint64_t now;
 
 	memcpy(k.addr, a->b, 16);
 	if (bpf_map_lookup_elem(fd, &k, &old) == 0) {
@@ -406,8 +414,15 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 	if (errno != E2BIG && errno != ENOMEM)
 		return -errno;
 	clock_gettime(CLOCK_BOOTTIME, &ts);
-	enforce_expire(e, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
-	return bpf_map_update_elem(fd, &k, &v, BPF_ANY) ? -errno : 0;
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	/* A walk costs milliseconds on a full map: once a second at most. */
+	if (now < e->full_until_ns)
+		return -E2BIG;
+	enforce_expire(e, now);
+	if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) == 0)
+		return 0;
+	e->full_until_ns = now + ENFORCE_FULL_RECHECK_NS;
+	return -E2BIG;
 }
 
 int enforce_events_fd(struct enforce *e)
@@ -519,6 +534,8 @@ int enforce_drop_grant(struct enforce *e, uint32_t grant)
 		k = next;
 		prev = &k;
 	} while (more);
+	if (n)
+		e->full_until_ns = 0;
 	return n;
 }
 
