@@ -312,6 +312,15 @@ void dns_responder_set_grants(struct dns_responder *r, const struct grant_set *g
 	r->grants = grants;
 }
 
+void dns_responder_set_self(struct dns_responder *r, const struct addr *self, size_t n_self)
+{
+	r->self = self;
+	r->n_self = n_self;
+	/* A cached answer may hold an address that is the host's now. */
+	for (size_t i = 0; i < DNS_CACHE_SIZE; i++)
+		r->cache[i].expires_ns = 0;
+}
+
 /* Admits name under the caps: names a session, names under one wildcard.
  * A hash lookup and counters: a session at its cap is refused in constant
  * time, never by a walk over every name it resolved. */

@@ -32,6 +32,10 @@ void dns_responder_free(struct dns_responder *r);
  * their entries carrying the grant's id. grants must outlive the responder
  * (or be replaced); the next query sees a change. */
 void dns_responder_set_grants(struct dns_responder *r, const struct grant_set *grants);
+/* The agent namespace's own addresses changed: self (which must outlive the
+ * responder, or be replaced) is never given out from the next answer on, and
+ * the cache is emptied of answers that may hold one. */
+void dns_responder_set_self(struct dns_responder *r, const struct addr *self, size_t n_self);
 /* Adds the fds to poll to fds[*n..max) and lowers *timeout_ms to when the
  * responder next needs to run (upstream timeouts, idle TCP clients). */
 void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, int max,

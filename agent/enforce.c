@@ -29,6 +29,7 @@ struct enforce {
 	/* The allow map was found full, expired entries swept, until then: an
 	 * answer meanwhile is refused without walking the map again. */
 	uint64_t full_until_ns;
+	int self_fd; /* an adopted session's self_addrs pin; -1: none */
 };
 
 #define ENFORCE_FULL_RECHECK_NS 1000000000ull
@@ -425,6 +426,16 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 	return -E2BIG;
 }
 
+int enforce_self_add(struct enforce *e, const struct addr *a)
+{
+	int fd = e->skel ? bpf_map__fd(e->skel->maps.self_addrs) : e->self_fd;
+	struct self_key k;
+	__u8 one = 1;
+
+	memcpy(k.addr, a->b, 16);
+	return bpf_map_update_elem(fd, &k, &one, BPF_ANY) ? -errno : 0;
+}
+
 int enforce_events_fd(struct enforce *e)
 {
 	return ring_buffer__epoll_fd(e->rb);
@@ -450,6 +461,8 @@ void enforce_free(struct enforce *e)
 			close(e->allow_fd);
 		if (e->events_fd >= 0)
 			close(e->events_fd);
+		if (e->self_fd >= 0)
+			close(e->self_fd);
 	}
 	free(e);
 }
@@ -477,7 +490,7 @@ struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	e->allow_fd = e->events_fd = -1;
+	e->allow_fd = e->events_fd = e->self_fd = -1;
 	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
 		int fd = pin_open(pin_dir, hooks[i].pin, err, errlen);
 
@@ -497,6 +510,11 @@ struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 	if (!e->rb) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot read the event ring buffer: %s", strerror(-rc));
+		goto fail;
+	}
+	/* The agent adds the host's new addresses to it while the session runs. */
+	if ((e->self_fd = pin_open(pin_dir, "self_addrs", err, errlen)) < 0) {
+		rc = -errno;
 		goto fail;
 	}
 	return e;

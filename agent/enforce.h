@@ -43,6 +43,9 @@ int enforce_allow(struct enforce *e, const struct addr *a, uint16_t port, uint64
  * cleared of expired entries. 0 or -errno. */
 int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 			 uint64_t expires_ns, uint32_t flags, uint32_t grant);
+/* Refuses one more of the agent namespace's own addresses (one it gained
+ * while the session runs), in every hook and the backstop. 0 or -errno. */
+int enforce_self_add(struct enforce *e, const struct addr *a);
 /* Reopens a live session's enforcement from its pins (a restarted agent
  * adopting it): every cgroup link must be there. NULL with errno set and
  * one line in err. */

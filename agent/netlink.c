@@ -546,3 +546,74 @@ int netlink_addr4_in_use(uint32_t addr4)
 {
 	return each_addr(match_addr4, &addr4);
 }
+
+/* The watch is a plain rtnetlink socket in the address groups: what a message
+ * says matters less than that one came, since the caller lists the addresses
+ * again (which also covers a lost message when the socket overflowed). */
+struct netlink_watch {
+	struct nl_sock *sk;
+};
+
+static int watch_count(struct nl_msg *msg, void *arg)
+{
+	(void)msg;
+	(*(int *)arg)++;
+	return NL_OK;
+}
+
+struct netlink_watch *netlink_addr_watch_new(void)
+{
+	struct netlink_watch *w = calloc(1, sizeof(*w));
+	int r;
+
+	if (!w)
+		return NULL;
+	r = nl_open(&w->sk);
+	if (r < 0)
+		goto fail;
+	nl_socket_disable_seq_check(w->sk);
+	r = nl_socket_add_memberships(w->sk, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR, 0);
+	if (r < 0 || (r = nl_socket_set_nonblocking(w->sk)) < 0) {
+		log_warnx("rtnetlink: cannot follow address changes: %s", nl_geterror(r));
+		r = nlerr(r);
+		goto fail;
+	}
+	fcntl(nl_socket_get_fd(w->sk), F_SETFD, FD_CLOEXEC);
+	return w;
+fail:
+	netlink_addr_watch_free(w);
+	errno = -r;
+	return NULL;
+}
+
+int netlink_addr_watch_fd(const struct netlink_watch *w)
+{
+	return nl_socket_get_fd(w->sk);
+}
+
+int netlink_addr_watch_drain(struct netlink_watch *w)
+{
+	int n = 0, r;
+
+	nl_socket_modify_cb(w->sk, NL_CB_VALID, NL_CB_CUSTOM, watch_count, &n);
+	for (int i = 0; i < 64; i++) {
+		r = nl_recvmsgs_default(w->sk);
+		if (r == -NLE_AGAIN)
+			break;
+		if (r < 0) {
+			n++; /* an overflow lost messages: list again all the same */
+			if (r != -NLE_NOMEM && r != -NLE_INTR)
+				break;
+		}
+	}
+	return n > 0;
+}
+
+void netlink_addr_watch_free(struct netlink_watch *w)
+{
+	if (!w)
+		return;
+	if (w->sk)
+		nl_socket_free(w->sk);
+	free(w);
+}

@@ -35,4 +35,14 @@ int netlink_self_addrs(struct addr **out);
 /* Is this IPv4 address (network order) on any link of the caller's namespace? */
 int netlink_addr4_in_use(uint32_t addr4);
 
+/* A watch on the caller's namespace's addresses (rtnetlink IPv4 and IPv6
+ * address notifications): poll its fd, then drain it; 1 when something
+ * changed (list the addresses again), 0 when nothing did. new: NULL with
+ * errno set; the caller owns it and frees it with netlink_addr_watch_free. */
+struct netlink_watch;
+struct netlink_watch *netlink_addr_watch_new(void);
+int netlink_addr_watch_fd(const struct netlink_watch *w);
+int netlink_addr_watch_drain(struct netlink_watch *w);
+void netlink_addr_watch_free(struct netlink_watch *w);
+
 #endif

@@ -87,6 +87,8 @@ struct session {
 	struct disk_watch disk;
 	struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
+	struct netlink_watch *addr_watch; /* follows them while the session runs */
+	int watch_slot;			  /* its pollfd, from poll_first; -1: none */
 	enum egress_mode mode;
 	struct grant_set grants;
 	struct suggest_limiter suggest;
@@ -554,6 +556,8 @@ static void session_teardown(struct session *s)
 	broker_stop(s);
 	dns_responder_free(s->dns);
 	s->dns = NULL;
+	netlink_addr_watch_free(s->addr_watch);
+	s->addr_watch = NULL;
 	observe_server_free(s->obs);
 	s->obs = NULL;
 	event_limiter_free(s->limiter);
@@ -590,6 +594,7 @@ static void session_teardown(struct session *s)
 static void session_release(struct session *s)
 {
 	dns_responder_free(s->dns);
+	netlink_addr_watch_free(s->addr_watch);
 	observe_server_free(s->obs);
 	event_limiter_free(s->limiter);
 	free(s->self);
@@ -916,6 +921,52 @@ void session_stop(struct session *s)
 	session_kill(s);
 }
 
+/* An address the agent's namespace gained after the session started is
+ * refused at once, in the kernel and in DNS answers, like those it had. An
+ * address it lost stays refused: it was the host's, and may come back. */
+static void session_self_sync(struct session *s)
+{
+	struct addr *now = NULL, *v;
+	size_t added = 0;
+	int n = netlink_self_addrs(&now);
+
+	if (n < 0) {
+		log_warnx("session %s: cannot list this namespace's own addresses: %s", s->id,
+			  strerror(-n));
+		return;
+	}
+	v = realloc(s->self, (s->n_self + (size_t)n + 1) * sizeof(*v));
+	if (!v) {
+		free(now);
+		log_warnx("session %s: out of memory following this host's addresses", s->id);
+		return;
+	}
+	s->self = v;
+	for (int i = 0; i < n; i++) {
+		char a[ADDR_STRLEN];
+		bool known = false;
+		int rc;
+
+		for (size_t j = 0; j < s->n_self && !known; j++)
+			known = !memcmp(&s->self[j], &now[i], sizeof(now[i]));
+		if (known)
+			continue;
+		rc = enforce_self_add(s->enf, &now[i]);
+		if (rc)
+			log_warnx("session %s: cannot refuse %s, a new address of this host: %s",
+				  s->id, addr_str(&now[i], a), strerror(-rc));
+		else
+			log_info("session %s: %s is a new address of this host; refused from now "
+				 "on",
+				 s->id, addr_str(&now[i], a));
+		s->self[s->n_self++] = now[i];
+		added++;
+	}
+	free(now);
+	if (added && s->dns)
+		dns_responder_set_self(s->dns, s->self, s->n_self);
+}
+
 /* What the agent serves while the session runs: the event stream, the DNS
  * responder on the session's gateway, and the watch on its grants. */
 static int session_services(struct session *s)
@@ -943,6 +994,11 @@ static int session_services(struct session *s)
 	}
 	if (s->mode == EGRESS_MODE_NONE)
 		return 0;
+	s->addr_watch = netlink_addr_watch_new();
+	if (!s->addr_watch) {
+		log_warn("session %s: cannot follow this host's addresses", s->id);
+		return -errno;
+	}
 	s->dns = dns_responder_new(s->cfg, s->enf, s->link.gw4, s->self, s->n_self, s->id,
 				   session_event, s, err, sizeof(err));
 	if (!s->dns) {
@@ -950,6 +1006,8 @@ static int session_services(struct session *s)
 		return -errno;
 	}
 	dns_responder_set_grants(s->dns, &s->grants);
+	/* What changed between the first listing and the watch. */
+	session_self_sync(s);
 	return 0;
 }
 
@@ -1217,7 +1275,7 @@ static struct session *session_alloc(void)
 	if (!s)
 		return NULL;
 	s->cfg = &s->config;
-	s->lock_fd = s->pidfd = s->inotify_fd = -1;
+	s->lock_fd = s->pidfd = s->inotify_fd = s->watch_slot = -1;
 	s->status = -1;
 	return s;
 }
@@ -1477,6 +1535,12 @@ void session_pollfds(struct session *s, struct pollfd *fds, int *n, int max, int
 		observe_server_pollfds(s->obs, fds, n, max);
 	if (s->dns)
 		dns_responder_pollfds(s->dns, fds, n, max, timeout);
+	s->watch_slot = -1;
+	if (s->addr_watch && *n < max) {
+		s->watch_slot = *n - s->poll_first;
+		fds[(*n)++] = (struct pollfd){ .fd = netlink_addr_watch_fd(s->addr_watch),
+					       .events = POLLIN };
+	}
 	s->poll_n = *n - s->poll_first;
 	disk_due = disk_watch_timeout(&s->disk, boottime_ns());
 	if (disk_due >= 0 && (*timeout < 0 || disk_due < *timeout))
@@ -1497,6 +1561,10 @@ bool session_process(struct session *s, const struct pollfd *fds)
 			  (unsigned long long)s->disk.budget);
 		session_kill(s);
 	}
+	/* First, so no answer given in this round holds a new own address. */
+	if (s->watch_slot >= 0 && f[s->watch_slot].revents &&
+	    netlink_addr_watch_drain(s->addr_watch))
+		session_self_sync(s);
 	if (f[1].revents)
 		enforce_events_drain(s->enf, print_event, s);
 	if (f[2].revents & POLLIN) {
