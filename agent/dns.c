@@ -893,9 +893,9 @@ static int upstream_init(struct dns_responder *r, char *err, size_t errlen)
 }
 
 struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct enforce *enf,
-					uint32_t gw4, const struct addr *self, size_t n_self,
-					const char *session, dns_event_fn fn, void *arg, char *err,
-					size_t errlen)
+					uint32_t gw4, int udp_fd, int tcp_fd, const struct addr *self,
+					size_t n_self, const char *session, dns_event_fn fn, void *arg,
+					char *err, size_t errlen)
 {
 	struct dns_responder *r = calloc(1, sizeof(*r));
 	char a[ADDR_STRLEN];
@@ -912,6 +912,10 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 	    !(r->seen_idx = calloc(slots, sizeof(*r->seen_idx))) ||
 	    !(r->wild_count = calloc(cfg->n_allow + 1, sizeof(*r->wild_count)))) {
 		snprintf(err, errlen, "out of memory");
+		if (udp_fd >= 0)
+			close(udp_fd);
+		if (tcp_fd >= 0)
+			close(tcp_fd);
 		if (r) {
 			free(r->cache);
 			free(r->ub);
@@ -931,11 +935,14 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 	r->n_self = n_self;
 	r->fn = fn;
 	r->fn_arg = arg;
-	r->udp_fd = r->tcp_fd = -1;
+	r->udp_fd = udp_fd;
+	r->tcp_fd = tcp_fd;
 	snprintf(r->session, sizeof(r->session), "%s", session);
 	addr_from_v4(&gw, gw4);
-	r->udp_fd = bind_gw(SOCK_DGRAM, gw4);
-	r->tcp_fd = r->udp_fd < 0 ? r->udp_fd : bind_gw(SOCK_STREAM, gw4);
+	if (r->udp_fd < 0)
+		r->udp_fd = bind_gw(SOCK_DGRAM, gw4);
+	if (r->tcp_fd < 0)
+		r->tcp_fd = r->udp_fd < 0 ? r->udp_fd : bind_gw(SOCK_STREAM, gw4);
 	if (r->udp_fd < 0 || r->tcp_fd < 0) {
 		rc = r->udp_fd < 0 ? r->udp_fd : r->tcp_fd;
 		snprintf(err, errlen, "cannot listen for DNS on %s:53: %s", addr_str(&gw, a),
@@ -950,6 +957,12 @@ fail:
 	dns_responder_free(r);
 	errno = -rc;
 	return NULL;
+}
+
+void dns_responder_fds(const struct dns_responder *r, int *udp_fd, int *tcp_fd)
+{
+	*udp_fd = r->udp_fd;
+	*tcp_fd = r->tcp_fd;
 }
 
 void dns_responder_free(struct dns_responder *r)

@@ -89,6 +89,7 @@ struct session {
 	size_t n_self;
 	struct netlink_watch *addr_watch; /* follows them while the session runs */
 	int watch_slot;			  /* its pollfd, from poll_first; -1: none */
+	int held_udp, held_tcp; /* DNS sockets taken back from the launcher, for the responder */
 	enum egress_mode mode;
 	struct grant_set grants;
 	struct suggest_limiter suggest;
@@ -593,6 +594,10 @@ static void session_teardown(struct session *s)
 /* Closes what this process holds; the session's kernel objects stay. */
 static void session_release(struct session *s)
 {
+	if (s->held_udp >= 0)
+		close(s->held_udp);
+	if (s->held_tcp >= 0)
+		close(s->held_tcp);
 	dns_responder_free(s->dns);
 	netlink_addr_watch_free(s->addr_watch);
 	observe_server_free(s->obs);
@@ -785,6 +790,8 @@ static int sibling_path(const char *name, char *out, size_t len)
 static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
+	char hold[2][16];
+	int held[2] = { -1, -1 };
 	cleanup_free const char **args = calloc(LAUNCH_ARGS_MAX, sizeof(*args));
 	const json_t *argv = json_object_get(s->request, "argv"), *it;
 	size_t n = 0, i;
@@ -817,6 +824,21 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	args[n++] = gid;
 	args[n++] = "--status-file";
 	args[n++] = s->exit_path;
+	/* The launcher outlives this agent and holds a copy of the DNS sockets:
+	 * while they stay bound to the gateway's port 53, the session's DNS
+	 * (which the hooks send there) reaches no other socket of the host,
+	 * not even a resolver on 0.0.0.0:53 (a bound address wins over a
+	 * wildcard); with no agent it gets no answer. A restarted agent takes
+	 * them back (session_adopt). */
+	if (s->dns)
+		dns_responder_fds(s->dns, &held[0], &held[1]);
+	for (int k = 0; k < 2; k++) {
+		if (held[k] < 0)
+			continue;
+		snprintf(hold[k], sizeof(hold[k]), "%d", held[k]);
+		args[n++] = "--hold-fd";
+		args[n++] = hold[k];
+	}
 	if (s->have_veth) {
 		if (path_fmt(resolv, sizeof(resolv), "%s/resolv.conf", s->record_dir))
 			return -ENAMETOOLONG;
@@ -873,6 +895,9 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		 * becomes of this agent. */
 		if (fcntl(s->lock_fd, F_SETFD, 0) < 0)
 			_exit(125);
+		for (int k = 0; k < 2; k++)
+			if (held[k] >= 0 && fcntl(held[k], F_SETFD, 0) < 0)
+				_exit(125);
 		/* The daemon's sessions are not in its process group: a signal
 		 * meant for the agent never reaches them. */
 		if (!s->embedded)
@@ -999,8 +1024,9 @@ static int session_services(struct session *s)
 		log_warn("session %s: cannot follow this host's addresses", s->id);
 		return -errno;
 	}
-	s->dns = dns_responder_new(s->cfg, s->enf, s->link.gw4, s->self, s->n_self, s->id,
-				   session_event, s, err, sizeof(err));
+	s->dns = dns_responder_new(s->cfg, s->enf, s->link.gw4, s->held_udp, s->held_tcp, s->self,
+				   s->n_self, s->id, session_event, s, err, sizeof(err));
+	s->held_udp = s->held_tcp = -1; /* the responder's now */
 	if (!s->dns) {
 		log_warnx("session %s: %s", s->id, err);
 		return -errno;
@@ -1276,6 +1302,7 @@ static struct session *session_alloc(void)
 		return NULL;
 	s->cfg = &s->config;
 	s->lock_fd = s->pidfd = s->inotify_fd = s->watch_slot = -1;
+	s->held_udp = s->held_tcp = -1;
 	s->status = -1;
 	return s;
 }
@@ -1403,6 +1430,53 @@ static int session_collect(struct session *s)
 	return status;
 }
 
+/* Takes back the DNS sockets the session's launcher holds (see
+ * session_spawn): any of its descriptors that is a UDP socket, or a listening
+ * TCP one, bound to the gateway's port 53. Where none is found (a launcher of
+ * an older errand), the responder binds new ones. */
+static void session_dns_take(struct session *s)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)s->pid);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		struct sockaddr_in sa;
+		socklen_t len = sizeof(sa), ol = sizeof(int);
+		int fd, type = 0, listening = 0;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		fd = (int)syscall(SYS_pidfd_getfd, s->pidfd, atoi(e->d_name), 0);
+		if (fd < 0)
+			continue;
+		if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 && len == sizeof(sa) &&
+		    sa.sin_family == AF_INET && sa.sin_addr.s_addr == s->link.gw4 &&
+		    sa.sin_port == htons(DNS_PORT) &&
+		    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &ol) == 0) {
+			ol = sizeof(int);
+			if (type == SOCK_DGRAM && s->held_udp < 0) {
+				s->held_udp = fd;
+				continue;
+			}
+			if (type == SOCK_STREAM && s->held_tcp < 0 &&
+			    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ol) == 0 &&
+			    listening) {
+				s->held_tcp = fd;
+				continue;
+			}
+		}
+		close(fd);
+	}
+	closedir(d);
+	if (s->held_udp < 0 || s->held_tcp < 0)
+		log_warnx("session %s: its launcher holds no DNS sockets; binding new ones", s->id);
+}
+
 struct session *session_adopt(const struct state_session *row, const char *state_dir,
 			      struct state *st, char *err, size_t errlen)
 {
@@ -1469,6 +1543,8 @@ struct session *session_adopt(const struct state_session *row, const char *state
 		goto fail;
 	}
 	s->n_self = (size_t)rc;
+	if (s->have_veth)
+		session_dns_take(s);
 	s->enf = enforce_open(s->pin_dir, enf_err, sizeof(enf_err));
 	if (!s->enf) {
 		snprintf(err, errlen, "%s", enf_err);
