@@ -62,6 +62,7 @@ struct tcp_conn {
 /* Where an answer goes back to. */
 struct client {
 	bool tcp;
+	int udp; /* the UDP socket the query came on: DNS_SOCK_UDP4 or _UDP6 */
 	int conn;
 	uint32_t gen;
 	struct sockaddr_storage from;
@@ -107,7 +108,7 @@ struct dns_responder {
 	const struct errand_config *cfg;
 	struct enforce *enf;
 	char session[16];
-	int udp_fd, tcp_fd;
+	int listen[DNS_SOCKS]; /* UDP and TCP on the gateway's IPv4 and IPv6 addresses */
 	struct tcp_conn *conns[DNS_TCP_MAX];
 	uint32_t next_gen;
 	struct udp_batch *ub;
@@ -228,7 +229,7 @@ static void reply(struct dns_responder *r, const struct client *c, uint8_t rcode
 	if (len < 0)
 		return;
 	if (!c->tcp) {
-		sendto(r->udp_fd, out + 2, (size_t)len, MSG_DONTWAIT, (struct sockaddr *)&c->from,
+		sendto(r->listen[c->udp], out + 2, (size_t)len, MSG_DONTWAIT, (struct sockaddr *)&c->from,
 		       c->fromlen);
 		return;
 	}
@@ -738,13 +739,13 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 	ares_query(r->ch, q->name, DNS_CLASS_IN, q->qtype, upstream_done, p);
 }
 
-static void udp_flush(struct dns_responder *r)
+static void udp_flush(struct dns_responder *r, int fd)
 {
 	struct udp_batch *ub = r->ub;
 	unsigned done = 0;
 
 	while (done < ub->n_out) {
-		int n = sendmmsg(r->udp_fd, ub->out + done, ub->n_out - done, MSG_DONTWAIT);
+		int n = sendmmsg(fd, ub->out + done, ub->n_out - done, MSG_DONTWAIT);
 
 		/* A full socket buffer drops the rest: the resolver asks again. */
 		if (n <= 0)
@@ -754,7 +755,7 @@ static void udp_flush(struct dns_responder *r)
 	ub->n_out = 0;
 }
 
-static void udp_read(struct dns_responder *r)
+static void udp_read(struct dns_responder *r, int k)
 {
 	struct udp_batch *ub = r->ub;
 
@@ -769,13 +770,13 @@ static void udp_read(struct dns_responder *r)
 							     .msg_iov = &ub->in_iov[i],
 							     .msg_iovlen = 1 };
 		}
-		n = recvmmsg(r->udp_fd, ub->in, DNS_UDP_BATCH, MSG_DONTWAIT, NULL);
+		n = recvmmsg(r->listen[k], ub->in, DNS_UDP_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			return;
 		ub->active = true;
 		ub->n_out = 0;
 		for (int i = 0; i < n; i++) {
-			struct client c = { .tcp = false, .conn = -1 };
+			struct client c = { .tcp = false, .udp = k, .conn = -1 };
 
 			/* A query longer than any errand answers is not read in part. */
 			if (ub->in[i].msg_hdr.msg_flags & MSG_TRUNC)
@@ -785,15 +786,15 @@ static void udp_read(struct dns_responder *r)
 			handle_query(r, &c, ub->in_buf[i], ub->in[i].msg_len);
 		}
 		ub->active = false;
-		udp_flush(r);
+		udp_flush(r, r->listen[k]);
 		if (n < DNS_UDP_BATCH)
 			return;
 	}
 }
 
-static void tcp_accept(struct dns_responder *r)
+static void tcp_accept(struct dns_responder *r, int k)
 {
-	int fd = accept4(r->tcp_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int fd = accept4(r->listen[k], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	int i;
 
 	if (fd < 0)
@@ -836,17 +837,24 @@ static void tcp_read(struct dns_responder *r, int i)
 	}
 }
 
-static int bind_gw(int type, uint32_t gw4)
+/* gw: v4-mapped for the gateway's IPv4 address, else its IPv6 one. */
+static int bind_gw(int type, const struct addr *gw)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(DNS_PORT) };
+	struct sockaddr_in6 sa6 = { .sin6_family = AF_INET6, .sin6_port = htons(DNS_PORT) };
+	bool v4 = addr_is_v4(gw);
 	int one = 1;
-	int fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = socket(v4 ? AF_INET : AF_INET6, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
 	if (fd < 0)
 		return -errno;
-	sa.sin_addr.s_addr = gw4;
+	sa.sin_addr.s_addr = addr_v4(gw);
+	memcpy(&sa6.sin6_addr, gw->b, 16);
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	if (!v4)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, v4 ? (struct sockaddr *)&sa : (struct sockaddr *)&sa6,
+		 v4 ? sizeof(sa) : sizeof(sa6)) ||
 	    (type == SOCK_STREAM && listen(fd, 64))) {
 		int err = errno;
 
@@ -892,10 +900,17 @@ static int upstream_init(struct dns_responder *r, char *err, size_t errlen)
 	return 0;
 }
 
+static void socks_close(int socks[DNS_SOCKS])
+{
+	for (int k = 0; k < DNS_SOCKS; k++)
+		if (socks[k] >= 0)
+			close(socks[k]);
+}
+
 struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct enforce *enf,
-					uint32_t gw4, int udp_fd, int tcp_fd, const struct addr *self,
-					size_t n_self, const char *session, dns_event_fn fn, void *arg,
-					char *err, size_t errlen)
+					uint32_t gw4, const uint8_t *gw6, int socks[DNS_SOCKS],
+					const struct addr *self, size_t n_self, const char *session,
+					dns_event_fn fn, void *arg, char *err, size_t errlen)
 {
 	struct dns_responder *r = calloc(1, sizeof(*r));
 	char a[ADDR_STRLEN];
@@ -912,10 +927,7 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 	    !(r->seen_idx = calloc(slots, sizeof(*r->seen_idx))) ||
 	    !(r->wild_count = calloc(cfg->n_allow + 1, sizeof(*r->wild_count)))) {
 		snprintf(err, errlen, "out of memory");
-		if (udp_fd >= 0)
-			close(udp_fd);
-		if (tcp_fd >= 0)
-			close(tcp_fd);
+		socks_close(socks);
 		if (r) {
 			free(r->cache);
 			free(r->ub);
@@ -935,19 +947,26 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 	r->n_self = n_self;
 	r->fn = fn;
 	r->fn_arg = arg;
-	r->udp_fd = udp_fd;
-	r->tcp_fd = tcp_fd;
+	memcpy(r->listen, socks, sizeof(r->listen));
 	snprintf(r->session, sizeof(r->session), "%s", session);
-	addr_from_v4(&gw, gw4);
-	if (r->udp_fd < 0)
-		r->udp_fd = bind_gw(SOCK_DGRAM, gw4);
-	if (r->tcp_fd < 0)
-		r->tcp_fd = r->udp_fd < 0 ? r->udp_fd : bind_gw(SOCK_STREAM, gw4);
-	if (r->udp_fd < 0 || r->tcp_fd < 0) {
-		rc = r->udp_fd < 0 ? r->udp_fd : r->tcp_fd;
-		snprintf(err, errlen, "cannot listen for DNS on %s:53: %s", addr_str(&gw, a),
-			 strerror(-rc));
-		goto fail;
+	for (int k = 0; k < DNS_SOCKS; k++) {
+		bool v6 = k == DNS_SOCK_UDP6 || k == DNS_SOCK_TCP6;
+
+		if (r->listen[k] >= 0 || (v6 && !gw6))
+			continue;
+		if (v6)
+			memcpy(gw.b, gw6, 16);
+		else
+			addr_from_v4(&gw, gw4);
+		r->listen[k] = bind_gw(k == DNS_SOCK_UDP4 || k == DNS_SOCK_UDP6 ? SOCK_DGRAM
+										: SOCK_STREAM,
+				      &gw);
+		if (r->listen[k] < 0) {
+			rc = r->listen[k];
+			snprintf(err, errlen, "cannot listen for DNS on %s%s%s:53: %s", v6 ? "[" : "",
+				 addr_str(&gw, a), v6 ? "]" : "", strerror(-rc));
+			goto fail;
+		}
 	}
 	rc = upstream_init(r, err, errlen);
 	if (rc)
@@ -959,10 +978,9 @@ fail:
 	return NULL;
 }
 
-void dns_responder_fds(const struct dns_responder *r, int *udp_fd, int *tcp_fd)
+void dns_responder_fds(const struct dns_responder *r, int socks[DNS_SOCKS])
 {
-	*udp_fd = r->udp_fd;
-	*tcp_fd = r->tcp_fd;
+	memcpy(socks, r->listen, sizeof(r->listen));
 }
 
 void dns_responder_free(struct dns_responder *r)
@@ -974,10 +992,7 @@ void dns_responder_free(struct dns_responder *r)
 		ares_destroy(r->ch);
 	for (int i = 0; i < DNS_TCP_MAX; i++)
 		tcp_close(r, i);
-	if (r->udp_fd >= 0)
-		close(r->udp_fd);
-	if (r->tcp_fd >= 0)
-		close(r->tcp_fd);
+	socks_close(r->listen);
 	free(r->cache);
 	free(r->ub);
 	free(r->seen);
@@ -993,10 +1008,9 @@ void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, 
 	struct timeval tv, *tvp;
 	int bits;
 
-	if (*n < max)
-		fds[(*n)++] = (struct pollfd){ .fd = r->udp_fd, .events = POLLIN };
-	if (*n < max)
-		fds[(*n)++] = (struct pollfd){ .fd = r->tcp_fd, .events = POLLIN };
+	for (int k = 0; k < DNS_SOCKS; k++)
+		if (r->listen[k] >= 0 && *n < max)
+			fds[(*n)++] = (struct pollfd){ .fd = r->listen[k], .events = POLLIN };
 	for (int i = 0; i < DNS_TCP_MAX; i++) {
 		if (!r->conns[i])
 			continue;
@@ -1035,12 +1049,14 @@ void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, in
 	for (int j = 0; j < n; j++) {
 		if (!fds[j].revents)
 			continue;
-		if (fds[j].fd == r->udp_fd) {
-			udp_read(r);
+		if (fds[j].fd == r->listen[DNS_SOCK_UDP4] || fds[j].fd == r->listen[DNS_SOCK_UDP6]) {
+			udp_read(r, fds[j].fd == r->listen[DNS_SOCK_UDP4] ? DNS_SOCK_UDP4
+									 : DNS_SOCK_UDP6);
 			continue;
 		}
-		if (fds[j].fd == r->tcp_fd) {
-			tcp_accept(r);
+		if (fds[j].fd == r->listen[DNS_SOCK_TCP4] || fds[j].fd == r->listen[DNS_SOCK_TCP6]) {
+			tcp_accept(r, fds[j].fd == r->listen[DNS_SOCK_TCP4] ? DNS_SOCK_TCP4
+									   : DNS_SOCK_TCP6);
 			continue;
 		}
 		for (int i = 0; i < DNS_TCP_MAX; i++)

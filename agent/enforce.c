@@ -310,6 +310,8 @@ struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t
 	s->rodata->sess_cgid = p->cgroup_id;
 	s->rodata->sess_addr4 = p->sess4;
 	s->rodata->gw_addr4 = p->gw4;
+	memcpy((void *)s->rodata->gw_addr6, p->gw6, 16);
+	memcpy((void *)s->rodata->sess_addr6, p->sess6, 16);
 	s->rodata->dns_port = p->dns_port;
 	s->rodata->broker_port = p->broker_port;
 	if (!p->host_ifindex)

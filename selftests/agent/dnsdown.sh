@@ -64,6 +64,7 @@ while :; do
 	echo "udp=$($P dns $NS api.test --timeout 2 2>&1 | tail -n 1)"
 	echo "tcp=$($P dns $NS api.test --tcp --timeout 2 2>&1 | tail -n 1)"
 	echo "any=$($P dns 198.18.0.1 api.test --timeout 2 2>&1 | tail -n 1)"
+	echo "v6=$($P dns 2001:4860::8888 api.test --timeout 2 2>&1 | tail -n 1)"
 	echo round
 	sleep 0.2
 done' || exit 1
@@ -71,6 +72,7 @@ bg_rounds 1 20
 assert_eq "$(bg_result sockets)" 0 "the session's command holds no socket (the launcher's DNS sockets are not passed on)"
 assert_match "$(bg_result udp)" "^answer NOERROR addrs=$HOST_A " "control: errand answers the session's DNS over UDP"
 assert_match "$(bg_result tcp)" "^answer NOERROR addrs=$HOST_A " "control: ... and over TCP"
+assert_match "$(bg_result v6)" "^answer NOERROR addrs=$HOST_A " "control: ... and sent to an IPv6 address"
 
 agent_kill9
 : >"$W_DIR/rogue.log"
@@ -82,6 +84,7 @@ bg_rounds 2 40
 assert_match "$(bg_result udp)" "^(timeout|answer SERVFAIL)" "agent killed: the session's UDP query gets no answer"
 assert_match "$(bg_result tcp)" "^(timeout|closed|answer SERVFAIL)" "agent killed: ... nor its TCP query"
 assert_match "$(bg_result any)" "^(timeout|answer SERVFAIL)" "agent killed: ... nor a query to the agent's own address"
+assert_match "$(bg_result v6)" "^(timeout|answer SERVFAIL)" "agent killed: ... nor one sent to an IPv6 address"
 assert_empty "$(grep -v 'from 198\.18\.0\.1 ' "$W_DIR/rogue.log")" "the host's resolver saw none of the session's queries"
 
 agent_start || exit 1
@@ -91,6 +94,7 @@ assert_no_match "$(cat "$AGENT_LOG")" "session $SESSION: its launcher holds no D
 bg_rounds 2 40
 assert_match "$(bg_result udp)" "^answer NOERROR addrs=$HOST_A " "after the restart, errand answers the session's DNS over UDP"
 assert_match "$(bg_result tcp)" "^answer NOERROR addrs=$HOST_A " "... and over TCP"
+assert_match "$(bg_result v6)" "^answer NOERROR addrs=$HOST_A " "... and sent to an IPv6 address"
 assert_empty "$(grep -v 'from 198\.18\.0\.1 ' "$W_DIR/rogue.log")" "the host's resolver still saw none of the session's queries"
 errand_stop
 world_finish
