@@ -229,8 +229,8 @@ static void reply(struct dns_responder *r, const struct client *c, uint8_t rcode
 	if (len < 0)
 		return;
 	if (!c->tcp) {
-		sendto(r->listen[c->udp], out + 2, (size_t)len, MSG_DONTWAIT, (struct sockaddr *)&c->from,
-		       c->fromlen);
+		sendto(r->listen[c->udp], out + 2, (size_t)len, MSG_DONTWAIT,
+		       (struct sockaddr *)&c->from, c->fromlen);
 		return;
 	}
 	if (c->conn < 0 || !r->conns[c->conn] || r->conns[c->conn]->gen != c->gen)
@@ -958,13 +958,12 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 			memcpy(gw.b, gw6, 16);
 		else
 			addr_from_v4(&gw, gw4);
-		r->listen[k] = bind_gw(k == DNS_SOCK_UDP4 || k == DNS_SOCK_UDP6 ? SOCK_DGRAM
-										: SOCK_STREAM,
-				      &gw);
+		r->listen[k] = bind_gw(
+			k == DNS_SOCK_UDP4 || k == DNS_SOCK_UDP6 ? SOCK_DGRAM : SOCK_STREAM, &gw);
 		if (r->listen[k] < 0) {
 			rc = r->listen[k];
-			snprintf(err, errlen, "cannot listen for DNS on %s%s%s:53: %s", v6 ? "[" : "",
-				 addr_str(&gw, a), v6 ? "]" : "", strerror(-rc));
+			snprintf(err, errlen, "cannot listen for DNS on %s%s%s:53: %s",
+				 v6 ? "[" : "", addr_str(&gw, a), v6 ? "]" : "", strerror(-rc));
 			goto fail;
 		}
 	}
@@ -1049,14 +1048,16 @@ void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, in
 	for (int j = 0; j < n; j++) {
 		if (!fds[j].revents)
 			continue;
-		if (fds[j].fd == r->listen[DNS_SOCK_UDP4] || fds[j].fd == r->listen[DNS_SOCK_UDP6]) {
+		if (fds[j].fd == r->listen[DNS_SOCK_UDP4] ||
+		    fds[j].fd == r->listen[DNS_SOCK_UDP6]) {
 			udp_read(r, fds[j].fd == r->listen[DNS_SOCK_UDP4] ? DNS_SOCK_UDP4
-									 : DNS_SOCK_UDP6);
+									  : DNS_SOCK_UDP6);
 			continue;
 		}
-		if (fds[j].fd == r->listen[DNS_SOCK_TCP4] || fds[j].fd == r->listen[DNS_SOCK_TCP6]) {
+		if (fds[j].fd == r->listen[DNS_SOCK_TCP4] ||
+		    fds[j].fd == r->listen[DNS_SOCK_TCP6]) {
 			tcp_accept(r, fds[j].fd == r->listen[DNS_SOCK_TCP4] ? DNS_SOCK_TCP4
-									   : DNS_SOCK_TCP6);
+									    : DNS_SOCK_TCP6);
 			continue;
 		}
 		for (int i = 0; i < DNS_TCP_MAX; i++)

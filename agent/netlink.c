@@ -159,8 +159,11 @@ void session_link_v6(struct session_link *l)
 static int link_v6_on(const char *ifname)
 {
 	static const char *const knobs[][2] = {
-		{ "accept_ra", "0" },	   { "addr_gen_mode", "1" }, { "dad_transmits", "0" },
-		{ "router_solicitations", "0" }, { "disable_ipv6", "0" },
+		{ "accept_ra", "0" },
+		{ "addr_gen_mode", "1" },
+		{ "dad_transmits", "0" },
+		{ "router_solicitations", "0" },
+		{ "disable_ipv6", "0" },
 	};
 	char path[128];
 

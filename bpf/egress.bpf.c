@@ -559,8 +559,7 @@ static __always_inline int tc_ipv6(void *data, void *end)
 		if ((void *)(l4 + 4) > end)
 			return TC6_REFUSE;
 		dport = (__u16)(l4[2] << 8 | l4[3]);
-		return ip6_is(&ip6->daddr, gw_addr6) && dport == dns_port ? TC6_PASS
-									   : TC6_REFUSE;
+		return ip6_is(&ip6->daddr, gw_addr6) && dport == dns_port ? TC6_PASS : TC6_REFUSE;
 	}
 	/* Neighbour solicitation and advertisement (hop limit 255: never
 	 * forwarded) to the gateway or its solicited-node group. */
@@ -568,8 +567,7 @@ static __always_inline int tc_ipv6(void *data, void *end)
 	    (l4[0] == 135 || l4[0] == 136) &&
 	    (ip6_is(&ip6->daddr, gw_addr6) ||
 	     (ip6->daddr.in6_u.u6_addr32[0] == bpf_htonl(0xff020000) &&
-	      !ip6->daddr.in6_u.u6_addr32[1] &&
-	      ip6->daddr.in6_u.u6_addr32[2] == bpf_htonl(1) &&
+	      !ip6->daddr.in6_u.u6_addr32[1] && ip6->daddr.in6_u.u6_addr32[2] == bpf_htonl(1) &&
 	      ip6->daddr.in6_u.u6_addr8[12] == 0xff &&
 	      ip6->daddr.in6_u.u6_addr8[13] == ((const volatile __u8 *)gw_addr6)[13] &&
 	      ip6->daddr.in6_u.u6_addr8[14] == ((const volatile __u8 *)gw_addr6)[14] &&
