@@ -1588,6 +1588,15 @@ struct session *session_adopt(const struct state_session *row, const char *state
 		snprintf(err, errlen, "%s", enf_err);
 		goto fail;
 	}
+	/* Addresses this namespace gained while no agent followed them. */
+	for (size_t i = 0; i < s->n_self; i++) {
+		char a[ADDR_STRLEN];
+		int e = enforce_self_add(s->enf, &s->self[i]);
+
+		if (e)
+			log_warnx("session %s: cannot refuse %s, an address of this host: %s",
+				  s->id, addr_str(&s->self[i], a), strerror(-e));
+	}
 	if (session_services(s)) {
 		snprintf(err, errlen, "%s", log_last_warning());
 		goto fail;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: an address the agent's namespace gains while a session runs is refused at once in that session, in the kernel (reason self, even inside treatAsPublic and in open mode) and in DNS answers (dropped, also from the responder's cache), with the embedded agent and with errand-agent alike.
+# Guarantee: an address the agent's namespace gains while a session runs is refused at once in that session, in the kernel (reason self, even inside treatAsPublic and in open mode) and in DNS answers (dropped, also from the responder's cache), with the embedded agent and with errand-agent alike; one gained while no agent ran is refused once the restarted agent adopts the session.
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 120
 . "$(dirname "$0")/../lib/world.sh"
@@ -7,12 +7,13 @@ need_errandctl
 world_up
 # 198.18.7.7 and 198.18.7.9: public hosts in wan (inside treatAsPublic), until
 # the agent's namespace takes them as its own, with a server of its own there.
-world_dns "$(dns_test_zone)" "newself.test A 198.18.7.7 60" "newself2.test A 198.18.7.9 60" || exit 1
+world_dns "$(dns_test_zone)" "newself.test A 198.18.7.7 60" "newself2.test A 198.18.7.9 60" \
+	"newself3.test A 198.18.7.11 60" || exit 1
 W_CONFIG=$(dns_config newaddr)
-for a in 198.18.7.7 198.18.7.9; do
+for a in 198.18.7.7 198.18.7.9 198.18.7.11; do
 	in_wan "$IP" addr add $a/32 dev $W_HOSTS_IF
 done
-world_serve wan "$W_DIR/wan7.log" 198.18.7.7:443 198.18.7.9:443 || exit 1
+world_serve wan "$W_DIR/wan7.log" 198.18.7.7:443 198.18.7.9:443 198.18.7.11:443 || exit 1
 
 loop() {
 	echo "$(session_ns_sh)"'P='"$PROBE"'
@@ -51,4 +52,18 @@ newaddr() {
 newaddr 198.18.7.7 newself.test "embedded agent"
 agent_start || exit 1
 newaddr 198.18.7.9 newself2.test "errand-agent"
+
+# An address gained while no agent ran: the restarted agent refuses it.
+errand_start --egress open --egress newself3.test -- sh -c "$(loop 198.18.7.11 newself3.test)" || exit 1
+bg_rounds 1 10
+assert_eq "$(bg_result conn)" "ok hello 198.18.7.11:443" "agent down: control: 198.18.7.11:443 is reached"
+agent_kill9
+in_host "$IP" addr add 198.18.7.11/32 dev lo
+world_serve host "$W_DIR/host11.log" 198.18.7.11:443 || exit 1
+agent_start || exit 1
+assert_match "$(cat "$AGENT_LOG")" "session $SESSION adopted" "the restarted agent adopts the session"
+bg_rounds 3 10
+assert_eq "$(bg_result conn)" EPERM "an address gained while the agent was down is refused once it is back"
+assert_match "$(bg_result dns)" "^answer NOERROR addrs= ttl=- " "... and dropped from answers"
+errand_stop
 world_finish
