@@ -142,7 +142,7 @@ static int disable_ipv6(const char *conf)
 	return write_sysctl(path, "1", true);
 }
 
-static const uint8_t session_v6_prefix[12] = { 0xfd, 0x65, 0x72, 0x72, 0x61, 0x6e, 0x00, 0x64 };
+static const uint8_t session_v6_prefix[12] = {0xfd, 0x65, 0x72, 0x72, 0x61, 0x6e, 0x00, 0x64};
 
 void session_link_v6(struct session_link *l)
 {
@@ -159,11 +159,9 @@ void session_link_v6(struct session_link *l)
 static int link_v6_on(const char *ifname)
 {
 	static const char *const knobs[][2] = {
-		{ "accept_ra", "0" },
-		{ "addr_gen_mode", "1" },
-		{ "dad_transmits", "0" },
-		{ "router_solicitations", "0" },
-		{ "disable_ipv6", "0" },
+		{"accept_ra", "0"},	{"addr_gen_mode", "1"},
+		{"dad_transmits", "0"}, {"router_solicitations", "0"},
+		{"disable_ipv6", "0"},
 	};
 	char path[128];
 
