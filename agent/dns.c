@@ -23,7 +23,26 @@
 
 #define DNS_TCP_MAX 32
 #define DNS_TCP_IDLE_NS (10ull * 1000000000ull)
-#define DNS_CACHE_SIZE 512
+/* The cache is set-associative: a name's hash picks a set of DNS_CACHE_WAYS
+ * entries, so a lookup or an insertion costs the same however full it is. */
+#define DNS_CACHE_SETS 64
+#define DNS_CACHE_WAYS 8
+#define DNS_CACHE_SIZE (DNS_CACHE_SETS * DNS_CACHE_WAYS)
+/* A flood for one name must not become one upstream query a packet: a
+ * negative answer (NXDOMAIN, NODATA, SERVFAIL, a timeout) is kept for
+ * DNS_NEG_TTL_S and a TTL-0 answer for DNS_ZERO_TTL_S. */
+#define DNS_NEG_TTL_S 5
+#define DNS_ZERO_TTL_S 1
+/* Upstream queries a session may make: a token bucket of DNS_UPSTREAM_BURST
+ * refilled at DNS_UPSTREAM_RATE a second. A query over it is answered
+ * SERVFAIL without an upstream query, counted, and logged at most every
+ * DNS_LIMIT_LOG_S seconds. Queries for a name already asked upstream wait
+ * for that answer (up to DNS_WAITERS of them) and cost no token. */
+#define DNS_UPSTREAM_RATE 50
+#define DNS_UPSTREAM_BURST 100
+#define DNS_LIMIT_LOG_S 10
+#define DNS_WAITERS 16
+#define DNS_PENDING_BUCKETS 256
 #define DNS_CHAIN_DEPTH 8
 #define DNS_RR_MAX 64
 #define DNS_UPSTREAM_TIMEOUT_MS 5000
@@ -43,6 +62,7 @@ struct tcp_conn {
 /* Where an answer goes back to. */
 struct client {
 	bool tcp;
+	int udp; /* the UDP socket the query came on: DNS_SOCK_UDP4 or _UDP6 */
 	int conn;
 	uint32_t gen;
 	struct sockaddr_storage from;
@@ -68,6 +88,8 @@ struct udp_batch {
 struct cache_entry {
 	char name[DNS_NAME_MAX + 1];
 	uint16_t qtype;
+	uint8_t rcode;	     /* NOERROR (n may be 0: NODATA), NXDOMAIN or SERVFAIL */
+	const char *why;     /* the denied-name reason a hit emits again; NULL: none */
 	uint64_t expires_ns; /* 0: empty */
 	uint32_t ttl;
 	size_t n;
@@ -80,11 +102,13 @@ struct seen_name {
 	int wild; /* index of the wildcard rule that admitted it, or -1 */
 };
 
+struct pending;
+
 struct dns_responder {
 	const struct errand_config *cfg;
 	struct enforce *enf;
 	char session[16];
-	int udp_fd, tcp_fd;
+	int listen[DNS_SOCKS]; /* UDP and TCP on the gateway's IPv4 and IPv6 addresses */
 	struct tcp_conn *conns[DNS_TCP_MAX];
 	uint32_t next_gen;
 	struct udp_batch *ub;
@@ -95,6 +119,15 @@ struct dns_responder {
 	struct cache_entry *cache;
 	struct seen_name *seen;
 	size_t n_seen;
+	uint32_t *seen_idx;   /* open addressing over seen: index + 1; 0: empty */
+	size_t seen_slots;    /* a power of two, at least twice dns.maxNames */
+	uint32_t *wild_count; /* names admitted under each rule of cfg->allow */
+	struct pending *pending[DNS_PENDING_BUCKETS]; /* upstream queries in flight */
+	uint64_t tokens_milli; /* the upstream token bucket, in thousandths */
+	uint64_t tokens_ns;    /* when it was last refilled */
+	uint64_t limited;      /* queries refused by it since the last log line */
+	uint64_t limited_total;
+	uint64_t limit_log_ns;
 	const struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
 	dns_event_fn fn;
@@ -102,10 +135,25 @@ struct dns_responder {
 	const struct grant_set *grants; /* the session's; NULL: none */
 };
 
+/* One upstream query in flight, and the clients waiting for its answer. */
 struct pending {
 	struct dns_responder *r;
-	struct client c;
+	struct pending *next; /* in r->pending[hash] */
+	uint32_t hash;
+	size_t n;
+	struct client c[DNS_WAITERS];
 };
+
+/* FNV-1a over the (lowercased) name and the type. */
+static uint32_t name_hash(const char *name, uint16_t qtype)
+{
+	uint32_t h = 2166136261u;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	h = (h ^ (qtype & 0xff)) * 16777619u;
+	return (h ^ (qtype >> 8)) * 16777619u;
+}
 
 static const char *qtype_name(uint16_t t, char buf[8])
 {
@@ -181,8 +229,8 @@ static void reply(struct dns_responder *r, const struct client *c, uint8_t rcode
 	if (len < 0)
 		return;
 	if (!c->tcp) {
-		sendto(r->udp_fd, out + 2, (size_t)len, MSG_DONTWAIT, (struct sockaddr *)&c->from,
-		       c->fromlen);
+		sendto(r->listen[c->udp], out + 2, (size_t)len, MSG_DONTWAIT,
+		       (struct sockaddr *)&c->from, c->fromlen);
 		return;
 	}
 	if (c->conn < 0 || !r->conns[c->conn] || r->conns[c->conn]->gen != c->gen)
@@ -265,24 +313,35 @@ void dns_responder_set_grants(struct dns_responder *r, const struct grant_set *g
 	r->grants = grants;
 }
 
-/* Admits name under the caps: names a session, names under one wildcard. */
+void dns_responder_set_self(struct dns_responder *r, const struct addr *self, size_t n_self)
+{
+	r->self = self;
+	r->n_self = n_self;
+	/* A cached answer may hold an address that is the host's now. */
+	for (size_t i = 0; i < DNS_CACHE_SIZE; i++)
+		r->cache[i].expires_ns = 0;
+}
+
+/* Admits name under the caps: names a session, names under one wildcard.
+ * A hash lookup and counters: a session at its cap is refused in constant
+ * time, never by a walk over every name it resolved. */
 static bool name_admit(struct dns_responder *r, const char *name, int wild)
 {
-	size_t under = 0;
+	size_t mask = r->seen_slots - 1, i = name_hash(name, 0) & mask;
 
-	for (size_t i = 0; i < r->n_seen; i++) {
-		if (!strcmp(r->seen[i].name, name))
+	for (; r->seen_idx[i]; i = (i + 1) & mask)
+		if (!strcmp(r->seen[r->seen_idx[i] - 1].name, name))
 			return true;
-		if (wild >= 0 && r->seen[i].wild == wild)
-			under++;
-	}
 	if (r->n_seen >= r->cfg->dns_max_names)
 		return false;
-	if (wild >= 0 && under >= r->cfg->dns_max_wildcard_names)
+	if (wild >= 0 && r->wild_count[wild] >= r->cfg->dns_max_wildcard_names)
 		return false;
 	snprintf(r->seen[r->n_seen].name, sizeof(r->seen[r->n_seen].name), "%s", name);
 	r->seen[r->n_seen].wild = wild;
 	r->n_seen++;
+	r->seen_idx[i] = (uint32_t)r->n_seen;
+	if (wild >= 0)
+		r->wild_count[wild]++;
 	return true;
 }
 
@@ -334,11 +393,18 @@ static void program_and_reply(struct dns_responder *r, const struct client *c,
 	reply(r, c, DNS_RCODE_NOERROR, addrs, n, ttl);
 }
 
+static struct cache_entry *cache_set(struct dns_responder *r, const char *name, uint16_t qtype)
+{
+	return &r->cache[(name_hash(name, qtype) % DNS_CACHE_SETS) * DNS_CACHE_WAYS];
+}
+
 static struct cache_entry *cache_find(struct dns_responder *r, const char *name, uint16_t qtype,
 				      uint64_t now)
 {
-	for (size_t i = 0; i < DNS_CACHE_SIZE; i++) {
-		struct cache_entry *e = &r->cache[i];
+	struct cache_entry *set = cache_set(r, name, qtype);
+
+	for (size_t i = 0; i < DNS_CACHE_WAYS; i++) {
+		struct cache_entry *e = &set[i];
 
 		if (e->expires_ns > now && e->qtype == qtype && !strcmp(e->name, name))
 			return e;
@@ -346,16 +412,23 @@ static struct cache_entry *cache_find(struct dns_responder *r, const char *name,
 	return NULL;
 }
 
-static void cache_put(struct dns_responder *r, const char *name, uint16_t qtype,
-		      const struct addr *addrs, size_t n, uint32_t ttl)
+/* Keeps an answer: addresses (rcode NOERROR) for their TTL, or DNS_ZERO_TTL_S
+ * for TTL 0; a negative one (n 0, or NXDOMAIN, or SERVFAIL with the reason
+ * its hits emit again) for DNS_NEG_TTL_S. */
+static void cache_put(struct dns_responder *r, const char *name, uint16_t qtype, uint8_t rcode,
+		      const char *why, const struct addr *addrs, size_t n, uint32_t ttl)
 {
-	struct cache_entry *victim = &r->cache[0];
+	struct cache_entry *set = cache_set(r, name, qtype), *victim = &set[0];
 	uint64_t now = boottime_ns();
 
-	if (ttl == 0 || n > ARRAY_SIZE(victim->addrs))
+	if (n > ARRAY_SIZE(victim->addrs))
 		return;
-	for (size_t i = 0; i < DNS_CACHE_SIZE; i++) {
-		struct cache_entry *e = &r->cache[i];
+	if (rcode != DNS_RCODE_NOERROR || n == 0)
+		ttl = DNS_NEG_TTL_S;
+	else if (ttl == 0)
+		ttl = DNS_ZERO_TTL_S;
+	for (size_t i = 0; i < DNS_CACHE_WAYS; i++) {
+		struct cache_entry *e = &set[i];
 
 		if ((e->qtype == qtype && !strcmp(e->name, name)) || e->expires_ns <= now) {
 			victim = e;
@@ -366,10 +439,25 @@ static void cache_put(struct dns_responder *r, const char *name, uint16_t qtype,
 	}
 	snprintf(victim->name, sizeof(victim->name), "%s", name);
 	victim->qtype = qtype;
+	victim->rcode = rcode;
+	victim->why = why;
 	victim->ttl = ttl;
 	victim->n = n;
 	memcpy(victim->addrs, addrs, n * sizeof(*addrs));
 	victim->expires_ns = now + (uint64_t)ttl * NS_PER_S;
+}
+
+/* Answers from a cache entry, as upstream_done answered when it was made. */
+static void cache_reply(struct dns_responder *r, const struct client *c,
+			const struct cache_entry *e, uint64_t now)
+{
+	if (e->why)
+		deny(r, &c->q, e->why);
+	if (e->rcode != DNS_RCODE_NOERROR) {
+		reply(r, c, e->rcode, NULL, 0, 0);
+		return;
+	}
+	program_and_reply(r, c, e->addrs, e->n, (uint32_t)((e->expires_ns - now) / NS_PER_S));
 }
 
 /* Drops forbidden addresses (IPv4 carried in an AAAA record among them), the
@@ -403,72 +491,144 @@ static uint16_t header_id(const unsigned char *buf, int len)
 	return len >= 2 ? (uint16_t)(buf[0] << 8 | buf[1]) : 0;
 }
 
+static void pending_unlink(struct pending *p)
+{
+	struct pending **pp = &p->r->pending[p->hash % DNS_PENDING_BUCKETS];
+
+	for (; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			return;
+		}
+	}
+}
+
+static struct pending *pending_find(struct dns_responder *r, const char *name, uint16_t qtype,
+				    uint32_t hash)
+{
+	for (struct pending *p = r->pending[hash % DNS_PENDING_BUCKETS]; p; p = p->next)
+		if (p->hash == hash && p->c[0].q.qtype == qtype && !strcmp(p->c[0].q.name, name))
+			return p;
+	return NULL;
+}
+
+/* Every client waiting on p gets the same outcome: an rcode (with the
+ * denied-name reason, once), or addresses to program and answer. */
+static void pending_reply(struct dns_responder *r, struct pending *p, uint8_t rcode,
+			  const char *why, const struct addr *addrs, size_t n, uint32_t ttl)
+{
+	if (why)
+		deny(r, &p->c[0].q, why);
+	for (size_t i = 0; i < p->n; i++) {
+		if (rcode == DNS_RCODE_NOERROR && n)
+			program_and_reply(r, &p->c[i], addrs, n, ttl);
+		else
+			reply(r, &p->c[i], rcode, NULL, 0, 0);
+	}
+}
+
 static void upstream_done(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
 {
 	struct pending *p = arg;
 	struct dns_responder *r = p->r;
-	struct client *c = &p->c;
+	const struct dns_query *q = &p->c[0].q;
 	struct dns_rr *rrs = NULL;
 	struct addr addrs[64];
 	size_t n_rr = 0, n = 0, dropped_cap = 0;
 	uint32_t ttl = 0;
 	uint8_t rcode = DNS_RCODE_SERVFAIL;
+	const char *why = NULL;
 	bool forbidden;
 	int rc;
 
 	(void)timeouts;
+	pending_unlink(p);
 	if (status == ARES_EDESTRUCTION)
 		goto out;
 	rrs = calloc(DNS_RR_MAX, sizeof(*rrs));
 	if (!rrs) {
-		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
+		pending_reply(r, p, DNS_RCODE_SERVFAIL, NULL, NULL, 0, 0);
 		goto out;
 	}
 	if (!abuf || alen <= 0 ||
-	    dns_answer_parse(abuf, (size_t)alen, header_id(abuf, alen), c->q.name, c->q.qtype,
-			     &rcode, rrs, DNS_RR_MAX, &n_rr)) {
+	    dns_answer_parse(abuf, (size_t)alen, header_id(abuf, alen), q->name, q->qtype, &rcode,
+			     rrs, DNS_RR_MAX, &n_rr)) {
 		if (status == ARES_ENOTFOUND) {
-			reply(r, c, DNS_RCODE_NXDOMAIN, NULL, 0, 0);
+			rcode = DNS_RCODE_NXDOMAIN;
 		} else if (status == ARES_ENODATA) {
-			reply(r, c, DNS_RCODE_NOERROR, NULL, 0, 0);
+			rcode = DNS_RCODE_NOERROR;
 		} else {
-			deny(r, &c->q, "upstream");
-			log_debug("session %s: upstream failed for %s: %s", r->session, c->q.name,
+			why = "upstream";
+			rcode = DNS_RCODE_SERVFAIL;
+			log_debug("session %s: upstream failed for %s: %s", r->session, q->name,
 				  ares_strerror(status));
-			reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
 		}
-		goto out;
+		goto negative;
 	}
-	if (rcode == DNS_RCODE_NXDOMAIN) {
-		reply(r, c, DNS_RCODE_NXDOMAIN, NULL, 0, 0);
-		goto out;
-	}
+	if (rcode == DNS_RCODE_NXDOMAIN)
+		goto negative;
 	if (rcode != DNS_RCODE_NOERROR) {
-		deny(r, &c->q, "upstream");
-		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
-		goto out;
+		why = "upstream";
+		rcode = DNS_RCODE_SERVFAIL;
+		goto negative;
 	}
-	rc = dns_chain_resolve(rrs, n_rr, c->q.name, c->q.qtype, DNS_CHAIN_DEPTH, addrs,
+	rc = dns_chain_resolve(rrs, n_rr, q->name, q->qtype, DNS_CHAIN_DEPTH, addrs,
 			       ARRAY_SIZE(addrs), &n, &dropped_cap, &ttl);
 	if (rc) {
-		deny(r, &c->q, "upstream");
-		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
-		goto out;
+		why = "upstream";
+		rcode = DNS_RCODE_SERVFAIL;
+		goto negative;
 	}
-	n = filter_addrs(r, c->q.qtype, addrs, n, &forbidden);
+	n = filter_addrs(r, q->qtype, addrs, n, &forbidden);
 	if (forbidden)
-		deny(r, &c->q, "forbidden");
+		deny(r, q, "forbidden");
 	/* More addresses than a name may have: nothing is opened. */
 	if (dropped_cap || n > r->cfg->dns_max_addrs) {
-		deny(r, &c->q, "cap");
-		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
-		goto out;
+		why = "cap";
+		rcode = DNS_RCODE_SERVFAIL;
+		goto negative;
 	}
-	cache_put(r, c->q.name, c->q.qtype, addrs, n, ttl);
-	program_and_reply(r, c, addrs, n, ttl);
+	cache_put(r, q->name, q->qtype, DNS_RCODE_NOERROR, NULL, addrs, n, ttl);
+	pending_reply(r, p, DNS_RCODE_NOERROR, NULL, addrs, n, ttl);
+	goto out;
+negative:
+	/* Kept briefly, so a flood of the same question asks upstream once. */
+	cache_put(r, q->name, q->qtype, rcode, why, NULL, 0, 0);
+	pending_reply(r, p, rcode, why, NULL, 0, 0);
 out:
 	free(rrs);
 	free(p);
+}
+
+/* Takes one upstream token; false when the session is over its rate. */
+static bool upstream_token(struct dns_responder *r, uint64_t now)
+{
+	uint64_t max = (uint64_t)DNS_UPSTREAM_BURST * 1000;
+
+	if (now > r->tokens_ns) {
+		uint64_t add = (now - r->tokens_ns) / (NS_PER_S / 1000 / DNS_UPSTREAM_RATE);
+
+		r->tokens_milli = r->tokens_milli + add > max ? max : r->tokens_milli + add;
+		/* what the division left over counts towards the next token */
+		r->tokens_ns = r->tokens_milli == max
+				       ? now
+				       : r->tokens_ns + add * (NS_PER_S / 1000 / DNS_UPSTREAM_RATE);
+	}
+	if (r->tokens_milli >= 1000) {
+		r->tokens_milli -= 1000;
+		return true;
+	}
+	r->limited++;
+	r->limited_total++;
+	if (now - r->limit_log_ns >= (uint64_t)DNS_LIMIT_LOG_S * NS_PER_S) {
+		log_warnx("session %s: %llu DNS queries over the upstream rate limit (%d a second) "
+			  "answered SERVFAIL without asking upstream (%llu in all)",
+			  r->session, (unsigned long long)r->limited, DNS_UPSTREAM_RATE,
+			  (unsigned long long)r->limited_total);
+		r->limited = 0;
+		r->limit_log_ns = now;
+	}
+	return false;
 }
 
 static const struct pin *find_pin(const struct errand_config *cfg, const char *name)
@@ -487,6 +647,8 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 	struct pending *p;
 	char norm[HOST_NAME_MAX_LEN + 1];
 	struct name_port ports[64];
+	uint64_t now;
+	uint32_t hash;
 	int rc, wild;
 
 	memset(q, 0, sizeof(*q));
@@ -537,15 +699,28 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
 		return;
 	}
-	ce = cache_find(r, q->name, q->qtype, boottime_ns());
+	now = boottime_ns();
+	ce = cache_find(r, q->name, q->qtype, now);
 	if (ce) {
-		uint64_t left = (ce->expires_ns - boottime_ns()) / NS_PER_S;
-
-		program_and_reply(r, c, ce->addrs, ce->n, (uint32_t)left);
+		cache_reply(r, c, ce, now);
 		return;
 	}
 	if (!r->ares_ok) {
 		deny(r, q, "upstream");
+		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
+		return;
+	}
+	/* The same question already upstream: wait for its answer. */
+	hash = name_hash(q->name, q->qtype);
+	p = pending_find(r, q->name, q->qtype, hash);
+	if (p) {
+		if (p->n < DNS_WAITERS)
+			p->c[p->n++] = *c;
+		else
+			reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
+		return;
+	}
+	if (!upstream_token(r, now)) {
 		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
 		return;
 	}
@@ -555,17 +730,21 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 		return;
 	}
 	p->r = r;
-	p->c = *c;
+	p->hash = hash;
+	p->n = 1;
+	p->c[0] = *c;
+	p->next = r->pending[hash % DNS_PENDING_BUCKETS];
+	r->pending[hash % DNS_PENDING_BUCKETS] = p;
 	ares_query(r->ch, q->name, DNS_CLASS_IN, q->qtype, upstream_done, p);
 }
 
-static void udp_flush(struct dns_responder *r)
+static void udp_flush(struct dns_responder *r, int fd)
 {
 	struct udp_batch *ub = r->ub;
 	unsigned done = 0;
 
 	while (done < ub->n_out) {
-		int n = sendmmsg(r->udp_fd, ub->out + done, ub->n_out - done, MSG_DONTWAIT);
+		int n = sendmmsg(fd, ub->out + done, ub->n_out - done, MSG_DONTWAIT);
 
 		/* A full socket buffer drops the rest: the resolver asks again. */
 		if (n <= 0)
@@ -575,7 +754,7 @@ static void udp_flush(struct dns_responder *r)
 	ub->n_out = 0;
 }
 
-static void udp_read(struct dns_responder *r)
+static void udp_read(struct dns_responder *r, int k)
 {
 	struct udp_batch *ub = r->ub;
 
@@ -590,13 +769,13 @@ static void udp_read(struct dns_responder *r)
 							    .msg_iov = &ub->in_iov[i],
 							    .msg_iovlen = 1};
 		}
-		n = recvmmsg(r->udp_fd, ub->in, DNS_UDP_BATCH, MSG_DONTWAIT, NULL);
+		n = recvmmsg(r->listen[k], ub->in, DNS_UDP_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
 			return;
 		ub->active = true;
 		ub->n_out = 0;
 		for (int i = 0; i < n; i++) {
-			struct client c = {.tcp = false, .conn = -1};
+			struct client c = {.tcp = false, .udp = k, .conn = -1};
 
 			/* A query longer than any errand answers is not read in part. */
 			if (ub->in[i].msg_hdr.msg_flags & MSG_TRUNC)
@@ -606,15 +785,15 @@ static void udp_read(struct dns_responder *r)
 			handle_query(r, &c, ub->in_buf[i], ub->in[i].msg_len);
 		}
 		ub->active = false;
-		udp_flush(r);
+		udp_flush(r, r->listen[k]);
 		if (n < DNS_UDP_BATCH)
 			return;
 	}
 }
 
-static void tcp_accept(struct dns_responder *r)
+static void tcp_accept(struct dns_responder *r, int k)
 {
-	int fd = accept4(r->tcp_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int fd = accept4(r->listen[k], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	int i;
 
 	if (fd < 0)
@@ -657,17 +836,24 @@ static void tcp_read(struct dns_responder *r, int i)
 	}
 }
 
-static int bind_gw(int type, uint32_t gw4)
+/* gw: v4-mapped for the gateway's IPv4 address, else its IPv6 one. */
+static int bind_gw(int type, const struct addr *gw)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(DNS_PORT)};
+	struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6, .sin6_port = htons(DNS_PORT)};
+	bool v4 = addr_is_v4(gw);
 	int one = 1;
-	int fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = socket(v4 ? AF_INET : AF_INET6, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
 	if (fd < 0)
 		return -errno;
-	sa.sin_addr.s_addr = gw4;
+	sa.sin_addr.s_addr = addr_v4(gw);
+	memcpy(&sa6.sin6_addr, gw->b, 16);
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	if (!v4)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, v4 ? (struct sockaddr *)&sa : (struct sockaddr *)&sa6,
+		 v4 ? sizeof(sa) : sizeof(sa6)) ||
 	    (type == SOCK_STREAM && listen(fd, 64))) {
 		int err = errno;
 
@@ -714,44 +900,72 @@ static int upstream_init(struct dns_responder *r, char *err, size_t errlen)
 	return 0;
 }
 
+static void socks_close(int socks[DNS_SOCKS])
+{
+	for (int k = 0; k < DNS_SOCKS; k++)
+		if (socks[k] >= 0)
+			close(socks[k]);
+}
+
 struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct enforce *enf,
-					uint32_t gw4, const struct addr *self, size_t n_self,
-					const char *session, dns_event_fn fn, void *arg, char *err,
-					size_t errlen)
+					uint32_t gw4, const uint8_t *gw6, int socks[DNS_SOCKS],
+					const struct addr *self, size_t n_self, const char *session,
+					dns_event_fn fn, void *arg, char *err, size_t errlen)
 {
 	struct dns_responder *r = calloc(1, sizeof(*r));
 	char a[ADDR_STRLEN];
 	struct addr gw;
 	int rc;
 
+	size_t slots = 16;
+
+	while (slots < 2 * (size_t)cfg->dns_max_names)
+		slots *= 2;
 	if (!r || !(r->cache = calloc(DNS_CACHE_SIZE, sizeof(*r->cache))) ||
 	    !(r->ub = calloc(1, sizeof(*r->ub))) ||
-	    !(r->seen = calloc(cfg->dns_max_names, sizeof(*r->seen)))) {
+	    !(r->seen = calloc(cfg->dns_max_names, sizeof(*r->seen))) ||
+	    !(r->seen_idx = calloc(slots, sizeof(*r->seen_idx))) ||
+	    !(r->wild_count = calloc(cfg->n_allow + 1, sizeof(*r->wild_count)))) {
 		snprintf(err, errlen, "out of memory");
+		socks_close(socks);
 		if (r) {
 			free(r->cache);
 			free(r->ub);
+			free(r->seen);
+			free(r->seen_idx);
 		}
 		free(r);
 		errno = ENOMEM;
 		return NULL;
 	}
+	r->seen_slots = slots;
+	r->tokens_milli = (uint64_t)DNS_UPSTREAM_BURST * 1000;
+	r->tokens_ns = boottime_ns();
 	r->cfg = cfg;
 	r->enf = enf;
 	r->self = self;
 	r->n_self = n_self;
 	r->fn = fn;
 	r->fn_arg = arg;
-	r->udp_fd = r->tcp_fd = -1;
+	memcpy(r->listen, socks, sizeof(r->listen));
 	snprintf(r->session, sizeof(r->session), "%s", session);
-	addr_from_v4(&gw, gw4);
-	r->udp_fd = bind_gw(SOCK_DGRAM, gw4);
-	r->tcp_fd = r->udp_fd < 0 ? r->udp_fd : bind_gw(SOCK_STREAM, gw4);
-	if (r->udp_fd < 0 || r->tcp_fd < 0) {
-		rc = r->udp_fd < 0 ? r->udp_fd : r->tcp_fd;
-		snprintf(err, errlen, "cannot listen for DNS on %s:53: %s", addr_str(&gw, a),
-			 strerror(-rc));
-		goto fail;
+	for (int k = 0; k < DNS_SOCKS; k++) {
+		bool v6 = k == DNS_SOCK_UDP6 || k == DNS_SOCK_TCP6;
+
+		if (r->listen[k] >= 0 || (v6 && !gw6))
+			continue;
+		if (v6)
+			memcpy(gw.b, gw6, 16);
+		else
+			addr_from_v4(&gw, gw4);
+		r->listen[k] = bind_gw(
+			k == DNS_SOCK_UDP4 || k == DNS_SOCK_UDP6 ? SOCK_DGRAM : SOCK_STREAM, &gw);
+		if (r->listen[k] < 0) {
+			rc = r->listen[k];
+			snprintf(err, errlen, "cannot listen for DNS on %s%s%s:53: %s",
+				 v6 ? "[" : "", addr_str(&gw, a), v6 ? "]" : "", strerror(-rc));
+			goto fail;
+		}
 	}
 	rc = upstream_init(r, err, errlen);
 	if (rc)
@@ -763,6 +977,11 @@ fail:
 	return NULL;
 }
 
+void dns_responder_fds(const struct dns_responder *r, int socks[DNS_SOCKS])
+{
+	memcpy(socks, r->listen, sizeof(r->listen));
+}
+
 void dns_responder_free(struct dns_responder *r)
 {
 	if (!r)
@@ -772,13 +991,12 @@ void dns_responder_free(struct dns_responder *r)
 		ares_destroy(r->ch);
 	for (int i = 0; i < DNS_TCP_MAX; i++)
 		tcp_close(r, i);
-	if (r->udp_fd >= 0)
-		close(r->udp_fd);
-	if (r->tcp_fd >= 0)
-		close(r->tcp_fd);
+	socks_close(r->listen);
 	free(r->cache);
 	free(r->ub);
 	free(r->seen);
+	free(r->seen_idx);
+	free(r->wild_count);
 	free(r);
 }
 
@@ -789,10 +1007,9 @@ void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, 
 	struct timeval tv, *tvp;
 	int bits;
 
-	if (*n < max)
-		fds[(*n)++] = (struct pollfd){.fd = r->udp_fd, .events = POLLIN};
-	if (*n < max)
-		fds[(*n)++] = (struct pollfd){.fd = r->tcp_fd, .events = POLLIN};
+	for (int k = 0; k < DNS_SOCKS; k++)
+		if (r->listen[k] >= 0 && *n < max)
+			fds[(*n)++] = (struct pollfd){.fd = r->listen[k], .events = POLLIN};
 	for (int i = 0; i < DNS_TCP_MAX; i++) {
 		if (!r->conns[i])
 			continue;
@@ -831,12 +1048,16 @@ void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, in
 	for (int j = 0; j < n; j++) {
 		if (!fds[j].revents)
 			continue;
-		if (fds[j].fd == r->udp_fd) {
-			udp_read(r);
+		if (fds[j].fd == r->listen[DNS_SOCK_UDP4] ||
+		    fds[j].fd == r->listen[DNS_SOCK_UDP6]) {
+			udp_read(r, fds[j].fd == r->listen[DNS_SOCK_UDP4] ? DNS_SOCK_UDP4
+									  : DNS_SOCK_UDP6);
 			continue;
 		}
-		if (fds[j].fd == r->tcp_fd) {
-			tcp_accept(r);
+		if (fds[j].fd == r->listen[DNS_SOCK_TCP4] ||
+		    fds[j].fd == r->listen[DNS_SOCK_TCP6]) {
+			tcp_accept(r, fds[j].fd == r->listen[DNS_SOCK_TCP4] ? DNS_SOCK_TCP4
+									    : DNS_SOCK_TCP6);
 			continue;
 		}
 		for (int i = 0; i < DNS_TCP_MAX; i++)

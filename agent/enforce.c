@@ -29,7 +29,13 @@ struct enforce {
 	unsigned drained;  /* events handed to fn in this drain */
 	bool backlog;	   /* the last drain stopped at its budget */
 	uint64_t reported; /* suppressed events already reported */
+	/* The allow map was found full, expired entries swept, until then: an
+	 * answer meanwhile is refused without walking the map again. */
+	uint64_t full_until_ns;
+	int self_fd; /* an adopted session's self_addrs pin; -1: none */
 };
+
+#define ENFORCE_FULL_RECHECK_NS 1000000000ull
 
 struct cgroup_hook {
 	const char *pin; /* link name in the pin directory */
@@ -307,6 +313,8 @@ struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t
 	s->rodata->sess_cgid = p->cgroup_id;
 	s->rodata->sess_addr4 = p->sess4;
 	s->rodata->gw_addr4 = p->gw4;
+	memcpy((void *)s->rodata->gw_addr6, p->gw6, 16);
+	memcpy((void *)s->rodata->sess_addr6, p->sess6, 16);
 	s->rodata->dns_port = p->dns_port;
 	s->rodata->broker_port = p->broker_port;
 	if (!p->host_ifindex)
@@ -382,6 +390,8 @@ int enforce_expire(struct enforce *e, uint64_t now_ns)
 	if (prev && bpf_map_lookup_elem(fd, &k, &v) == 0 && v.expires_ns && v.expires_ns < now_ns &&
 	    bpf_map_delete_elem(fd, &k) == 0)
 		n++;
+	if (n)
+		e->full_until_ns = 0;
 	return n;
 }
 
@@ -393,6 +403,7 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 	struct allow_val v = {.expires_ns = expires_ns, .flags = flags, .grant = grant};
 	struct allow_val old;
 	struct timespec ts;
+	uint64_t now;
 
 	memcpy(k.addr, a->b, 16);
 	if (bpf_map_lookup_elem(fd, &k, &old) == 0) {
@@ -409,8 +420,25 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 	if (errno != E2BIG && errno != ENOMEM)
 		return -errno;
 	clock_gettime(CLOCK_BOOTTIME, &ts);
-	enforce_expire(e, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
-	return bpf_map_update_elem(fd, &k, &v, BPF_ANY) ? -errno : 0;
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	/* A walk costs milliseconds on a full map: once a second at most. */
+	if (now < e->full_until_ns)
+		return -E2BIG;
+	enforce_expire(e, now);
+	if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) == 0)
+		return 0;
+	e->full_until_ns = now + ENFORCE_FULL_RECHECK_NS;
+	return -E2BIG;
+}
+
+int enforce_self_add(struct enforce *e, const struct addr *a)
+{
+	int fd = e->skel ? bpf_map__fd(e->skel->maps.self_addrs) : e->self_fd;
+	struct self_key k;
+	__u8 one = 1;
+
+	memcpy(k.addr, a->b, 16);
+	return bpf_map_update_elem(fd, &k, &one, BPF_ANY) ? -errno : 0;
 }
 
 int enforce_events_fd(struct enforce *e)
@@ -462,6 +490,8 @@ void enforce_free(struct enforce *e)
 			close(e->allow_fd);
 		if (e->events_fd >= 0)
 			close(e->events_fd);
+		if (e->self_fd >= 0)
+			close(e->self_fd);
 	}
 	free(e);
 }
@@ -489,7 +519,7 @@ struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	e->allow_fd = e->events_fd = -1;
+	e->allow_fd = e->events_fd = e->self_fd = -1;
 	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
 		int fd = pin_open(pin_dir, hooks[i].pin, err, errlen);
 
@@ -508,6 +538,11 @@ struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 	if (!e->rb) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot read the event ring buffer: %s", strerror(-rc));
+		goto fail;
+	}
+	/* The agent adds the host's new addresses to it while the session runs. */
+	if ((e->self_fd = pin_open(pin_dir, "self_addrs", err, errlen)) < 0) {
+		rc = -errno;
 		goto fail;
 	}
 	return e;
@@ -545,6 +580,8 @@ int enforce_drop_grant(struct enforce *e, uint32_t grant)
 		k = next;
 		prev = &k;
 	} while (more);
+	if (n)
+		e->full_until_ns = 0;
 	return n;
 }
 

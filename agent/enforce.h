@@ -18,7 +18,8 @@ struct enforce_params {
 	uint64_t cgroup_id;
 	int host_ifindex; /* host side of the veth; 0 when the session has no network */
 	enum egress_mode mode;
-	uint32_t sess4, gw4; /* network order */
+	uint32_t sess4, gw4;	    /* network order */
+	uint8_t sess6[16], gw6[16]; /* the pair's IPv6 addresses, for DNS alone; zero: none */
 	uint16_t dns_port;
 	uint16_t broker_port;  /* the session's broker on gw4; 0: none */
 	const uint16_t *ports; /* egressPorts, for open mode */
@@ -43,6 +44,9 @@ int enforce_allow(struct enforce *e, const struct addr *a, uint16_t port, uint64
  * cleared of expired entries. 0 or -errno. */
 int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 			 uint64_t expires_ns, uint32_t flags, uint32_t grant);
+/* Refuses one more of the agent namespace's own addresses (one it gained
+ * while the session runs), in every hook and the backstop. 0 or -errno. */
+int enforce_self_add(struct enforce *e, const struct addr *a);
 /* Reopens a live session's enforcement from its pins (a restarted agent
  * adopting it): every cgroup link must be there. NULL with errno set and
  * one line in err. */

@@ -168,6 +168,71 @@ static int veth_harden(const char *ifname)
 	return 0;
 }
 
+static const uint8_t session_v6_prefix[12] = {0xfd, 0x65, 0x72, 0x72, 0x61, 0x6e, 0x00, 0x64};
+
+void session_link_v6(struct session_link *l)
+{
+	memcpy(l->gw6, session_v6_prefix, 12);
+	memcpy(l->gw6 + 12, &l->gw4, 4);
+	memcpy(l->sess6, session_v6_prefix, 12);
+	memcpy(l->sess6 + 12, &l->sess4, 4);
+	l->v6 = true;
+}
+
+/* IPv6 on one link of the calling thread's namespace, for its ULA address
+ * alone: no link-local address, no router advertisements or solicitations,
+ * no duplicate address detection. */
+static int link_v6_on(const char *ifname)
+{
+	static const char *const knobs[][2] = {
+		{"accept_ra", "0"},	{"addr_gen_mode", "1"},
+		{"dad_transmits", "0"}, {"router_solicitations", "0"},
+		{"disable_ipv6", "0"},
+	};
+	char path[128];
+
+	for (size_t i = 0; i < ARRAY_SIZE(knobs); i++) {
+		int r;
+
+		snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/%s", ifname, knobs[i][0]);
+		r = write_sysctl(path, knobs[i][1], false);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int addr6_add(struct nl_sock *sk, int ifindex, const uint8_t a6[16], int prefixlen)
+{
+	cleanup_nl_addr struct nl_addr *local = nl_addr_build(AF_INET6, a6, 16);
+	struct rtnl_addr *ra;
+	int r;
+
+	if (!local)
+		return -ENOMEM;
+	nl_addr_set_prefixlen(local, prefixlen);
+	ra = rtnl_addr_alloc();
+	if (!ra)
+		return -ENOMEM;
+	rtnl_addr_set_ifindex(ra, ifindex);
+	rtnl_addr_set_family(ra, AF_INET6);
+	rtnl_addr_set_flags(ra, IFA_F_NODAD);
+	r = rtnl_addr_set_local(ra, local);
+	if (r == 0) {
+		rtnl_addr_set_prefixlen(ra, prefixlen);
+		r = rtnl_addr_add(sk, ra, 0);
+	}
+	rtnl_addr_put(ra);
+	if (r < 0) {
+		char buf[INET6_ADDRSTRLEN];
+
+		inet_ntop(AF_INET6, a6, buf, sizeof(buf));
+		log_warnx("link #%d: add address %s/%d: %s", ifindex, buf, prefixlen,
+			  nl_geterror(r));
+	}
+	return nlerr(r);
+}
+
 static bool valid_ifname(const char *s)
 {
 	size_t n = strnlen(s, IFNAMSIZ);
@@ -295,7 +360,7 @@ static int session_side(void *arg)
 	if (r == 0)
 		r = disable_ipv6("default");
 	if (r == 0)
-		r = disable_ipv6(l->sess_if);
+		r = l->v6 ? link_v6_on(l->sess_if) : disable_ipv6(l->sess_if);
 	if (r < 0)
 		return r;
 	r = link_up(sk, "lo", NULL, NULL);
@@ -305,6 +370,8 @@ static int session_side(void *arg)
 	if (r < 0)
 		return r;
 	r = addr4_add(sk, ifindex, l->sess4, l->prefixlen);
+	if (r == 0 && l->v6)
+		r = addr6_add(sk, ifindex, l->sess6, SESSION_V6_PREFIXLEN);
 	if (r < 0)
 		return r;
 	return route4_default(sk, ifindex, l->gw4);
@@ -378,12 +445,14 @@ int veth_setup(struct session_link *l, const char *netns_path)
 		r = -errno;
 		log_warn("veth %s: look up after create", l->host_if);
 	} else {
-		r = disable_ipv6(l->host_if);
+		r = l->v6 ? link_v6_on(l->host_if) : disable_ipv6(l->host_if);
 	}
 	if (r == 0)
 		r = veth_harden(l->host_if);
 	if (r == 0)
 		r = addr4_add(sk, ifindex, l->gw4, l->prefixlen);
+	if (r == 0 && l->v6)
+		r = addr6_add(sk, ifindex, l->gw6, SESSION_V6_PREFIXLEN);
 	if (r == 0)
 		r = link_up(sk, l->host_if, NULL, NULL);
 	if (r == 0) {
@@ -573,4 +642,85 @@ static int match_addr4(int family, const void *bytes, void *arg)
 int netlink_addr4_in_use(uint32_t addr4)
 {
 	return each_addr(match_addr4, &addr4);
+}
+
+static int match_addr6(int family, const void *bytes, void *arg)
+{
+	return family == AF_INET6 && memcmp(bytes, arg, 16) == 0;
+}
+
+int netlink_addr6_in_use(const uint8_t addr6[16])
+{
+	return each_addr(match_addr6, (void *)addr6);
+}
+
+/* The watch is a plain rtnetlink socket in the address groups: what a message
+ * says matters less than that one came, since the caller lists the addresses
+ * again (which also covers a lost message when the socket overflowed). */
+struct netlink_watch {
+	struct nl_sock *sk;
+};
+
+static int watch_count(struct nl_msg *msg, void *arg)
+{
+	(void)msg;
+	(*(int *)arg)++;
+	return NL_OK;
+}
+
+struct netlink_watch *netlink_addr_watch_new(void)
+{
+	struct netlink_watch *w = calloc(1, sizeof(*w));
+	int r;
+
+	if (!w)
+		return NULL;
+	r = nl_open(&w->sk);
+	if (r < 0)
+		goto fail;
+	nl_socket_disable_seq_check(w->sk);
+	r = nl_socket_add_memberships(w->sk, RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR, 0);
+	if (r < 0 || (r = nl_socket_set_nonblocking(w->sk)) < 0) {
+		log_warnx("rtnetlink: cannot follow address changes: %s", nl_geterror(r));
+		r = nlerr(r);
+		goto fail;
+	}
+	fcntl(nl_socket_get_fd(w->sk), F_SETFD, FD_CLOEXEC);
+	return w;
+fail:
+	netlink_addr_watch_free(w);
+	errno = -r;
+	return NULL;
+}
+
+int netlink_addr_watch_fd(const struct netlink_watch *w)
+{
+	return nl_socket_get_fd(w->sk);
+}
+
+int netlink_addr_watch_drain(struct netlink_watch *w)
+{
+	int n = 0, r;
+
+	nl_socket_modify_cb(w->sk, NL_CB_VALID, NL_CB_CUSTOM, watch_count, &n);
+	for (int i = 0; i < 64; i++) {
+		r = nl_recvmsgs_default(w->sk);
+		if (r == -NLE_AGAIN)
+			break;
+		if (r < 0) {
+			n++; /* an overflow lost messages: list again all the same */
+			if (r != -NLE_NOMEM && r != -NLE_INTR)
+				break;
+		}
+	}
+	return n > 0;
+}
+
+void netlink_addr_watch_free(struct netlink_watch *w)
+{
+	if (!w)
+		return;
+	if (w->sk)
+		nl_socket_free(w->sk);
+	free(w);
 }

@@ -3,6 +3,7 @@
 #ifndef ERRAND_NETLINK_H
 #define ERRAND_NETLINK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,13 +16,27 @@ struct session_link {
 	uint32_t sess4;	   /* session side address, network order */
 	uint8_t prefixlen; /* of the link's subnet, e.g. 30 */
 	int host_ifindex;  /* filled by veth_setup */
+	/* IPv6 for the session's DNS alone (session_link_v6): the gateway's and
+	 * the session's ULA addresses, on-link only, no default route. */
+	bool v6;
+	uint8_t gw6[16], sess6[16];
 };
+
+/* A session's IPv6 link addresses, derived from its IPv4 ones: the ULA
+ * prefix fd65:7272:616e:64::/96 (errand's own) with the IPv4 address as its
+ * last 32 bits, so the /30 is a /126; sets v6. The session's stack stays
+ * IPv4 otherwise: these carry its DNS to a native IPv6 address, which the
+ * hooks cannot send to an IPv4 responder. */
+#define SESSION_V6_PREFIXLEN 126
+void session_link_v6(struct session_link *l);
 
 /* Creates the veth pair in the caller's namespace, moves sess_if into the
  * namespace at netns_path and renames it eth0 there; addresses both sides;
  * brings up lo, eth0 and host_if; adds the default route via gw4 in the
  * session namespace; disables IPv6 in the session namespace (sessions are
- * IPv4 only for now); sets net.ipv4.ip_forward=1 in the caller's namespace.
+ * IPv4 only) but for gw6 and sess6 on the pair where l->v6 is set (no
+ * link-local address, no router advertisements, no DAD); sets
+ * net.ipv4.ip_forward=1 in the caller's namespace.
  * On error nothing it made is left behind. 0 or -errno. */
 int veth_setup(struct session_link *l, const char *netns_path);
 /* Deletes the host side (its peer goes with it). Missing is 0. */
@@ -34,5 +49,17 @@ int veth_sweep(const char *prefix, int (*keep)(const char *id, void *arg), void 
 int netlink_self_addrs(struct addr **out);
 /* Is this IPv4 address (network order) on any link of the caller's namespace? */
 int netlink_addr4_in_use(uint32_t addr4);
+/* Is this IPv6 address on any link of the caller's namespace? */
+int netlink_addr6_in_use(const uint8_t addr6[16]);
+
+/* A watch on the caller's namespace's addresses (rtnetlink IPv4 and IPv6
+ * address notifications): poll its fd, then drain it; 1 when something
+ * changed (list the addresses again), 0 when nothing did. new: NULL with
+ * errno set; the caller owns it and frees it with netlink_addr_watch_free. */
+struct netlink_watch;
+struct netlink_watch *netlink_addr_watch_new(void);
+int netlink_addr_watch_fd(const struct netlink_watch *w);
+int netlink_addr_watch_drain(struct netlink_watch *w);
+void netlink_addr_watch_free(struct netlink_watch *w);
 
 #endif

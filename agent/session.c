@@ -91,6 +91,9 @@ struct session {
 	struct disk_watch disk;
 	struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
+	struct netlink_watch *addr_watch; /* follows them while the session runs */
+	int watch_slot;			  /* its pollfd, from poll_first; -1: none */
+	int held[DNS_SOCKS]; /* DNS sockets taken back from the launcher, for the responder */
 	enum egress_mode mode;
 	struct grant_set grants;
 	struct suggest_limiter suggest;
@@ -329,6 +332,9 @@ static int session_network(struct session *s)
 	}
 	snprintf(s->link.host_if, sizeof(s->link.host_if), VETH_HOST_PREFIX "%s", s->id);
 	snprintf(s->link.sess_if, sizeof(s->link.sess_if), VETH_SESS_PREFIX "%s", s->id);
+	/* IPv6 for the session's DNS, where this kernel has IPv6 at all. */
+	if (access("/proc/sys/net/ipv6/conf/all", F_OK) == 0)
+		session_link_v6(&s->link);
 	rc = veth_setup(&s->link, s->netns_path);
 	if (rc) {
 		log_warnx("session %s: cannot set up veth %s: %s", s->id, s->link.host_if,
@@ -559,6 +565,8 @@ static void session_teardown(struct session *s)
 	broker_stop(s);
 	dns_responder_free(s->dns);
 	s->dns = NULL;
+	netlink_addr_watch_free(s->addr_watch);
+	s->addr_watch = NULL;
 	observe_server_free(s->obs);
 	s->obs = NULL;
 	event_limiter_free(s->limiter);
@@ -594,7 +602,11 @@ static void session_teardown(struct session *s)
 /* Closes what this process holds; the session's kernel objects stay. */
 static void session_release(struct session *s)
 {
+	for (int k = 0; k < DNS_SOCKS; k++)
+		if (s->held[k] >= 0)
+			close(s->held[k]);
 	dns_responder_free(s->dns);
+	netlink_addr_watch_free(s->addr_watch);
 	observe_server_free(s->obs);
 	event_limiter_free(s->limiter);
 	free(s->self);
@@ -813,6 +825,8 @@ static int sibling_path(const char *name, char *out, size_t len)
 static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
+	char hold[DNS_SOCKS][16];
+	int held[DNS_SOCKS] = {-1, -1, -1, -1};
 	cleanup_free const char **args = calloc(LAUNCH_ARGS_MAX, sizeof(*args));
 	const json_t *argv = json_object_get(s->request, "argv"), *it;
 	size_t n = 0, i;
@@ -846,6 +860,21 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	args[n++] = gid;
 	args[n++] = "--status-file";
 	args[n++] = s->exit_path;
+	/* The launcher outlives this agent and holds a copy of the DNS sockets:
+	 * while they stay bound to the gateway's port 53, the session's DNS
+	 * (which the hooks send there) reaches no other socket of the host,
+	 * not even a resolver on 0.0.0.0:53 (a bound address wins over a
+	 * wildcard); with no agent it gets no answer. A restarted agent takes
+	 * them back (session_adopt). */
+	if (s->dns)
+		dns_responder_fds(s->dns, held);
+	for (int k = 0; k < DNS_SOCKS; k++) {
+		if (held[k] < 0)
+			continue;
+		snprintf(hold[k], sizeof(hold[k]), "%d", held[k]);
+		args[n++] = "--hold-fd";
+		args[n++] = hold[k];
+	}
 	if (s->have_veth) {
 		if (path_fmt(resolv, sizeof(resolv), "%s/resolv.conf", s->record_dir))
 			return -ENAMETOOLONG;
@@ -903,6 +932,9 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		 * becomes of this agent. */
 		if (fcntl(s->lock_fd, F_SETFD, 0) < 0)
 			_exit(125);
+		for (int k = 0; k < DNS_SOCKS; k++)
+			if (held[k] >= 0 && fcntl(held[k], F_SETFD, 0) < 0)
+				_exit(125);
 		/* The daemon's sessions are not in its process group: a signal
 		 * meant for the agent never reaches them. */
 		if (!s->embedded)
@@ -951,6 +983,59 @@ void session_stop(struct session *s)
 	session_kill(s);
 }
 
+/* An address the agent's namespace gained after the session started is
+ * refused at once, in the kernel and in DNS answers, like those it had. An
+ * address it lost stays refused: it was the host's, and may come back. */
+static void session_self_sync(struct session *s)
+{
+	struct addr *now = NULL, *v;
+	size_t fresh = 0;
+	int n = netlink_self_addrs(&now);
+
+	if (n < 0) {
+		log_warnx("session %s: cannot list this namespace's own addresses: %s", s->id,
+			  strerror(-n));
+		return;
+	}
+	/* The addresses not known yet, moved to the front of now. */
+	for (int i = 0; i < n; i++) {
+		bool known = false;
+
+		for (size_t j = 0; j < s->n_self && !known; j++)
+			known = !memcmp(&s->self[j], &now[i], sizeof(now[i]));
+		for (size_t j = 0; j < fresh && !known; j++)
+			known = !memcmp(&now[j], &now[i], sizeof(now[i]));
+		if (!known)
+			now[fresh++] = now[i];
+	}
+	/* The responder holds s->self: a moved array is handed to it below. */
+	v = fresh ? realloc(s->self, (s->n_self + fresh) * sizeof(*v)) : NULL;
+	if (!v) {
+		if (fresh)
+			log_warnx("session %s: out of memory following this host's addresses",
+				  s->id);
+		free(now);
+		return;
+	}
+	s->self = v;
+	for (size_t i = 0; i < fresh; i++) {
+		char a[ADDR_STRLEN];
+		int rc = enforce_self_add(s->enf, &now[i]);
+
+		if (rc)
+			log_warnx("session %s: cannot refuse %s, a new address of this host: %s",
+				  s->id, addr_str(&now[i], a), strerror(-rc));
+		else
+			log_info("session %s: %s is a new address of this host; refused from now "
+				 "on",
+				 s->id, addr_str(&now[i], a));
+		s->self[s->n_self++] = now[i];
+	}
+	free(now);
+	if (s->dns)
+		dns_responder_set_self(s->dns, s->self, s->n_self);
+}
+
 /* What the agent serves while the session runs: the event stream, the DNS
  * responder on the session's gateway, and the watch on its grants. */
 static int session_services(struct session *s)
@@ -978,13 +1063,23 @@ static int session_services(struct session *s)
 	}
 	if (s->mode == EGRESS_MODE_NONE)
 		return 0;
-	s->dns = dns_responder_new(s->cfg, s->enf, s->link.gw4, s->self, s->n_self, s->id,
-				   session_event, s, err, sizeof(err));
+	s->addr_watch = netlink_addr_watch_new();
+	if (!s->addr_watch) {
+		log_warn("session %s: cannot follow this host's addresses", s->id);
+		return -errno;
+	}
+	s->dns = dns_responder_new(s->cfg, s->enf, s->link.gw4, s->link.v6 ? s->link.gw6 : NULL,
+				   s->held, s->self, s->n_self, s->id, session_event, s, err,
+				   sizeof(err));
+	for (int k = 0; k < DNS_SOCKS; k++)
+		s->held[k] = -1; /* the responder's now */
 	if (!s->dns) {
 		log_warnx("session %s: %s", s->id, err);
 		return -errno;
 	}
 	dns_responder_set_grants(s->dns, &s->grants);
+	/* What changed between the first listing and the watch. */
+	session_self_sync(s);
 	return 0;
 }
 
@@ -1198,6 +1293,10 @@ static int session_setup(struct session *s)
 	ep.mode = s->mode;
 	ep.sess4 = s->link.sess4;
 	ep.gw4 = s->link.gw4;
+	if (s->link.v6) {
+		memcpy(ep.gw6, s->link.gw6, 16);
+		memcpy(ep.sess6, s->link.sess6, 16);
+	}
 	ep.dns_port = DNS_PORT;
 	if (s->mode != EGRESS_MODE_NONE && cfg->n_providers)
 		ep.broker_port = BROKER_DEFAULT_PORT;
@@ -1252,7 +1351,9 @@ static struct session *session_alloc(void)
 	if (!s)
 		return NULL;
 	s->cfg = &s->config;
-	s->lock_fd = s->pidfd = s->inotify_fd = -1;
+	s->lock_fd = s->pidfd = s->inotify_fd = s->watch_slot = -1;
+	for (int k = 0; k < DNS_SOCKS; k++)
+		s->held[k] = -1;
 	s->status = -1;
 	return s;
 }
@@ -1395,6 +1496,71 @@ static int session_collect(struct session *s)
 	return status;
 }
 
+/* Which of the responder's sockets fd is: UDP, or listening TCP, bound to
+ * the gateway's port 53 (IPv4 or IPv6); -1 when none. */
+static int dns_sock_kind(const struct session *s, int fd)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *sa = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sa6 = (struct sockaddr_in6 *)&ss;
+	socklen_t len = sizeof(ss), ol = sizeof(int);
+	int type = 0, listening = 0;
+	bool v6;
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) ||
+	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &ol))
+		return -1;
+	if (ss.ss_family == AF_INET && len == sizeof(*sa) && sa->sin_addr.s_addr == s->link.gw4 &&
+	    sa->sin_port == htons(DNS_PORT))
+		v6 = false;
+	else if (ss.ss_family == AF_INET6 && len == sizeof(*sa6) && s->link.v6 &&
+		 !memcmp(&sa6->sin6_addr, s->link.gw6, 16) && sa6->sin6_port == htons(DNS_PORT))
+		v6 = true;
+	else
+		return -1;
+	if (type == SOCK_DGRAM)
+		return v6 ? DNS_SOCK_UDP6 : DNS_SOCK_UDP4;
+	ol = sizeof(int);
+	if (type == SOCK_STREAM &&
+	    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ol) == 0 && listening)
+		return v6 ? DNS_SOCK_TCP6 : DNS_SOCK_TCP4;
+	return -1;
+}
+
+/* Takes back the DNS sockets the session's launcher holds (see
+ * session_spawn): any of its descriptors that is one of the responder's
+ * (dns_sock_kind). Where one is not found (a launcher of an older errand),
+ * the responder binds it anew. */
+static void session_dns_take(struct session *s)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)s->pid);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		int fd, k;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		fd = (int)syscall(SYS_pidfd_getfd, s->pidfd, atoi(e->d_name), 0);
+		if (fd < 0)
+			continue;
+		k = dns_sock_kind(s, fd);
+		if (k >= 0 && s->held[k] < 0) {
+			s->held[k] = fd;
+			continue;
+		}
+		close(fd);
+	}
+	closedir(d);
+	if (s->held[DNS_SOCK_UDP4] < 0 || s->held[DNS_SOCK_TCP4] < 0)
+		log_warnx("session %s: its launcher holds no DNS sockets; binding new ones", s->id);
+}
+
 struct session *session_adopt(const struct state_session *row, const char *state_dir,
 			      struct state *st, char *err, size_t errlen)
 {
@@ -1461,10 +1627,25 @@ struct session *session_adopt(const struct state_session *row, const char *state
 		goto fail;
 	}
 	s->n_self = (size_t)rc;
+	if (s->have_veth) {
+		/* A session started with IPv6 DNS has its gateway's address. */
+		session_link_v6(&s->link);
+		s->link.v6 = netlink_addr6_in_use(s->link.gw6) == 1;
+		session_dns_take(s);
+	}
 	s->enf = enforce_open(s->pin_dir, enf_err, sizeof(enf_err));
 	if (!s->enf) {
 		snprintf(err, errlen, "%s", enf_err);
 		goto fail;
+	}
+	/* Addresses this namespace gained while no agent followed them. */
+	for (size_t i = 0; i < s->n_self; i++) {
+		char a[ADDR_STRLEN];
+		int e = enforce_self_add(s->enf, &s->self[i]);
+
+		if (e)
+			log_warnx("session %s: cannot refuse %s, an address of this host: %s",
+				  s->id, addr_str(&s->self[i], a), strerror(-e));
 	}
 	if (session_services(s)) {
 		snprintf(err, errlen, "%s", log_last_warning());
@@ -1527,6 +1708,12 @@ void session_pollfds(struct session *s, struct pollfd *fds, int *n, int max, int
 		observe_server_pollfds(s->obs, fds, n, max);
 	if (s->dns)
 		dns_responder_pollfds(s->dns, fds, n, max, timeout);
+	s->watch_slot = -1;
+	if (s->addr_watch && *n < max) {
+		s->watch_slot = *n - s->poll_first;
+		fds[(*n)++] = (struct pollfd){.fd = netlink_addr_watch_fd(s->addr_watch),
+					      .events = POLLIN};
+	}
 	s->poll_n = *n - s->poll_first;
 	/* Events left past the budget are served next turn, after the rest;
 	 * the suppressed count is read once a second. */
@@ -1553,6 +1740,10 @@ bool session_process(struct session *s, const struct pollfd *fds)
 			  (unsigned long long)s->disk.budget);
 		session_kill(s);
 	}
+	/* First, so no answer given in this round holds a new own address. */
+	if (s->watch_slot >= 0 && f[s->watch_slot].revents &&
+	    netlink_addr_watch_drain(s->addr_watch))
+		session_self_sync(s);
 	if (f[1].revents || enforce_events_backlog(s->enf))
 		enforce_events_drain(s->enf, print_event, s);
 	session_suppressed(s);

@@ -29,6 +29,10 @@ const volatile __u32 sess_addr4 = 0; /* network order: the session side of the v
 const volatile __u32 gw_addr4 = 0;   /* network order: the gateway, where the responder listens */
 const volatile __u16 dns_port = DNS_PORT;
 const volatile __u16 broker_port = 0; /* the session's broker on its gateway; 0: none */
+/* The pair's IPv6 addresses, which carry the session's DNS to a native IPv6
+ * address (sendmsg6 cannot send to a v4-mapped one); all zero: none. */
+const volatile __u32 gw_addr6[4] = {};
+const volatile __u32 sess_addr6[4] = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -430,12 +434,22 @@ static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
 	if (is_v4_mapped(addr) && (addr[12] == 127))
 		return 1;
 	if (mode != EGRESS_MODE_NONE && port == DNS_PORT) {
-		/* The responder is IPv4: a dual-stack socket reaches it v4-mapped. */
 		dns_remember(ctx, addr);
-		ctx->user_ip6[0] = 0;
-		ctx->user_ip6[1] = 0;
-		ctx->user_ip6[2] = bpf_htonl(0xffff);
-		ctx->user_ip6[3] = gw_addr4;
+		if (!is_v4_mapped(addr) && gw_addr6[0]) {
+			/* A native IPv6 address: the responder's IPv6 address on the
+			 * gateway, since the kernel refuses a UDP sendmsg6 rewritten
+			 * to a v4-mapped one (ENOTSUPP). */
+			ctx->user_ip6[0] = gw_addr6[0];
+			ctx->user_ip6[1] = gw_addr6[1];
+			ctx->user_ip6[2] = gw_addr6[2];
+			ctx->user_ip6[3] = gw_addr6[3];
+		} else {
+			/* The responder's IPv4 address, v4-mapped on a dual-stack socket. */
+			ctx->user_ip6[0] = 0;
+			ctx->user_ip6[1] = 0;
+			ctx->user_ip6[2] = bpf_htonl(0xffff);
+			ctx->user_ip6[3] = gw_addr4;
+		}
 		ctx->user_port = bpf_htons(dns_port);
 		count(CNT_DNS_REDIRECT);
 		return 1;
@@ -510,8 +524,13 @@ static __always_inline void restore6(struct bpf_sock_addr *ctx)
 	struct dns_orig *o;
 	__u32 a32[4];
 
-	if (ctx->user_ip6[0] || ctx->user_ip6[1] || ctx->user_ip6[2] != bpf_htonl(0xffff) ||
-	    ctx->user_ip6[3] != gw_addr4 || ctx->user_port != bpf_htons(dns_port) || !ctx->sk)
+	bool gw4 = !ctx->user_ip6[0] && !ctx->user_ip6[1] &&
+		   ctx->user_ip6[2] == bpf_htonl(0xffff) && ctx->user_ip6[3] == gw_addr4;
+	bool gw6 = gw_addr6[0] && ctx->user_ip6[0] == gw_addr6[0] &&
+		   ctx->user_ip6[1] == gw_addr6[1] && ctx->user_ip6[2] == gw_addr6[2] &&
+		   ctx->user_ip6[3] == gw_addr6[3];
+
+	if (!(gw4 || gw6) || ctx->user_port != bpf_htons(dns_port) || !ctx->sk)
 		return;
 	o = bpf_sk_storage_get(&dns_origs, ctx->sk, 0, 0);
 	if (!o)
@@ -609,6 +628,65 @@ static __always_inline bool ip6_routed(void *p, void *end)
 	return true;
 }
 
+#define NEXTHDR_ICMPV6 58
+enum { TC6_REFUSE, TC6_PASS, TC6_QUIET };
+
+static __always_inline bool ip6_is(const struct in6_addr *a, const volatile __u32 w[4])
+{
+	return a->in6_u.u6_addr32[0] == w[0] && a->in6_u.u6_addr32[1] == w[1] &&
+	       a->in6_u.u6_addr32[2] == w[2] && a->in6_u.u6_addr32[3] == w[3];
+}
+
+/* IPv6 from the session: only its DNS to the responder's IPv6 address (UDP
+ * or TCP, no extension header) and the neighbour discovery that reaching it
+ * takes pass; MLD reports, which the kernel sends for the session's address
+ * on its own, are dropped quietly; anything else is refused. */
+static __always_inline int tc_ipv6(void *data, void *end)
+{
+	struct ipv6hdr *ip6 = data;
+	__u8 *l4 = (void *)(ip6 + 1);
+	__u8 next;
+
+	if ((void *)(ip6 + 1) > end)
+		return TC6_REFUSE;
+	next = ip6->nexthdr;
+	if (next == 0) {
+		/* hop-by-hop options: MLD carries its router alert there */
+		if ((void *)(l4 + 8) > end)
+			return TC6_REFUSE;
+		next = l4[0];
+		l4 += (l4[1] + 1) * 8;
+		if (next == NEXTHDR_ICMPV6 && (void *)(l4 + 1) <= end &&
+		    (l4[0] == 130 || l4[0] == 131 || l4[0] == 132 || l4[0] == 143))
+			return TC6_QUIET;
+		return TC6_REFUSE;
+	}
+	if (!gw_addr6[0] || mode == EGRESS_MODE_NONE || !ip6_is(&ip6->saddr, sess_addr6))
+		return TC6_REFUSE;
+	if (next == IPPROTO_UDP || next == IPPROTO_TCP) {
+		__u16 dport;
+
+		/* the destination port is at offset 2 in both headers */
+		if ((void *)(l4 + 4) > end)
+			return TC6_REFUSE;
+		dport = (__u16)(l4[2] << 8 | l4[3]);
+		return ip6_is(&ip6->daddr, gw_addr6) && dport == dns_port ? TC6_PASS : TC6_REFUSE;
+	}
+	/* Neighbour solicitation and advertisement (hop limit 255: never
+	 * forwarded) to the gateway or its solicited-node group. */
+	if (next == NEXTHDR_ICMPV6 && ip6->hop_limit == 255 && (void *)(l4 + 1) <= end &&
+	    (l4[0] == 135 || l4[0] == 136) &&
+	    (ip6_is(&ip6->daddr, gw_addr6) ||
+	     (ip6->daddr.in6_u.u6_addr32[0] == bpf_htonl(0xff020000) &&
+	      !ip6->daddr.in6_u.u6_addr32[1] && ip6->daddr.in6_u.u6_addr32[2] == bpf_htonl(1) &&
+	      ip6->daddr.in6_u.u6_addr8[12] == 0xff &&
+	      ip6->daddr.in6_u.u6_addr8[13] == ((const volatile __u8 *)gw_addr6)[13] &&
+	      ip6->daddr.in6_u.u6_addr8[14] == ((const volatile __u8 *)gw_addr6)[14] &&
+	      ip6->daddr.in6_u.u6_addr8[15] == ((const volatile __u8 *)gw_addr6)[15])))
+		return TC6_PASS;
+	return TC6_REFUSE;
+}
+
 /* The backstop, on ingress of the host-side veth: what the session sends.
  * No XDP stage: on a veth even an XDP program that only passes frames cuts
  * bulk TCP to a quarter, since GSO segments are split for it, while this tc
@@ -634,8 +712,19 @@ int errand_tc_in(struct __sk_buff *skb)
 	if (eth->h_proto == bpf_htons(ETH_P_ARP))
 		return TC_ACT_OK;
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
-		emit(zero, 0, 0, ip6_routed(eth + 1, end) ? REASON_IP_OPTIONS : REASON_IPV6,
-		     HOOK_TC);
+		int v6;
+
+		/* A routing header first, as IPv4's options: nothing carrying
+		 * one passes, the responder's port included. */
+		if (ip6_routed(eth + 1, end)) {
+			emit(zero, 0, 0, REASON_IP_OPTIONS, HOOK_TC);
+			goto drop;
+		}
+		v6 = tc_ipv6(eth + 1, end);
+		if (v6 == TC6_PASS)
+			goto pass;
+		if (v6 == TC6_REFUSE)
+			emit(zero, 0, 0, REASON_IPV6, HOOK_TC);
 		goto drop;
 	}
 	if (eth->h_proto != bpf_htons(ETH_P_IP))

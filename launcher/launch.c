@@ -49,6 +49,7 @@ enum opt {
 	OPT_STATUS_FILE,
 	OPT_REQUESTER,
 	OPT_PROJECT_IDMAP,
+	OPT_HOLD_FD,
 };
 
 enum opt_kind {
@@ -93,6 +94,7 @@ static const struct {
 	[OPT_STATUS_FILE] = {"--status-file", "FILE", "where to write the exit status", ABS},
 	[OPT_REQUESTER] = {"--requester", "UID", "the uid that asked for the session", NUMBER},
 	[OPT_PROJECT_IDMAP] = {"--project-idmap", "MODE", "required or optional", ONCE},
+	[OPT_HOLD_FD] = {"--hold-fd", "FD", "a socket to hold while the session runs", MULTI},
 };
 
 #define HOSTNAME_MAX 64 /* the kernel's limit for sethostname() */
@@ -103,8 +105,8 @@ static const char usage[] =
 	"[--image DIR] [--policy-read PATH]... [--policy-write PATH]... [--policy-exec PATH]... "
 	"[--path-extra DIR]... [--block-syscall NAME]... [--fsize BYTES] [--tmp-size BYTES] "
 	"[--shm-size BYTES] [--memory BYTES] [--cpu-milli N] [--pids N] [--landlock-min N] "
-	"[--status-file FILE] [--requester UID] [--project-idmap required|optional] -- CMD "
-	"[ARG...]";
+	"[--status-file FILE] [--requester UID] [--project-idmap required|optional] "
+	"[--hold-fd FD]... -- CMD [ARG...]";
 
 static int find_opt(const char *name, size_t len)
 {
@@ -196,6 +198,28 @@ static int check_env(const char *s)
 	return 0;
 }
 
+/* A socket the agent hands over to be held (the session's DNS sockets, so
+ * they stay bound while no agent runs): open, a socket, and never inherited
+ * by the command (closed in the session's PID 1, close-on-exec here). */
+static int check_hold(const char *s)
+{
+	uint64_t fd;
+	struct stat st;
+	int r = parse_number("--hold-fd", s, &fd);
+
+	if (r < 0)
+		return r;
+	if (fd < 3 || fd > INT_MAX || fstat((int)fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+		log_warnx("--hold-fd %s is not an open socket; pass a socket's descriptor", s);
+		return -EBADF;
+	}
+	if (fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0) {
+		log_warn("--hold-fd %s", s);
+		return -errno;
+	}
+	return 0;
+}
+
 static struct launch_list *list_of(struct launch_args *a, int o)
 {
 	switch (o) {
@@ -211,6 +235,8 @@ static struct launch_list *list_of(struct launch_args *a, int o)
 		return &a->path_extra;
 	case OPT_BLOCK:
 		return &a->block;
+	case OPT_HOLD_FD:
+		return &a->hold;
 	}
 	return NULL;
 }
@@ -229,7 +255,8 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 {
 	const char *val[ARRAY_SIZE(opts)] = {NULL};
 	struct launch_list *lists[] = {&a->env,		&a->policy_read, &a->policy_write,
-				       &a->policy_exec, &a->path_extra,	 &a->block};
+				       &a->policy_exec, &a->path_extra,	 &a->block,
+				       &a->hold};
 	uint64_t num[ARRAY_SIZE(opts)] = {0};
 	bool dashdash = false;
 	char **block;
@@ -365,6 +392,11 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 		return r;
 	for (size_t k = 0; k < a->env.n; k++) {
 		r = check_env(a->env.v[k]);
+		if (r < 0)
+			return r;
+	}
+	for (size_t k = 0; k < a->hold.n; k++) {
+		r = check_hold(a->hold.v[k]);
 		if (r < 0)
 			return r;
 	}
@@ -511,6 +543,9 @@ int main(int argc, char **argv)
 		return LAUNCH_EXIT_FAIL;
 	if (pid == 0) {
 		close(sync[1]);
+		/* The held sockets are the launcher's alone, never the session's. */
+		for (size_t k = 0; k < a.hold.n; k++)
+			close(atoi(a.hold.v[k]));
 		session_init(&a, sync[0]);
 	}
 	close(sync[0]);

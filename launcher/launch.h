@@ -57,7 +57,9 @@ struct launch_args {
 	uint64_t memory;		 /* --memory BYTES: memory.max; 0 none */
 	uint64_t cpu_milli;		 /* --cpu-milli N: thousandths of a CPU (cpu.max); 0 none */
 	uint64_t pids;			 /* --pids N: pids.max; 0 none */
-	int landlock_min; /* --landlock-min N: refuse below ABI N; 0 runs without Landlock */
+	int landlock_min;	 /* --landlock-min N: refuse below ABI N; 0 runs without Landlock */
+	struct launch_list hold; /* --hold-fd FD: sockets held while the session runs, and
+				  * never passed to it (the session's DNS sockets) */
 
 	/* --requester UID: who asked for the session; default the caller. */
 	uid_t requester;

@@ -49,6 +49,7 @@ static int usage(void)
 		"       probe dns ADDR NAME [--tcp|--connected] [--type A|AAAA|TXT|MX|ANY|N]\n"
 		"                 [--timeout S]\n"
 		"       probe dns-serve --zone FILE [--log FILE] [--silent] ADDR:PORT\n"
+		"       probe dns-flood ADDR SECONDS NAME... ('#' in a NAME: a counter)\n"
 		"       probe resolve NAME [PORT]\n"
 		"       probe icmp ADDR | probe rawip ADDR PROTO\n"
 		"       probe serve [--log FILE] [udp:|tcp:]ADDR:PORT[/echo]...\n"
@@ -1035,6 +1036,67 @@ struct dns_tcp_client {
  * the zone over UDP and TCP on ADDR:PORT; logs "query NAME TYPE from SRC"
  * (" tcp" appended for TCP) for every query; with --silent, logs and never
  * answers. SIGHUP re-reads the zone ("reloaded N" on stdout). */
+/* probe dns-flood ADDR SECONDS NAME...: UDP queries (type A) to ADDR port 53,
+ * the NAMEs in turn, about 3000 a second for SECONDS, reading answers as they
+ * come; prints "flood sent=N answered=M servfail=K". A '#' in a NAME becomes
+ * a counter, so every query asks a name of its own. */
+static int cmd_dns_flood(int argc, char **argv)
+{
+	static uint8_t a[65535];
+	unsigned long long sent = 0, answered = 0, servfail = 0, count = 0;
+	struct endpoint ep;
+	long long deadline, end;
+	char *endp;
+	long secs;
+	int fd;
+
+	if (argc < 4 || endpoint_make(argv[1], 53, &ep))
+		return usage();
+	secs = strtol(argv[2], &endp, 10);
+	if (*endp || secs <= 0 || secs > 60)
+		return usage();
+	fd = socket(ep.ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return fail_errno(errno);
+	deadline = now_ms() + secs * 1000;
+	end = deadline + 1000;
+	while (now_ms() < end) {
+		ssize_t n;
+
+		for (int i = 0; i < 16 && now_ms() < deadline; i++) {
+			const char *tmpl = argv[3 + (count % (unsigned long long)(argc - 3))];
+			char name[DNS_NAME_TEXT], num[24];
+			const char *hash = strchr(tmpl, '#');
+			uint8_t q[512];
+			int qlen;
+
+			if (hash) {
+				snprintf(num, sizeof(num), "%llu", count);
+				snprintf(name, sizeof(name), "%.*s%s%s", (int)(hash - tmpl), tmpl,
+					 num, hash + 1);
+			} else {
+				snprintf(name, sizeof(name), "%s", tmpl);
+			}
+			count++;
+			qlen = dns_query_build(name, (uint16_t)count, DNS_T_A, q, sizeof(q));
+			if (qlen < 0)
+				return usage();
+			if (sendto(fd, q, (size_t)qlen, 0, (struct sockaddr *)&ep.ss, ep.len) ==
+			    qlen)
+				sent++;
+		}
+		while ((n = recv(fd, a, sizeof(a), 0)) >= 12) {
+			answered++;
+			if ((a[3] & 0x0f) == 2)
+				servfail++;
+		}
+		usleep(5000);
+	}
+	close(fd);
+	printf("flood sent=%llu answered=%llu servfail=%llu\n", sent, answered, servfail);
+	return 0;
+}
+
 static int cmd_dns_serve(int argc, char **argv)
 {
 	static struct dns_tcp_client tcp[DNS_TCP_CLIENTS];
@@ -2016,6 +2078,8 @@ int main(int argc, char **argv)
 		return cmd_dns(argc, argv);
 	if (!strcmp(cmd, "dns-serve"))
 		return cmd_dns_serve(argc, argv);
+	if (!strcmp(cmd, "dns-flood"))
+		return cmd_dns_flood(argc, argv);
 	if (!strcmp(cmd, "resolve"))
 		return cmd_resolve(argc, argv);
 	if (!strcmp(cmd, "icmp"))

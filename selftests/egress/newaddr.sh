@@ -1,0 +1,69 @@
+#!/bin/bash
+# Guarantee: an address the agent's namespace gains while a session runs is refused at once in that session, in the kernel (reason self, even inside treatAsPublic and in open mode) and in DNS answers (dropped, also from the responder's cache), with the embedded agent and with errand-agent alike; one gained while no agent ran is refused once the restarted agent adopts the session.
+# shellcheck disable=SC2016 # $NS and the like expand in the session's shell
+# selftests-timeout: 120
+. "$(dirname "$0")/../lib/world.sh"
+need_errandctl
+world_up
+# 198.18.7.7 and 198.18.7.9: public hosts in wan (inside treatAsPublic), until
+# the agent's namespace takes them as its own, with a server of its own there.
+world_dns "$(dns_test_zone)" "newself.test A 198.18.7.7 60" "newself2.test A 198.18.7.9 60" \
+	"newself3.test A 198.18.7.11 60" || exit 1
+W_CONFIG=$(dns_config newaddr)
+for a in 198.18.7.7 198.18.7.9 198.18.7.11; do
+	in_wan "$IP" addr add $a/32 dev $W_HOSTS_IF
+done
+world_serve wan "$W_DIR/wan7.log" 198.18.7.7:443 198.18.7.9:443 198.18.7.11:443 || exit 1
+
+loop() {
+	echo "$(session_ns_sh)"'P='"$PROBE"'
+while :; do
+	echo "conn=$($P tcp '"$1"' 443 2>&1 | tail -n 1)"
+	echo "dns=$($P dns $NS '"$2"' 2>&1 | tail -n 1)"
+	echo round
+	sleep 0.2
+done'
+}
+
+# newaddr ADDR NAME WHO: a running open-mode session reaches ADDR (a public
+# host) until the agent's namespace takes ADDR; then it is refused.
+newaddr() {
+	local addr=$1 name=$2 who=$3
+	errand_start --egress open --egress "$name" -- sh -c "$(loop "$addr" "$name")" || return 1
+	bg_rounds 1 10
+	assert_eq "$(bg_result conn)" "ok hello $addr:443" "$who: control: $addr:443 is a public host the session reaches"
+	assert_match "$(bg_result dns)" "^answer NOERROR addrs=$addr ttl=" "$who: control: $name is answered with $addr"
+	in_host "$IP" addr add "$addr/32" dev lo
+	world_serve host "$W_DIR/host$addr.log" "$addr:443" || return 1
+	bg_rounds 3 10
+	assert_eq "$(bg_result conn)" EPERM "$who: once the agent's namespace has $addr, the session's connect to it is refused"
+	assert_match "$(bg_result dns)" "^answer NOERROR addrs= ttl=- " "$who: ... and $name's answer no longer gives it (NODATA)"
+	assert_empty "$(cat "$W_DIR/host$addr.log")" "$who: the host's own server at $addr:443 saw no connection"
+	errand_stop
+	# The embedded agent logs on errandctl's stderr, errand-agent in its log.
+	local log=$RUN_ERR
+	[ "$who" = errand-agent ] && log=$AGENT_LOG
+	assert_match "$(grep -E "session=$SESSION refused " "$log")" "proto=tcp addr=$addr port=443 reason=self" \
+		"$who: the refusal's reason is self"
+	assert_match "$(grep -E "session=$SESSION denied name=$name " "$log")" "reason=forbidden" \
+		"$who: the dropped answer is a denied-name event"
+}
+
+newaddr 198.18.7.7 newself.test "embedded agent"
+agent_start || exit 1
+newaddr 198.18.7.9 newself2.test "errand-agent"
+
+# An address gained while no agent ran: the restarted agent refuses it.
+errand_start --egress open --egress newself3.test -- sh -c "$(loop 198.18.7.11 newself3.test)" || exit 1
+bg_rounds 1 10
+assert_eq "$(bg_result conn)" "ok hello 198.18.7.11:443" "agent down: control: 198.18.7.11:443 is reached"
+agent_kill9
+in_host "$IP" addr add 198.18.7.11/32 dev lo
+world_serve host "$W_DIR/host11.log" 198.18.7.11:443 || exit 1
+agent_start || exit 1
+assert_match "$(cat "$AGENT_LOG")" "session $SESSION adopted" "the restarted agent adopts the session"
+bg_rounds 3 10
+assert_eq "$(bg_result conn)" EPERM "an address gained while the agent was down is refused once it is back"
+assert_match "$(bg_result dns)" "^answer NOERROR addrs= ttl=- " "... and dropped from answers"
+errand_stop
+world_finish
