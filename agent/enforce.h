@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/grant.h"
 #include "lib/addr.h"
 #include "egress.h"
 
@@ -49,8 +50,17 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen);
 /* The grant an allow entry came from (0: the policy). 0 or -ENOENT. */
 int enforce_entry_grant(struct enforce *e, const struct addr *a, uint16_t port, uint32_t *grant);
-/* Deletes every entry a grant opened. The count deleted. */
+/* Deletes every entry a grant opened, and ends its open connections (the
+ * backstop passes no more of their segments). The count of entries deleted. */
 int enforce_drop_grant(struct enforce *e, uint32_t grant);
+/* Makes the grants of gs live for the backstop's flows, each until its end
+ * (now: unix seconds): called before the DNS responder can program an entry
+ * of any of them. A duration grant's flows end by themselves when it does.
+ * 0 or -errno. */
+int enforce_grants_set(struct enforce *e, const struct grant_set *gs, int64_t now);
+/* Ends the connections of the grants ids of the session pinned at pin_dir,
+ * as errandctl revoke does before it returns. 0 or -errno. */
+int enforce_grants_end(const char *pin_dir, const uint32_t *ids, size_t n);
 /* Read-only views for errandctl show, from the pins alone. */
 typedef void (*enforce_entry_fn)(const struct addr *a, uint16_t port, uint64_t expires_ns,
 				 uint32_t flags, uint32_t grant, void *arg);
