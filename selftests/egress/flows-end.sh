@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: errandctl revoke ends the revoked grant's open connections before it returns, and a duration grant's end ends them when it comes: the backstop passes no more of their segments in either direction (counted as flowEnded), while a connection the policy admitted lives on.
+# Guarantee: errandctl revoke ends the revoked grant's open connections before it returns (with errand-agent and without it), and a duration grant's end ends them when it comes: the backstop passes no more of their segments in either direction (counted as flowEnded), while a connection the policy admitted lives on.
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 120
 . "$(dirname "$0")/../lib/world.sh"
@@ -71,5 +71,21 @@ d1=$(down) u1=$(up)
 sleep 1
 assert_le 5 $(($(down) - d1)) "a connection the policy admitted lives on past another grant's revoke"
 assert_le 5 $(($(up) - u1)) "... both ways"
+errand_stop
+
+# without errand-agent: the session's agent is errandctl run's own, and
+# errandctl revoke ends the connections itself, through the session's pins
+agent_stop
+: >"$TICK_LOG"
+errand_start -- sh -c "$(session_ns_sh)$talk" || exit 1
+ctl grant "$SESSION" flow.test always >/dev/null
+bg_wait '^got tick 5$' 10
+ctl revoke "$SESSION" flow.test >/dev/null
+sleep 0.3
+d1=$(down) u1=$(up)
+sleep 2
+assert_le 5 "$d1" "without the agent: the held connection carried data before the revoke"
+assert_eq "$(down)" "$d1" "... and after errandctl revoke returns, nothing more reaches the session"
+assert_eq "$(up)" "$u1" "... nor the host"
 errand_stop
 world_finish
