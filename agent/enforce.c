@@ -692,19 +692,21 @@ int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX])
 	return 0;
 }
 
-/* The backstop's program as pinned, and whether the veth's clsact runs it. */
-static void tc_program(const char *pin_dir, int ifindex, enforce_prog_fn fn, void *arg)
+/* A tc program as pinned (the backstop, tc_ingress; the flow guard,
+ * tc_egress), and whether the veth's clsact runs it. */
+static void tc_program(const char *pin_dir, const char *name, enum bpf_tc_attach_point at,
+		       int ifindex, enforce_prog_fn fn, void *arg)
 {
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = at);
 	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
 	char err[256];
-	cleanup_close int fd = pin_open(pin_dir, "tc_ingress", err, sizeof(err));
+	cleanup_close int fd = pin_open(pin_dir, name, err, sizeof(err));
 	__u32 id = 0;
 
 	if (fd >= 0 && prog_id(fd, &id))
 		id = 0;
-	fn("tc_ingress", id,
-	   id && ifindex > 0 && bpf_tc_query(&hook, &query) == 0 && query.prog_id == id, arg);
+	fn(name, id, id && ifindex > 0 && bpf_tc_query(&hook, &query) == 0 && query.prog_id == id,
+	   arg);
 }
 
 int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, enforce_prog_fn fn,
@@ -728,8 +730,9 @@ int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, 
 		n++;
 	}
 	if (ifindex >= 0) {
-		tc_program(pin_dir, ifindex, fn, arg);
-		n++;
+		tc_program(pin_dir, "tc_ingress", BPF_TC_INGRESS, ifindex, fn, arg);
+		tc_program(pin_dir, "tc_egress", BPF_TC_EGRESS, ifindex, fn, arg);
+		n += 2;
 	}
 	return n;
 }

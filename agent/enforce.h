@@ -70,8 +70,8 @@ int enforce_walk(const char *pin_dir, enforce_entry_fn fn, void *arg);
 /* The counters summed over CPUs. 0 or -errno. */
 int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX]);
 /* Each cgroup hook: its program and whether the cgroup runs it; then, when
- * ifindex is not negative, the tc backstop on that veth (0: the session's
- * veth was not found). */
+ * ifindex is not negative, the tc backstop and the flow guard on that veth
+ * (0: the session's veth was not found). */
 int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, enforce_prog_fn fn,
 		     void *arg);
 /* Deletes entries whose expiry has passed (pins never expire). Count or -errno. */
