@@ -599,28 +599,32 @@ int enforce_drop_grant(struct enforce *e, uint32_t grant)
 	return n;
 }
 
-int enforce_grants_set(struct enforce *e, const struct grant_set *gs, int64_t now)
+int enforce_grants_set(struct enforce *e, const struct grant_set *gs)
 {
-	struct timespec ts;
-	uint64_t boot;
+	struct timespec boot, real;
 	int rc = 0;
 
 	if (e->grants_fd < 0)
 		return 0;
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	boot = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	/* Both clocks to the nanosecond: a grant's end is a unix second, the
+	 * backstop's clock is CLOCK_BOOTTIME. */
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	clock_gettime(CLOCK_REALTIME, &real);
 	for (size_t i = 0; i < gs->n; i++) {
 		const struct grant *g = &gs->v[i];
+		int64_t left_ns = 0;
 		__u32 id = g->id;
 		__u64 end = 0;
 
 		/* A spent once grant's connection lives on: only revoke ends it. */
 		if (g->kind == GRANT_UNTIL) {
-			if (g->until <= now) {
+			left_ns = (g->until - real.tv_sec) * 1000000000ll - real.tv_nsec;
+			if (left_ns <= 0) {
 				bpf_map_delete_elem(e->grants_fd, &id);
 				continue;
 			}
-			end = boot + (uint64_t)(g->until - now) * 1000000000ull;
+			end = (uint64_t)boot.tv_sec * 1000000000ull + (uint64_t)boot.tv_nsec +
+			      (uint64_t)left_ns;
 		}
 		if (bpf_map_update_elem(e->grants_fd, &id, &end, BPF_ANY))
 			rc = -errno;

@@ -53,11 +53,10 @@ int enforce_entry_grant(struct enforce *e, const struct addr *a, uint16_t port, 
 /* Deletes every entry a grant opened, and ends its open connections (the
  * backstop passes no more of their segments). The count of entries deleted. */
 int enforce_drop_grant(struct enforce *e, uint32_t grant);
-/* Makes the grants of gs live for the backstop's flows, each until its end
- * (now: unix seconds): called before the DNS responder can program an entry
- * of any of them. A duration grant's flows end by themselves when it does.
- * 0 or -errno. */
-int enforce_grants_set(struct enforce *e, const struct grant_set *gs, int64_t now);
+/* Makes the grants of gs live for the backstop's flows, each until its end:
+ * called before the DNS responder can program an entry of any of them. A
+ * duration grant's flows end by themselves when it does. 0 or -errno. */
+int enforce_grants_set(struct enforce *e, const struct grant_set *gs);
 /* Ends the connections of the grants ids of the session pinned at pin_dir,
  * as errandctl revoke does before it returns. 0 or -errno. */
 int enforce_grants_end(const char *pin_dir, const uint32_t *ids, size_t n);

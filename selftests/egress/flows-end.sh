@@ -45,18 +45,18 @@ errand_stop
 # a duration grant: its end ends the connection too
 : >"$TICK_LOG"
 errand_start -- sh -c "$(session_ns_sh)$talk" || exit 1
-ctl grant "$SESSION" flow.test 3s >/dev/null
+ctl grant "$SESSION" flow.test 4s >/dev/null
 granted=$(date +%s%N)
 bg_wait '^got tick 5$' 10
 d0=$(down) u0=$(up)
 sleep 0.5
-assert_le 3 $(($(down) - d0)) "granted 3s: the held connection carries data"
+assert_le 3 $(($(down) - d0)) "granted 4s: the held connection carries data"
 assert_le 3 $(($(up) - u0)) "... both ways"
-left=$(((3300000000 - ($(date +%s%N) - granted)) / 1000000))
+left=$(((4300000000 - ($(date +%s%N) - granted)) / 1000000))
 [ "$left" -gt 0 ] && sleep "$(printf '%d.%03d' $((left / 1000)) $((left % 1000)))"
 d1=$(down) u1=$(up)
 sleep 2
-assert_eq "$(down)" "$d1" "once the 3 s are over, nothing more reaches the session on the held connection"
+assert_eq "$(down)" "$d1" "once the 4 s are over, nothing more reaches the session on the held connection"
 assert_eq "$(up)" "$u1" "... and nothing more of the session's reaches the host"
 errand_stop
 
