@@ -627,19 +627,6 @@ static int denied_insert(struct state *st, const struct state_denied *d)
 	return rc;
 }
 
-int state_denied_add(struct state *st, const struct state_denied *d)
-{
-	int rc;
-
-	if (!d->session)
-		return -EINVAL;
-	/* the row and the trim together, so the cap holds at every commit */
-	rc = tx_begin(st);
-	if (rc)
-		return rc;
-	return tx_end(st, denied_insert(st, d));
-}
-
 static const char *copy_or_null(char *buf, size_t len, const char *s)
 {
 	if (!s)

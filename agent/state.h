@@ -80,11 +80,11 @@ int state_session_end(struct state *st, const char *id, int exit_status);
 /* Deletes the session and its refusals. */
 int state_session_remove(struct state *st, const char *id);
 
-/* Records a refusal, dropping the session's oldest beyond STATE_DENIED_KEEP. */
-int state_denied_add(struct state *st, const struct state_denied *d);
-/* The same, batched: rows wait (copied) until state_denied_flush(), which
- * writes them in one transaction; a full queue flushes first. The agent
- * flushes once a loop turn, so a burst of refusals costs one commit. */
+/* Records a refusal, dropping the session's oldest beyond STATE_DENIED_KEEP,
+ * batched: rows wait (copied) until state_denied_flush(), which writes them
+ * in one transaction, dropping alone the row of a session no longer there;
+ * a full queue flushes first. The agent flushes once a loop turn, so a
+ * burst of refusals costs one commit. */
 #define STATE_DENIED_QUEUE 64
 int state_denied_queue(struct state *st, const struct state_denied *d);
 int state_denied_flush(struct state *st);

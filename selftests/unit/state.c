@@ -230,22 +230,25 @@ static void test_denied(struct state *st)
 
 	for (int i = 0; i < STATE_DENIED_KEEP + 5; i++) {
 		snprintf(name, sizeof(name), "n%d.example", i);
-		bad += state_denied_add(st, &(struct state_denied){.session = "0a1b2c3d",
-								   .name = name,
-								   .addr = "198.18.0.1",
-								   .port = 443,
-								   .proto = "tcp",
-								   .reason = "not allowed"}) != 0;
+		bad += state_denied_queue(st, &(struct state_denied){.session = "0a1b2c3d",
+								     .name = name,
+								     .addr = "198.18.0.1",
+								     .port = 443,
+								     .proto = "tcp",
+								     .reason = "not allowed"}) != 0;
 	}
-	CHECK_INT(bad, 0, "%d refusals added", STATE_DENIED_KEEP + 5);
-	CHECK_INT(state_denied_add(st, &(struct state_denied){.session = "1b2c3d4e",
-							      .addr = "10.0.0.1",
-							      .port = 22,
-							      .proto = "tcp",
-							      .reason = "forbidden"}),
+	CHECK_INT(bad, 0, "%d refusals queued", STATE_DENIED_KEEP + 5);
+	CHECK_INT(state_denied_queue(st, &(struct state_denied){.session = "1b2c3d4e",
+								.addr = "10.0.0.1",
+								.port = 22,
+								.proto = "tcp",
+								.reason = "forbidden"}),
 		  0, "a refusal of session b");
-	CHECK_INT(state_denied_add(st, &(struct state_denied){.session = "nope"}), -ENOENT,
-		  "a refusal of a missing session: ENOENT");
+	CHECK_INT(state_denied_queue(st, &(struct state_denied){.session = "nope"}), 0,
+		  "a refusal of a missing session is queued");
+	CHECK_INT(state_denied_queue(st, &(struct state_denied){.name = "x"}), -EINVAL,
+		  "a refusal of no session: EINVAL");
+	CHECK_INT(state_denied_flush(st), 0, "flush: the missing session's row is dropped alone");
 	CHECK_INT(state_denied_list(st, "0a1b2c3d", collect_denied, &seen), 0, "list a's refusals");
 	CHECK_INT(seen.n, STATE_DENIED_KEEP, "a keeps %d refusals", STATE_DENIED_KEEP);
 	CHECK_STR(seen.first, "n5.example", "the oldest five were dropped");
