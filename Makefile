@@ -39,16 +39,19 @@ AGENT_SRCS    := $(filter-out agent/errandctl.c agent/agentd.c,$(wildcard agent/
 LAUNCH_SRCS   := $(wildcard launcher/*.c)
 TOOL_SRCS     := $(wildcard selftests/tools/*.c)
 UNIT_SRCS     := $(wildcard selftests/unit/*.c)
-# The broker's parts without TLS or io_uring: its parsing and scrubbing
-# (shared with the unit and fuzz tests), the registry the agent registers
-# sessions on, and receipts.db, which errandctl reads. The errand-broker
-# binary itself is built by mk/broker.mk.
-BROKER_LIB_SRCS := broker/http.c broker/scrub.c broker/registry.c broker/receipts.c
+# The broker's parts errandctl and the agent link: the registry the agent
+# registers sessions on, and receipts.db, which errandctl reads. Never its
+# HTTP parser or scrubber (broker/http.c, scrub.c): the broker and the tests
+# of them alone link those (mk/broker.mk). The errand-broker binary itself is
+# built by mk/broker.mk.
+BROKER_CLIENT_SRCS := broker/registry.c broker/receipts.c
 
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 AGENT_OBJS  := $(AGENT_SRCS:%.c=$(BUILD)/%.o)
 LAUNCH_OBJS := $(LAUNCH_SRCS:%.c=$(BUILD)/%.o)
-BROKER_LIB_OBJS := $(BROKER_LIB_SRCS:%.c=$(BUILD)/%.o)
+BROKER_CLIENT_OBJS := $(BROKER_CLIENT_SRCS:%.c=$(BUILD)/%.o)
+# The daemon is no client of itself: errandctl alone speaks to it (agent/client.c).
+AGENTD_OBJS := $(filter-out $(BUILD)/agent/client.o,$(AGENT_OBJS))
 
 BPF_OBJS  := $(BUILD)/bpf/egress.bpf.o
 BENCH_BPF := $(BUILD)/bench/xdp_pass.bpf.o
@@ -102,11 +105,11 @@ $(BUILD)/%.o: %.c $(SKELETONS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/bin/errandctl: $(BUILD)/agent/errandctl.o $(AGENT_OBJS) $(BROKER_LIB_OBJS) $(LIB_OBJS)
+$(BUILD)/bin/errandctl: $(BUILD)/agent/errandctl.o $(AGENT_OBJS) $(BROKER_CLIENT_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/bin/errand-agent: $(BUILD)/agent/agentd.o $(AGENT_OBJS) $(BROKER_LIB_OBJS) $(LIB_OBJS)
+$(BUILD)/bin/errand-agent: $(BUILD)/agent/agentd.o $(AGENTD_OBJS) $(BROKER_CLIENT_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -120,7 +123,7 @@ $(BUILD)/selftests/%: $(BUILD)/selftests/tools/%.o $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/selftests/unit-%: $(BUILD)/selftests/unit/%.o $(AGENT_OBJS) $(BROKER_LIB_OBJS) $(LIB_OBJS)
+$(BUILD)/selftests/unit-%: $(BUILD)/selftests/unit/%.o $(AGENT_OBJS) $(BROKER_CLIENT_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 

@@ -23,6 +23,7 @@
 struct enforce {
 	struct egress_bpf *skel; /* NULL for a session adopted from its pins */
 	int allow_fd, events_fd; /* the skeleton's, or opened from the pins */
+	int grants_fd;		 /* grants_live; -1 for a session pinned before it existed */
 	struct ring_buffer *rb;
 	void (*fn)(const struct egress_event *ev, void *arg);
 	void *arg;
@@ -152,10 +153,10 @@ static int fill_maps(struct egress_bpf *s, const struct enforce_params *p, char 
 
 static int pin_maps(struct egress_bpf *s, const char *dir, char *err, size_t errlen)
 {
-	struct bpf_map *maps[] = {s->maps.allow,      s->maps.flows,	s->maps.forbid4,
-				  s->maps.forbid6,    s->maps.public4,	s->maps.public6,
-				  s->maps.self_addrs, s->maps.events,	s->maps.counters,
-				  s->maps.open_ports, s->maps.once_used};
+	struct bpf_map *maps[] = {s->maps.allow,      s->maps.flows,	 s->maps.forbid4,
+				  s->maps.forbid6,    s->maps.public4,	 s->maps.public6,
+				  s->maps.self_addrs, s->maps.events,	 s->maps.counters,
+				  s->maps.open_ports, s->maps.once_used, s->maps.grants_live};
 	char path[PATH_MAX];
 
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
@@ -228,6 +229,46 @@ static int attach_cgroup(struct egress_bpf *s, const struct enforce_params *p, c
 	return 0;
 }
 
+/* The other direction on the same clsact: segments of ended flows toward
+ * the session (bpf/egress.bpf.c, errand_tc_out). */
+static int attach_tc_out(struct egress_bpf *s, const struct enforce_params *p, char *err,
+			 size_t errlen)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
+	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
+	int fd = bpf_program__fd(s->progs.errand_tc_out);
+	char path[PATH_MAX];
+	__u32 id = 0;
+	int rc;
+
+	opts.prog_fd = fd;
+	rc = bpf_tc_attach(&hook, &opts);
+	if (rc) {
+		snprintf(err, errlen, "cannot attach the tc flow guard to ifindex %d: %s",
+			 p->host_ifindex, strerror(-rc));
+		return rc;
+	}
+	snprintf(path, sizeof(path), "%s/tc_egress", p->pin_dir);
+	if (bpf_program__pin(s->progs.errand_tc_out, path)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot pin program %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	rc = prog_id(fd, &id);
+	if (!rc)
+		rc = bpf_tc_query(&hook, &query);
+	if (!rc && query.prog_id != id)
+		rc = -ENOENT;
+	if (rc) {
+		snprintf(err, errlen,
+			 "enforcement not verified: the tc flow guard is not on ifindex %d (%s)",
+			 p->host_ifindex, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
 /* clsact on the host side of the veth. A legacy tc filter rather than a link:
  * it lives as long as the device, so it needs no pin, and the kernels errand
  * supports from 6.1 on all have it. */
@@ -275,7 +316,7 @@ static int attach_tc(struct egress_bpf *s, const struct enforce_params *p, char 
 			 p->host_ifindex, strerror(-rc));
 		return rc;
 	}
-	return 0;
+	return attach_tc_out(s, p, err, errlen);
 }
 
 static int on_event(void *ctx, void *data, size_t size)
@@ -301,7 +342,7 @@ struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	e->allow_fd = e->events_fd = -1;
+	e->allow_fd = e->events_fd = e->grants_fd = -1;
 	libbpf_set_print(libbpf_quiet);
 	s = e->skel = egress_bpf__open();
 	if (!s) {
@@ -317,8 +358,10 @@ struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t
 	memcpy((void *)s->rodata->sess_addr6, p->sess6, 16);
 	s->rodata->dns_port = p->dns_port;
 	s->rodata->broker_port = p->broker_port;
-	if (!p->host_ifindex)
+	if (!p->host_ifindex) {
 		bpf_program__set_autoload(s->progs.errand_tc_in, false);
+		bpf_program__set_autoload(s->progs.errand_tc_out, false);
+	}
 	rc = egress_bpf__load(s);
 	if (rc) {
 		snprintf(err, errlen,
@@ -344,6 +387,7 @@ struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t
 		goto fail_unpin;
 	e->allow_fd = bpf_map__fd(s->maps.allow);
 	e->events_fd = bpf_map__fd(s->maps.events);
+	e->grants_fd = bpf_map__fd(s->maps.grants_live);
 	e->rb = ring_buffer__new(e->events_fd, on_event, e, NULL);
 	if (!e->rb) {
 		rc = -errno;
@@ -492,6 +536,8 @@ void enforce_free(struct enforce *e)
 			close(e->events_fd);
 		if (e->self_fd >= 0)
 			close(e->self_fd);
+		if (e->grants_fd >= 0)
+			close(e->grants_fd);
 	}
 	free(e);
 }
@@ -519,7 +565,7 @@ struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	e->allow_fd = e->events_fd = e->self_fd = -1;
+	e->allow_fd = e->events_fd = e->self_fd = e->grants_fd = -1;
 	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
 		int fd = pin_open(pin_dir, hooks[i].pin, err, errlen);
 
@@ -534,6 +580,9 @@ struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 		rc = -errno;
 		goto fail;
 	}
+	/* A session pinned by an agent before grants_live existed has none:
+	 * its flows were never tied to grants, and it keeps running. */
+	e->grants_fd = pin_open(pin_dir, EGRESS_MAP_GRANTS, err, errlen);
 	e->rb = ring_buffer__new(e->events_fd, on_event, e, NULL);
 	if (!e->rb) {
 		rc = -errno;
@@ -582,7 +631,58 @@ int enforce_drop_grant(struct enforce *e, uint32_t grant)
 	} while (more);
 	if (n)
 		e->full_until_ns = 0;
+	if (e->grants_fd >= 0)
+		bpf_map_delete_elem(e->grants_fd, &grant);
 	return n;
+}
+
+int enforce_grants_set(struct enforce *e, const struct grant_set *gs)
+{
+	struct timespec boot, real;
+	int rc = 0;
+
+	if (e->grants_fd < 0)
+		return 0;
+	/* Both clocks to the nanosecond: a grant's end is a unix second, the
+	 * backstop's clock is CLOCK_BOOTTIME. */
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	clock_gettime(CLOCK_REALTIME, &real);
+	for (size_t i = 0; i < gs->n; i++) {
+		const struct grant *g = &gs->v[i];
+		int64_t left_ns = 0;
+		__u32 id = g->id;
+		__u64 end = 0;
+
+		/* A spent once grant's connection lives on: only revoke ends it. */
+		if (g->kind == GRANT_UNTIL) {
+			left_ns = (g->until - real.tv_sec) * 1000000000ll - real.tv_nsec;
+			if (left_ns <= 0) {
+				bpf_map_delete_elem(e->grants_fd, &id);
+				continue;
+			}
+			end = (uint64_t)boot.tv_sec * 1000000000ull + (uint64_t)boot.tv_nsec +
+			      (uint64_t)left_ns;
+		}
+		if (bpf_map_update_elem(e->grants_fd, &id, &end, BPF_ANY))
+			rc = -errno;
+	}
+	return rc;
+}
+
+int enforce_grants_end(const char *pin_dir, const uint32_t *ids, size_t n)
+{
+	char err[256];
+	cleanup_close int fd = pin_open(pin_dir, EGRESS_MAP_GRANTS, err, sizeof(err));
+
+	if (fd < 0)
+		return -errno;
+	for (size_t i = 0; i < n; i++) {
+		__u32 id = ids[i];
+
+		if (bpf_map_delete_elem(fd, &id) && errno != ENOENT)
+			return -errno;
+	}
+	return 0;
 }
 
 int enforce_walk(const char *pin_dir, enforce_entry_fn fn, void *arg)
@@ -633,19 +733,21 @@ int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX])
 	return 0;
 }
 
-/* The backstop's program as pinned, and whether the veth's clsact runs it. */
-static void tc_program(const char *pin_dir, int ifindex, enforce_prog_fn fn, void *arg)
+/* A tc program as pinned (the backstop, tc_ingress; the flow guard,
+ * tc_egress), and whether the veth's clsact runs it. */
+static void tc_program(const char *pin_dir, const char *name, enum bpf_tc_attach_point at,
+		       int ifindex, enforce_prog_fn fn, void *arg)
 {
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = at);
 	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
 	char err[256];
-	cleanup_close int fd = pin_open(pin_dir, "tc_ingress", err, sizeof(err));
+	cleanup_close int fd = pin_open(pin_dir, name, err, sizeof(err));
 	__u32 id = 0;
 
 	if (fd >= 0 && prog_id(fd, &id))
 		id = 0;
-	fn("tc_ingress", id,
-	   id && ifindex > 0 && bpf_tc_query(&hook, &query) == 0 && query.prog_id == id, arg);
+	fn(name, id, id && ifindex > 0 && bpf_tc_query(&hook, &query) == 0 && query.prog_id == id,
+	   arg);
 }
 
 int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, enforce_prog_fn fn,
@@ -669,8 +771,9 @@ int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, 
 		n++;
 	}
 	if (ifindex >= 0) {
-		tc_program(pin_dir, ifindex, fn, arg);
-		n++;
+		tc_program(pin_dir, "tc_ingress", BPF_TC_INGRESS, ifindex, fn, arg);
+		tc_program(pin_dir, "tc_egress", BPF_TC_EGRESS, ifindex, fn, arg);
+		n += 2;
 	}
 	return n;
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/grant.h"
 #include "lib/addr.h"
 #include "egress.h"
 
@@ -53,8 +54,16 @@ int enforce_self_add(struct enforce *e, const struct addr *a);
 struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen);
 /* The grant an allow entry came from (0: the policy). 0 or -ENOENT. */
 int enforce_entry_grant(struct enforce *e, const struct addr *a, uint16_t port, uint32_t *grant);
-/* Deletes every entry a grant opened. The count deleted. */
+/* Deletes every entry a grant opened, and ends its open connections (the
+ * backstop passes no more of their segments). The count of entries deleted. */
 int enforce_drop_grant(struct enforce *e, uint32_t grant);
+/* Makes the grants of gs live for the backstop's flows, each until its end:
+ * called before the DNS responder can program an entry of any of them. A
+ * duration grant's flows end by themselves when it does. 0 or -errno. */
+int enforce_grants_set(struct enforce *e, const struct grant_set *gs);
+/* Ends the connections of the grants ids of the session pinned at pin_dir,
+ * as errandctl revoke does before it returns. 0 or -errno. */
+int enforce_grants_end(const char *pin_dir, const uint32_t *ids, size_t n);
 /* Read-only views for errandctl show, from the pins alone. */
 typedef void (*enforce_entry_fn)(const struct addr *a, uint16_t port, uint64_t expires_ns,
 				 uint32_t flags, uint32_t grant, void *arg);
@@ -64,8 +73,8 @@ int enforce_walk(const char *pin_dir, enforce_entry_fn fn, void *arg);
 /* The counters summed over CPUs. 0 or -errno. */
 int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX]);
 /* Each cgroup hook: its program and whether the cgroup runs it; then, when
- * ifindex is not negative, the tc backstop on that veth (0: the session's
- * veth was not found). */
+ * ifindex is not negative, the tc backstop and the flow guard on that veth
+ * (0: the session's veth was not found). */
 int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, enforce_prog_fn fn,
 		     void *arg);
 /* Deletes entries whose expiry has passed (pins never expire). Count or -errno. */

@@ -16,6 +16,7 @@
 #include "agent/inspect.h"
 #include "broker/receipts.h"
 #include "lib/escape.h"
+#include "lib/log.h"
 #include "lib/util.h"
 
 static int record_path(const struct errand_config *cfg, const char *id, const char *name, char *out,
@@ -149,6 +150,7 @@ static const char *const counter_names[CNT_MAX] = {
 	[CNT_TC_DROP] = "tcDropped",
 	[CNT_EVENTS_LOST] = "eventsLost",
 	[CNT_EVENTS_SUPPRESSED] = "eventsSuppressed",
+	[CNT_FLOW_ENDED] = "flowEnded",
 };
 
 json_t *inspect_show(struct state *st, const struct errand_config *cfg, const char *id, char *err,
@@ -329,6 +331,20 @@ int inspect_grant(struct state *st, const struct errand_config *cfg, const char 
 	return rc;
 }
 
+/* The revoked grants' open connections end before revoke returns, whether or
+ * not the session's agent has reread grants.json yet: the backstop passes no
+ * flow of a grant missing from the session's grants_live map. */
+static void revoke_flows(struct state *st, const char *id, const uint32_t *ids, size_t n)
+{
+	struct state_session *row = state_session_get(st, id);
+	int rc;
+
+	if (row && row->bpf && (rc = enforce_grants_end(row->bpf, ids, n)) && rc != -ENOENT)
+		log_warnx("session %s: cannot end the revoked grants' connections: %s", id,
+			  strerror(-rc));
+	state_session_free(row);
+}
+
 int inspect_revoke(struct state *st, const struct errand_config *cfg, const char *id,
 		   const char *host, char *err, size_t errlen)
 {
@@ -347,6 +363,8 @@ int inspect_revoke(struct state *st, const struct errand_config *cfg, const char
 	if (record_path(cfg, id, NULL, path, sizeof(path)))
 		return -ENAMETOOLONG;
 	rc = grants_revoke(path, &rule, &gs, ids, &n_ids);
+	if (!rc)
+		revoke_flows(st, id, ids, n_ids);
 	if (rc == -ENOENT)
 		snprintf(err, errlen,
 			 "session %s has no grant for %s; errandctl show %s lists them", id, host,

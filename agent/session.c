@@ -797,6 +797,8 @@ int session_grants_reload(struct session *s)
 		if (!kept && s->enf)
 			enforce_drop_grant(s->enf, old->id);
 	}
+	if (s->enf)
+		enforce_grants_set(s->enf, &gs);
 	s->grants = gs;
 	return 0;
 }
@@ -1055,6 +1057,8 @@ static int session_services(struct session *s)
 	}
 	if ((rc = grants_load(s->record_dir, &s->grants)))
 		log_warnx("session %s: cannot read its grants: %s", s->id, strerror(-rc));
+	else if (s->enf)
+		enforce_grants_set(s->enf, &s->grants);
 	s->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (s->inotify_fd < 0 ||
 	    inotify_add_watch(s->inotify_fd, s->record_dir, IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {

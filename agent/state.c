@@ -47,6 +47,10 @@ static const char *const migrations[] = {
 	" at INTEGER NOT NULL,"
 	" name TEXT, addr TEXT, port INTEGER, proto TEXT, reason TEXT);"
 	"CREATE INDEX denied_by_session ON denied(session, seq);",
+	/* 1 -> 2: grants live in each session's grants.json (agent/grant.h),
+	 * which errandctl and the agent share under a file lock; no errand
+	 * ever wrote this table, so nothing is lost with it. */
+	"DROP TABLE grants;",
 };
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STATE_SCHEMA_VERSION,
 	       "one migration per schema version");
@@ -54,7 +58,6 @@ _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STATE_SCHEMA_VERSIO
 #define SESSION_COLS                                                                               \
 	"id, created, command, mode, policy, cgroup, netns, bpf, host_if, address, gateway, "      \
 	"launcher_pid, launcher_start, status, exit_status, ended"
-#define GRANT_COLS "session, host, port, kind, until, used"
 #define DENIED_COLS "session, at, name, addr, port, proto, reason"
 
 enum stmt_id {
@@ -69,10 +72,6 @@ enum stmt_id {
 	S_SESSION_LIST,
 	S_SESSION_END,
 	S_SESSION_REMOVE,
-	S_GRANT_PUT,
-	S_GRANT_DELETE,
-	S_GRANTS_FOR,
-	S_GRANT_USE_ONCE,
 	S_DENIED_ADD,
 	S_DENIED_TRIM,
 	S_DENIED_ALL,
@@ -94,15 +93,6 @@ static const char *const stmt_sql[S_COUNT] = {
 	[S_SESSION_END] = "UPDATE sessions SET status = 'exited', exit_status = ?2, ended = ?3 "
 			  "WHERE id = ?1 AND status = 'running'",
 	[S_SESSION_REMOVE] = "DELETE FROM sessions WHERE id = ?1",
-	[S_GRANT_PUT] = "INSERT INTO grants(" GRANT_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, 0) "
-			"ON CONFLICT (session, host, port) DO UPDATE SET "
-			"kind = excluded.kind, until = excluded.until, used = 0",
-	[S_GRANT_DELETE] = "DELETE FROM grants WHERE session = ?1 AND host = ?2 AND port = ?3",
-	[S_GRANTS_FOR] = "SELECT " GRANT_COLS " FROM grants WHERE session = ?1 ORDER BY host, port",
-	/* one statement, so the check and the mark are one write under
-	 * SQLite's lock: two connections cannot both see it unused */
-	[S_GRANT_USE_ONCE] = "UPDATE grants SET used = 1 WHERE session = ?1 AND host = ?2 AND "
-			     "port = ?3 AND kind = 'once' AND used = 0",
 	[S_DENIED_ADD] = "INSERT INTO denied(" DENIED_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[S_DENIED_TRIM] = "DELETE FROM denied WHERE session = ?1 AND seq <= "
 			  "(SELECT seq FROM denied WHERE session = ?1 ORDER BY seq DESC "
@@ -123,12 +113,6 @@ struct state {
 	sqlite3_stmt *stmt[S_COUNT];
 	struct denied_row queue[STATE_DENIED_QUEUE];
 	size_t n_queued;
-};
-
-static const char *const kind_names[] = {
-	[STATE_GRANT_ONCE] = "once",
-	[STATE_GRANT_UNTIL] = "until",
-	[STATE_GRANT_ALWAYS] = "always",
 };
 
 /* SQLite's verdict as an errno. What a caller can act on (busy, duplicate,
@@ -247,23 +231,6 @@ static void row_session(sqlite3_stmt *s, struct state_session *out)
 	};
 }
 
-static void row_grant(sqlite3_stmt *s, struct state_grant *out)
-{
-	const char *kind = col_text(s, 3);
-
-	*out = (struct state_grant){
-		.session = col_text(s, 0),
-		.host = col_text(s, 1),
-		.port = (uint16_t)sqlite3_column_int(s, 2),
-		.kind = STATE_GRANT_ALWAYS,
-		.until = sqlite3_column_int64(s, 4),
-		.used = sqlite3_column_int(s, 5) != 0,
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(kind_names); i++)
-		if (kind && !strcmp(kind, kind_names[i]))
-			out->kind = (enum state_grant_kind)i;
-}
-
 static void row_denied(sqlite3_stmt *s, struct state_denied *out)
 {
 	*out = (struct state_denied){
@@ -279,9 +246,8 @@ static void row_denied(sqlite3_stmt *s, struct state_denied *out)
 
 /* Which rows a walk reads, and whom it hands them to. */
 struct walker {
-	enum { W_SESSION, W_GRANT, W_DENIED } kind;
+	enum { W_SESSION, W_DENIED } kind;
 	state_session_cb session_cb;
-	state_grant_cb grant_cb;
 	state_denied_cb denied_cb;
 	void *arg;
 };
@@ -289,16 +255,12 @@ struct walker {
 static int walk_row(sqlite3_stmt *s, const struct walker *w)
 {
 	struct state_session session;
-	struct state_grant grant;
 	struct state_denied denied;
 
 	switch (w->kind) {
 	case W_SESSION:
 		row_session(s, &session);
 		return w->session_cb(&session, w->arg);
-	case W_GRANT:
-		row_grant(s, &grant);
-		return w->grant_cb(&grant, w->arg);
 	case W_DENIED:
 		row_denied(s, &denied);
 		return w->denied_cb(&denied, w->arg);
@@ -633,72 +595,8 @@ int state_session_remove(struct state *st, const char *id)
 	if (!s)
 		return rc;
 	bind_text(s, 1, id);
-	rc = step_done(st, s); /* grants and refusals go with it: ON DELETE CASCADE */
+	rc = step_done(st, s); /* its refusals go with it: ON DELETE CASCADE */
 	return rc ? rc : sqlite3_changes(st->db) ? 0 : -ENOENT;
-}
-
-int state_grant_put(struct state *st, const struct state_grant *g)
-{
-	sqlite3_stmt *s;
-	int rc = 0;
-
-	if (!g->session || !g->host || !*g->host || !g->port || g->kind < STATE_GRANT_ONCE ||
-	    g->kind > STATE_GRANT_ALWAYS || (g->kind == STATE_GRANT_UNTIL && g->until <= 0))
-		return -EINVAL;
-	s = stmt_get(st, S_GRANT_PUT, &rc);
-	if (!s)
-		return rc;
-	bind_text(s, 1, g->session);
-	bind_text(s, 2, g->host);
-	sqlite3_bind_int(s, 3, g->port);
-	bind_text(s, 4, kind_names[g->kind]);
-	if (g->kind == STATE_GRANT_UNTIL)
-		sqlite3_bind_int64(s, 5, g->until);
-	return step_done(st, s);
-}
-
-/* Binds (session, host, port) as ?1..?3 and runs a write: changed rows or
- * -errno. */
-static int grant_write(struct state *st, enum stmt_id id, const char *session, const char *host,
-		       uint16_t port)
-{
-	sqlite3_stmt *s;
-	int rc = 0;
-
-	s = stmt_get(st, id, &rc);
-	if (!s)
-		return rc;
-	bind_text(s, 1, session);
-	bind_text(s, 2, host);
-	sqlite3_bind_int(s, 3, port);
-	rc = step_done(st, s);
-	return rc ? rc : sqlite3_changes(st->db);
-}
-
-int state_grant_delete(struct state *st, const char *session, const char *host, uint16_t port)
-{
-	int rc = grant_write(st, S_GRANT_DELETE, session, host, port);
-
-	return rc < 0 ? rc : rc ? 0 : -ENOENT;
-}
-
-int state_grant_use_once(struct state *st, const char *session, const char *host, uint16_t port)
-{
-	int rc = grant_write(st, S_GRANT_USE_ONCE, session, host, port);
-
-	return rc < 0 ? rc : rc ? 1 : 0;
-}
-
-int state_grants_for(struct state *st, const char *session, state_grant_cb cb, void *arg)
-{
-	sqlite3_stmt *s;
-	int rc = 0;
-
-	s = stmt_get(st, S_GRANTS_FOR, &rc);
-	if (!s)
-		return rc;
-	bind_text(s, 1, session);
-	return walk(st, s, &(struct walker){.kind = W_GRANT, .grant_cb = cb, .arg = arg});
 }
 
 /* One row and its trim, inside the caller's transaction. */
@@ -727,19 +625,6 @@ static int denied_insert(struct state *st, const struct state_denied *d)
 		}
 	}
 	return rc;
-}
-
-int state_denied_add(struct state *st, const struct state_denied *d)
-{
-	int rc;
-
-	if (!d->session)
-		return -EINVAL;
-	/* the row and the trim together, so the cap holds at every commit */
-	rc = tx_begin(st);
-	if (rc)
-		return rc;
-	return tx_end(st, denied_insert(st, d));
 }
 
 static const char *copy_or_null(char *buf, size_t len, const char *s)

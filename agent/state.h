@@ -1,6 +1,7 @@
 /* The agent's session table in SQLite (state.db under paths.state): what runs,
- * where its kernel objects are, how it ended; the hosts granted to it; the
- * connections it was refused. What a restarted agent re-adopts from. */
+ * where its kernel objects are, how it ended; the connections it was
+ * refused. What a restarted agent re-adopts from. (A session's grants live in
+ * grants.json in its record directory: agent/grant.h.) */
 #ifndef ERRAND_STATE_H
 #define ERRAND_STATE_H
 
@@ -9,7 +10,7 @@
 #include <sys/types.h>
 
 #define STATE_DB_NAME "state.db"
-#define STATE_SCHEMA_VERSION 1
+#define STATE_SCHEMA_VERSION 2
 #define STATE_DENIED_KEEP 1000 /* refusals kept per session, the newest */
 #define STATE_BUSY_MS 5000
 
@@ -40,21 +41,6 @@ struct state_session {
 	int64_t ended;		  /* unix seconds; 0 while running */
 };
 
-enum state_grant_kind {
-	STATE_GRANT_ONCE,  /* until one connection has used it */
-	STATE_GRANT_UNTIL, /* until the time in until */
-	STATE_GRANT_ALWAYS,
-};
-
-struct state_grant {
-	const char *session;
-	const char *host;
-	uint16_t port;
-	enum state_grant_kind kind;
-	int64_t until; /* unix seconds, STATE_GRANT_UNTIL only */
-	bool used;     /* STATE_GRANT_ONCE only */
-};
-
 struct state_denied {
 	const char *session;
 	int64_t at;				  /* unix seconds; 0 on add means now */
@@ -66,7 +52,6 @@ struct state_denied {
  * nonzero return stops the walk and is returned. It may call state
  * functions, except the walk it is in. */
 typedef int (*state_session_cb)(const struct state_session *s, void *arg);
-typedef int (*state_grant_cb)(const struct state_grant *g, void *arg);
 typedef int (*state_denied_cb)(const struct state_denied *d, void *arg);
 
 /* Opens (creating 0600, WAL, migrating to STATE_SCHEMA_VERSION) the
@@ -80,7 +65,7 @@ struct state *state_open_dir(const char *state_dir);
 
 /* Every function returns 0 or -errno: -EBUSY when another connection held
  * the database past STATE_BUSY_MS, -EEXIST for a duplicate key, -ENOENT
- * for a session or grant that is not there, -EINVAL for values out of
+ * for a session that is not there, -EINVAL for values out of
  * range, -EIO for anything else SQLite said (logged with the file). */
 int state_session_add(struct state *st, const struct state_session *s);
 /* The session's row in one allocation the caller frees with
@@ -92,24 +77,14 @@ int state_session_list(struct state *st, state_session_cb cb, void *arg);
 /* Marks the session exited now; -EALREADY when it already was (the first
  * exit status stands). */
 int state_session_end(struct state *st, const char *id, int exit_status);
-/* Deletes the session, its grants and its refusals. */
+/* Deletes the session and its refusals. */
 int state_session_remove(struct state *st, const char *id);
 
-/* Adds or replaces the grant for (session, host, port); a replaced once
- * grant is unused again. -ENOENT when the session is not there. */
-int state_grant_put(struct state *st, const struct state_grant *g);
-int state_grant_delete(struct state *st, const char *session, const char *host, uint16_t port);
-/* The session's grants, by host and port. */
-int state_grants_for(struct state *st, const char *session, state_grant_cb cb, void *arg);
-/* Marks an unused once grant used, atomically across connections: 1 when
- * this call used it, 0 when there is no such grant or it was used before. */
-int state_grant_use_once(struct state *st, const char *session, const char *host, uint16_t port);
-
-/* Records a refusal, dropping the session's oldest beyond STATE_DENIED_KEEP. */
-int state_denied_add(struct state *st, const struct state_denied *d);
-/* The same, batched: rows wait (copied) until state_denied_flush(), which
- * writes them in one transaction; a full queue flushes first. The agent
- * flushes once a loop turn, so a burst of refusals costs one commit. */
+/* Records a refusal, dropping the session's oldest beyond STATE_DENIED_KEEP,
+ * batched: rows wait (copied) until state_denied_flush(), which writes them
+ * in one transaction, dropping alone the row of a session no longer there;
+ * a full queue flushes first. The agent flushes once a loop turn, so a
+ * burst of refusals costs one commit. */
 #define STATE_DENIED_QUEUE 64
 int state_denied_queue(struct state *st, const struct state_denied *d);
 int state_denied_flush(struct state *st);

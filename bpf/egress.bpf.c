@@ -88,6 +88,14 @@ struct {
 	__type(value, __u64);
 } once_used SEC(".maps");
 
+/* grants_live: the grants whose flows may pass, with their end (egress.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, EGRESS_GRANTS_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} grants_live SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, EGRESS_EVENTS_BYTES);
@@ -585,6 +593,28 @@ int errand_sock(struct bpf_sock *sk)
 	return 0;
 }
 
+#define FLOW_IDLE_NS (EGRESS_FLOW_IDLE_S * 1000000000ull)
+/* last_ns is written at most this often: a store per segment would bounce
+ * the entry's cache line between CPUs for nothing. */
+#define FLOW_TOUCH_NS 1000000000ull
+
+/* A flow passes while it has been used within FLOW_IDLE_NS and the grant
+ * that admitted it (if one did) is neither revoked nor past its end. An
+ * ended flow is left in the map as it is, so both directions keep dropping
+ * its segments until a new SYN of the same ports replaces it. */
+static __always_inline bool flow_live(const struct flow_val *v, __u64 now)
+{
+	__u32 grant = v->grant;
+	__u64 *end;
+
+	if (now - v->last_ns > FLOW_IDLE_NS)
+		return false;
+	if (!grant)
+		return true;
+	end = bpf_map_lookup_elem(&grants_live, &grant);
+	return end && (!*end || now < *end);
+}
+
 #define IPV6_EXT_MAX 8
 #define NEXTHDR_HOP 0
 #define NEXTHDR_ROUTING 43
@@ -699,7 +729,7 @@ int errand_tc_in(struct __sk_buff *skb)
 	struct ethhdr *eth = data;
 	__u8 zero[16] = {};
 	struct flow_key fk = {};
-	struct flow_val fv;
+	struct flow_val fv = {}, *cur;
 	struct iphdr *ip;
 	__u16 sport, dport;
 	__u8 addr[16];
@@ -793,11 +823,23 @@ int errand_tc_in(struct __sk_buff *skb)
 			goto drop;
 		}
 		fv.last_ns = bpf_ktime_get_boot_ns();
+		fv.grant = grant;
 		bpf_map_update_elem(&flows, &fk, &fv, BPF_ANY);
 		goto pass;
 	}
-	if (bpf_map_lookup_elem(&flows, &fk))
+	cur = bpf_map_lookup_elem(&flows, &fk);
+	if (cur) {
+		__u64 now = bpf_ktime_get_boot_ns();
+
+		if (!flow_live(cur, now)) {
+			count(CNT_FLOW_ENDED);
+			count(CNT_TC_DROP);
+			return TC_ACT_SHOT;
+		}
+		if (now - cur->last_ns > FLOW_TOUCH_NS)
+			cur->last_ns = now;
 		goto pass;
+	}
 	/* A segment of a flow no SYN opened: dropped without an event, as the
 	 * retransmissions of a refused flow would flood the ring. */
 	count(CNT_TC_DROP);
@@ -810,6 +852,45 @@ drop_proto:
 drop:
 	count(CNT_TC_DROP);
 	return TC_ACT_SHOT;
+}
+
+/* What reaches the session, on egress of the host-side veth: only segments
+ * of a flow that ended are dropped, so a revoked grant's connection passes
+ * no more bytes toward the session either (the sending side's ACKs stop at
+ * errand_tc_in, but a peer would otherwise keep sending into its window).
+ * Everything else passes as before: what the session may receive is the
+ * answer to what errand_tc_in let out. */
+SEC("tc")
+int errand_tc_out(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	struct flow_key fk = {};
+	struct flow_val *cur;
+	struct tcphdr *th;
+	struct iphdr *ip;
+
+	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return TC_ACT_OK;
+	ip = (void *)(eth + 1);
+	if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_TCP || ip->ihl < 5 ||
+	    (ip->frag_off & bpf_htons(IP_OFFSET)))
+		return TC_ACT_OK;
+	th = (void *)ip + ip->ihl * 4;
+	if ((void *)(th + 1) > end)
+		return TC_ACT_OK;
+	map_v4(fk.daddr, ip->saddr);
+	fk.sport = bpf_ntohs(th->dest);
+	fk.dport = bpf_ntohs(th->source);
+	fk.proto = IPPROTO_TCP;
+	cur = bpf_map_lookup_elem(&flows, &fk);
+	if (cur && !flow_live(cur, bpf_ktime_get_boot_ns())) {
+		count(CNT_FLOW_ENDED);
+		count(CNT_TC_DROP);
+		return TC_ACT_SHOT;
+	}
+	return TC_ACT_OK;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

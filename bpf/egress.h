@@ -20,9 +20,21 @@
 #define EGRESS_MAP_EVENTS "events"
 #define EGRESS_MAP_COUNTERS "counters"
 #define EGRESS_MAP_PORTS "open_ports"
+#define EGRESS_MAP_GRANTS "grants_live"
 
 #define EGRESS_ALLOW_MAX 4096
-#define EGRESS_FLOWS_MAX 65536
+/* The connections one session holds open at once. 8192: far above what a
+ * build or an agent session opens (tens, a crawler hundreds), a few hundred
+ * KiB of kernel memory preallocated per session where 65536 took megabytes
+ * (doc/design.md has the measured cost). Past it the LRU forgets the least
+ * recently used flow, whose next segment is then dropped: a session that
+ * holds more connections cuts only its own. */
+#define EGRESS_FLOWS_MAX 8192
+/* A flow no segment has used for this long is gone: the next one is dropped
+ * as a flow's without a SYN. Longer than TCP's default keepalive time (2 h),
+ * so a connection kept alive by default keepalives never ages out; UDP never
+ * makes flows (only DNS passes, to the responder). */
+#define EGRESS_FLOW_IDLE_S (3 * 3600)
 #define EGRESS_FORBID_MAX 256
 #define EGRESS_SELF_MAX 256
 #define EGRESS_PORTS_MAX 64
@@ -103,7 +115,9 @@ struct allow_val {
 _Static_assert(sizeof(struct allow_val) == 16, "allow_val size");
 
 /* flows map: a TCP connection the backstop saw admitted, so it outlives its
- * allow entry. Addresses v4-mapped like allow_key. */
+ * allow entry (a DNS answer's expiry never cuts it), but not the grant that
+ * admitted it, nor EGRESS_FLOW_IDLE_S of silence. Addresses v4-mapped like
+ * allow_key. */
 struct flow_key {
 	__u8 daddr[16];
 	__u16 sport; /* host byte order */
@@ -114,9 +128,16 @@ struct flow_key {
 _Static_assert(sizeof(struct flow_key) == 24, "flow_key size");
 
 struct flow_val {
-	__u64 last_ns;
+	__u64 last_ns; /* CLOCK_BOOTTIME of its last segment from the session */
+	__u32 grant;   /* the grant whose entry admitted it (errandctl grant); 0: the policy */
+	__u32 pad;
 };
-_Static_assert(sizeof(struct flow_val) == 8, "flow_val size");
+_Static_assert(sizeof(struct flow_val) == 16, "flow_val size");
+
+/* grants_live map: grant id -> CLOCK_BOOTTIME when it ends (0: never). The
+ * agent adds a grant before any entry of it can exist and deletes it on
+ * revoke; a flow of a grant that is absent or past its end passes no more
+ * segments, in either direction. */
 
 /* LPM keys for the forbidden and treat-as-public ranges. */
 struct lpm4_key {
@@ -160,6 +181,7 @@ enum egress_counter {
 	CNT_TC_DROP = 4,
 	CNT_EVENTS_LOST = 5,
 	CNT_EVENTS_SUPPRESSED = 6, /* refusals past the event bucket: counted, not sent */
+	CNT_FLOW_ENDED = 7, /* segments of a flow its grant's end or idleness ended, dropped */
 	CNT_MAX = 8
 };
 

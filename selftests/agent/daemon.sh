@@ -41,7 +41,7 @@ assert_match "$(ctl sessions)" "^$SESSION +[0-9]+m[0-9]+s +restricted +[0-9]+ +a
 	"sessions prints a table row for it"
 show=$(ctl show "$SESSION" --json)
 assert_eq "$(echo "$show" | jq_py "sorted(p['hook'] for p in d['programs'] if p['attached'])")" \
-	"['connect4', 'connect6', 'getpeername4', 'getpeername6', 'recvmsg4', 'recvmsg6', 'sendmsg4', 'sendmsg6', 'sock_create', 'tc_ingress']" \
+	"['connect4', 'connect6', 'getpeername4', 'getpeername6', 'recvmsg4', 'recvmsg6', 'sendmsg4', 'sendmsg6', 'sock_create', 'tc_egress', 'tc_ingress']" \
 	"show --json: every cgroup program and the tc backstop attached"
 assert_eq "$(echo "$show" | jq_py "[e['addr'] + ':' + str(e['port']) for e in d['allowMap']]")" "['$HOST_A:443']" \
 	"show --json: the allow map holds api.test's answer"

@@ -46,6 +46,7 @@ static int usage(void)
 		"usage: probe tcp ADDR PORT [--timeout S] [--from SRCADDR]\n"
 		"       probe udp|udp-connect ADDR PORT [--size BYTES] [--from SRCADDR]\n"
 		"       probe tcp-hold ADDR PORT SECONDS\n"
+		"       probe tcp-talk ADDR PORT SECONDS | probe tick-serve --log FILE ADDR:PORT\n"
 		"       probe dns ADDR NAME [--tcp|--connected] [--type A|AAAA|TXT|MX|ANY|N]\n"
 		"                 [--timeout S]\n"
 		"       probe dns-serve --zone FILE [--log FILE] [--silent] ADDR:PORT\n"
@@ -1417,6 +1418,186 @@ static int cmd_tcp_hold(int argc, char **argv)
 	return 0;
 }
 
+#define TICK_MS 100
+
+/* Reads what is there on fd (nonblocking) and hands out each complete line. */
+static int lines_read(int fd, char *buf, size_t len, size_t *have, void (*fn)(const char *, void *),
+		      void *arg)
+{
+	ssize_t n = recv(fd, buf + *have, len - 1 - *have, MSG_DONTWAIT);
+	char *nl;
+
+	if (n == 0)
+		return -ECONNRESET;
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	*have += (size_t)n;
+	buf[*have] = '\0';
+	while ((nl = strchr(buf, '\n'))) {
+		*nl = '\0';
+		fn(buf, arg);
+		*have -= (size_t)(nl + 1 - buf);
+		memmove(buf, nl + 1, *have + 1);
+	}
+	if (*have == len - 1)
+		*have = 0;
+	return 0;
+}
+
+static void talk_line(const char *line, void *arg)
+{
+	(void)arg;
+	printf("got %s\n", line);
+}
+
+/* probe tcp-talk ADDR PORT SECONDS: connects (to a probe tick-serve), then
+ * for SECONDS sends "up N" every TICK_MS and prints "got LINE" for each line
+ * that comes back, as it comes: a held connection's traffic in both
+ * directions, line by line. Ends with "end sent=N" or the errno's name. */
+static int cmd_tcp_talk(int argc, char **argv)
+{
+	struct endpoint ep;
+	char buf[READ_MAX + 1];
+	long long deadline, next;
+	size_t have = 0;
+	uint16_t port;
+	unsigned sent = 0;
+	char *end;
+	long secs;
+	int fd, rc;
+
+	if (argc != 4 || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
+		return usage();
+	secs = strtol(argv[3], &end, 10);
+	if (*end || secs <= 0 || secs > 3600)
+		return usage();
+	fd = connect_timeout(&ep, SOCK_STREAM, 3000, NULL);
+	if (fd < 0)
+		return fail_errno(-fd);
+	printf("connected\n");
+	deadline = now_ms() + secs * 1000;
+	next = now_ms();
+	while (now_ms() < deadline) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		long long wait = next - now_ms();
+
+		if (wait <= 0) {
+			char msg[32];
+			int len = snprintf(msg, sizeof(msg), "up %u\n", sent + 1);
+
+			/* A full send buffer (nothing acknowledged) is not an error. */
+			if (send(fd, msg, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) == len)
+				sent++;
+			else if (errno != EAGAIN)
+				return fail_errno(errno);
+			next += TICK_MS;
+			continue;
+		}
+		if (poll(&p, 1, (int)wait) > 0 &&
+		    (rc = lines_read(fd, buf, sizeof(buf), &have, talk_line, NULL)))
+			return fail_errno(-rc);
+	}
+	close(fd);
+	printf("end sent=%u\n", sent);
+	return 0;
+}
+
+#define TICK_CLIENTS 8
+
+struct tick_client {
+	int fd;
+	size_t have;
+	unsigned ticks;
+	char buf[READ_MAX + 1];
+};
+
+static void tick_line(const char *line, void *arg)
+{
+	FILE *logf = arg;
+
+	fprintf(logf, "recv %s\n", line);
+}
+
+/* probe tick-serve --log FILE ADDR:PORT: each TCP client gets "tick N" every
+ * TICK_MS; each line a client sends is logged to FILE as "recv LINE". */
+static int cmd_tick_serve(int argc, char **argv)
+{
+	struct tick_client c[TICK_CLIENTS];
+	struct pollfd p[TICK_CLIENTS + 1];
+	struct endpoint ep;
+	long long next;
+	FILE *logf;
+	int lfd;
+
+	if (argc != 4 || strcmp(argv[1], "--log") || endpoint_parse(argv[3], &ep))
+		return usage();
+	logf = log_open(argv[2]);
+	lfd = listen_on(&ep, SOCK_STREAM);
+	if (!logf || lfd < 0)
+		return fail_errno(lfd < 0 ? -lfd : errno);
+	for (int i = 0; i < TICK_CLIENTS; i++)
+		c[i].fd = -1;
+	printf("ready\n");
+	fflush(stdout);
+	next = now_ms() + TICK_MS;
+	for (;;) {
+		long long wait = next - now_ms();
+
+		if (wait <= 0) {
+			for (int i = 0; i < TICK_CLIENTS; i++) {
+				char msg[32];
+				int len;
+
+				if (c[i].fd < 0)
+					continue;
+				len = snprintf(msg, sizeof(msg), "tick %u\n", ++c[i].ticks);
+				if (send(c[i].fd, msg, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) <
+					    0 &&
+				    errno != EAGAIN) {
+					fprintf(logf, "closed %s\n", strerrorname_np(errno));
+					close(c[i].fd);
+					c[i].fd = -1;
+				}
+			}
+			next += TICK_MS;
+			continue;
+		}
+		p[0].fd = lfd;
+		p[0].events = POLLIN;
+		for (int i = 0; i < TICK_CLIENTS; i++) {
+			p[i + 1].fd = c[i].fd;
+			p[i + 1].events = POLLIN;
+		}
+		if (poll(p, TICK_CLIENTS + 1, (int)wait) <= 0)
+			continue;
+		if (p[0].revents & POLLIN) {
+			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), i = 0;
+
+			while (fd >= 0 && i < TICK_CLIENTS && c[i].fd >= 0)
+				i++;
+			if (fd >= 0 && i == TICK_CLIENTS)
+				close(fd);
+			else if (fd >= 0) {
+				c[i] = (struct tick_client){.fd = fd};
+				fprintf(logf, "accept\n");
+			}
+		}
+		for (int i = 0; i < TICK_CLIENTS; i++) {
+			int rc;
+
+			if (c[i].fd < 0 || !p[i + 1].revents)
+				continue;
+			rc = lines_read(c[i].fd, c[i].buf, sizeof(c[i].buf), &c[i].have, tick_line,
+					logf);
+			if (rc) {
+				fprintf(logf, "closed %s\n", strerrorname_np(-rc));
+				close(c[i].fd);
+				c[i].fd = -1;
+			}
+		}
+	}
+}
+
 static uint16_t inet_csum(const void *data, size_t len)
 {
 	const uint8_t *p = data;
@@ -2074,6 +2255,10 @@ int main(int argc, char **argv)
 		return cmd_udp(argc, argv, true);
 	if (!strcmp(cmd, "tcp-hold"))
 		return cmd_tcp_hold(argc, argv);
+	if (!strcmp(cmd, "tcp-talk"))
+		return cmd_tcp_talk(argc, argv);
+	if (!strcmp(cmd, "tick-serve"))
+		return cmd_tick_serve(argc, argv);
 	if (!strcmp(cmd, "dns"))
 		return cmd_dns(argc, argv);
 	if (!strcmp(cmd, "dns-serve"))

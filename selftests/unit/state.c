@@ -1,7 +1,7 @@
-/* Guarantee: the agent's state.db (0600, WAL, versioned schema) keeps sessions,
- * grants and refusals across reopen, lets a once grant be used exactly once
- * however many connections race for it, and keeps a session's newest 1000
- * refusals. */
+/* Guarantee: the agent's state.db (0600, WAL, versioned schema) keeps sessions
+ * and refusals across reopen, keeps a session's newest 1000 refusals, and
+ * migrates a database of an earlier schema (version 1's unused grants table
+ * dropped, its sessions kept). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,9 +17,6 @@
 #include "agent/state.h"
 #include "lib/util.h"
 #include "selftests/unit/test.h"
-
-#define RACERS 8
-#define RACE_GRANTS 20
 
 static char dir[] = "/tmp/errt-state.XXXXXX";
 
@@ -86,11 +83,6 @@ static int count_session(const struct state_session *s, void *arg)
 	return count_cb(s, arg);
 }
 
-static int count_grant(const struct state_grant *g, void *arg)
-{
-	return count_cb(g, arg);
-}
-
 static int count_denied(const struct state_denied *d, void *arg)
 {
 	return count_cb(d, arg);
@@ -128,30 +120,6 @@ static int collect_denied(const struct state_denied *d, void *arg)
 	if (!seen->n++)
 		snprintf(seen->first, sizeof(seen->first), "%s", d->name ? d->name : "");
 	snprintf(seen->last, sizeof(seen->last), "%s", d->name ? d->name : "");
-	return 0;
-}
-
-struct grant_seen {
-	int n;
-	struct {
-		char host[64];
-		int port, kind, used;
-		long long until;
-	} g[8];
-};
-
-static int collect_grants(const struct state_grant *g, void *arg)
-{
-	struct grant_seen *seen = arg;
-
-	if (seen->n < 8) {
-		snprintf(seen->g[seen->n].host, sizeof(seen->g[0].host), "%s", g->host);
-		seen->g[seen->n].port = g->port;
-		seen->g[seen->n].kind = g->kind;
-		seen->g[seen->n].used = g->used;
-		seen->g[seen->n].until = g->until;
-	}
-	seen->n++;
 	return 0;
 }
 
@@ -254,143 +222,6 @@ static void test_sessions(struct state *st)
 	CHECK_INT(state_session_remove(st, c.id), -ENOENT, "remove c again: ENOENT");
 }
 
-static void test_grants(struct state *st)
-{
-	struct state_grant once = {"0a1b2c3d", "api.example.com", 443, STATE_GRANT_ONCE, 0, false};
-	struct state_grant until = {"0a1b2c3d",	       "b.example.com", 8443,
-				    STATE_GRANT_UNTIL, 4000000000,	false};
-	struct state_grant always = {"0a1b2c3d", "*.example.org", 443, STATE_GRANT_ALWAYS, 0,
-				     false};
-	struct state_grant orphan = {"nope", "a.example", 443, STATE_GRANT_ALWAYS, 0, false};
-	struct grant_seen seen = {0};
-
-	CHECK_INT(state_grant_put(st, &once), 0, "put a once grant");
-	CHECK_INT(state_grant_put(st, &until), 0, "put an until grant");
-	CHECK_INT(state_grant_put(st, &always), 0, "put an always grant");
-	CHECK_INT(state_grant_put(st, &orphan), -ENOENT, "grant for a missing session: ENOENT");
-	CHECK_INT(state_grant_put(st, &(struct state_grant){"0a1b2c3d", "a.example", 0,
-							    STATE_GRANT_ONCE, 0, false}),
-		  -EINVAL, "grant for port 0: EINVAL");
-	CHECK_INT(state_grant_put(st, &(struct state_grant){"0a1b2c3d", "a.example", 443,
-							    STATE_GRANT_UNTIL, 0, false}),
-		  -EINVAL, "until grant without a time: EINVAL");
-	CHECK_INT(state_grants_for(st, "0a1b2c3d", collect_grants, &seen), 0, "list grants");
-	CHECK_INT(seen.n, 3, "three grants");
-	CHECK_STR(seen.g[0].host, "*.example.org", "grants by host: first");
-	CHECK_INT(seen.g[1].kind, STATE_GRANT_ONCE, "once grant's kind");
-	CHECK_INT(seen.g[1].used, 0, "once grant unused");
-	CHECK_INT(seen.g[2].port, 8443, "until grant's port");
-	CHECK_INT(seen.g[2].until, 4000000000, "until grant's time");
-
-	CHECK_INT(state_grant_use_once(st, "0a1b2c3d", "api.example.com", 443), 1,
-		  "use the once grant: it was unused");
-	CHECK_INT(state_grant_use_once(st, "0a1b2c3d", "api.example.com", 443), 0,
-		  "use it again: used before");
-	CHECK_INT(state_grant_use_once(st, "0a1b2c3d", "api.example.com", 8443), 0,
-		  "use once on another port: no such grant");
-	CHECK_INT(state_grant_use_once(st, "0a1b2c3d", "*.example.org", 443), 0,
-		  "use once on an always grant: not a once grant");
-	CHECK_INT(state_grant_put(st, &once), 0, "put the once grant again");
-	CHECK_INT(state_grant_use_once(st, "0a1b2c3d", "api.example.com", 443), 1,
-		  "a re-granted once grant is unused again");
-	CHECK_INT(state_grant_put(st, &(struct state_grant){"0a1b2c3d", "api.example.com", 443,
-							    STATE_GRANT_ALWAYS, 0, false}),
-		  0, "replace the once grant with always");
-	seen.n = 0;
-	state_grants_for(st, "0a1b2c3d", collect_grants, &seen);
-	CHECK_INT(seen.n, 3, "still three grants after replacing");
-
-	CHECK_INT(state_grant_delete(st, "0a1b2c3d", "b.example.com", 8443), 0, "revoke a grant");
-	CHECK_INT(state_grant_delete(st, "0a1b2c3d", "b.example.com", 8443), -ENOENT,
-		  "revoke it again: ENOENT");
-	seen.n = 0;
-	state_grants_for(st, "0a1b2c3d", collect_grants, &seen);
-	CHECK_INT(seen.n, 2, "two grants after revoking");
-}
-
-/* Two connections, one once grant: exactly one of them uses it. Then
- * RACERS processes, each with its own connection, released together on
- * RACE_GRANTS grants: each grant used by exactly one. */
-static void test_race(struct state *st, const char *db)
-{
-	int release[2], results[RACERS][2], wins[RACE_GRANTS] = {0}, n_wins = 0;
-	struct state *st2 = state_open(db);
-	char host[32];
-	pid_t pids[RACERS];
-	bool clean = true;
-	int a, b;
-
-	CHECK_TRUE(st2 != NULL, "open the database a second time");
-	if (!st2)
-		return;
-	state_grant_put(st, &(struct state_grant){"0a1b2c3d", "race.example", 443, STATE_GRANT_ONCE,
-						  0, false});
-	a = state_grant_use_once(st, "0a1b2c3d", "race.example", 443);
-	b = state_grant_use_once(st2, "0a1b2c3d", "race.example", 443);
-	CHECK_TRUE((a == 1) + (b == 1) == 1 && a >= 0 && b >= 0,
-		   "two connections: exactly one used the grant (%d, %d)", a, b);
-	state_close(st2);
-
-	for (int g = 0; g < RACE_GRANTS; g++) {
-		snprintf(host, sizeof(host), "r%d.example", g);
-		state_grant_put(st, &(struct state_grant){"0a1b2c3d", host, 443, STATE_GRANT_ONCE,
-							  0, false});
-	}
-	if (pipe(release))
-		abort();
-	for (int i = 0; i < RACERS; i++) {
-		if (pipe(results[i]))
-			abort();
-		pids[i] = fork();
-		if (pids[i] < 0)
-			abort();
-		if (pids[i] == 0) {
-			struct state *mine;
-			char c, out[RACE_GRANTS];
-
-			close(release[1]);
-			mine = state_open(db);
-			if (!mine || read(release[0], &c, 1) != 0)
-				_exit(1);
-			for (int g = 0; g < RACE_GRANTS; g++) {
-				int rc;
-
-				snprintf(host, sizeof(host), "r%d.example", g);
-				rc = state_grant_use_once(mine, "0a1b2c3d", host, 443);
-				out[g] = rc == 1 ? '1' : rc == 0 ? '0' : 'E';
-			}
-			state_close(mine);
-			_exit(write(results[i][1], out, sizeof(out)) == sizeof(out) ? 0 : 1);
-		}
-		close(results[i][1]);
-	}
-	usleep(100000); /* let every racer open its connection */
-	close(release[0]);
-	close(release[1]); /* EOF for all: go */
-	for (int i = 0; i < RACERS; i++) {
-		char out[RACE_GRANTS];
-		int status;
-
-		if (read(results[i][0], out, sizeof(out)) != sizeof(out))
-			clean = false;
-		else
-			for (int g = 0; g < RACE_GRANTS; g++) {
-				if (out[g] == 'E')
-					clean = false;
-				wins[g] += out[g] == '1';
-			}
-		close(results[i][0]);
-		if (waitpid(pids[i], &status, 0) != pids[i] || !WIFEXITED(status) ||
-		    WEXITSTATUS(status))
-			clean = false;
-	}
-	CHECK_TRUE(clean, "%d racers ran without an error", RACERS);
-	for (int g = 0; g < RACE_GRANTS; g++)
-		n_wins += wins[g] == 1;
-	CHECK_INT(n_wins, RACE_GRANTS, "%d racing processes: each of %d once grants used once",
-		  RACERS, RACE_GRANTS);
-}
-
 static void test_denied(struct state *st)
 {
 	struct denied_seen seen = {0};
@@ -399,22 +230,25 @@ static void test_denied(struct state *st)
 
 	for (int i = 0; i < STATE_DENIED_KEEP + 5; i++) {
 		snprintf(name, sizeof(name), "n%d.example", i);
-		bad += state_denied_add(st, &(struct state_denied){.session = "0a1b2c3d",
-								   .name = name,
-								   .addr = "198.18.0.1",
-								   .port = 443,
-								   .proto = "tcp",
-								   .reason = "not allowed"}) != 0;
+		bad += state_denied_queue(st, &(struct state_denied){.session = "0a1b2c3d",
+								     .name = name,
+								     .addr = "198.18.0.1",
+								     .port = 443,
+								     .proto = "tcp",
+								     .reason = "not allowed"}) != 0;
 	}
-	CHECK_INT(bad, 0, "%d refusals added", STATE_DENIED_KEEP + 5);
-	CHECK_INT(state_denied_add(st, &(struct state_denied){.session = "1b2c3d4e",
-							      .addr = "10.0.0.1",
-							      .port = 22,
-							      .proto = "tcp",
-							      .reason = "forbidden"}),
+	CHECK_INT(bad, 0, "%d refusals queued", STATE_DENIED_KEEP + 5);
+	CHECK_INT(state_denied_queue(st, &(struct state_denied){.session = "1b2c3d4e",
+								.addr = "10.0.0.1",
+								.port = 22,
+								.proto = "tcp",
+								.reason = "forbidden"}),
 		  0, "a refusal of session b");
-	CHECK_INT(state_denied_add(st, &(struct state_denied){.session = "nope"}), -ENOENT,
-		  "a refusal of a missing session: ENOENT");
+	CHECK_INT(state_denied_queue(st, &(struct state_denied){.session = "nope"}), 0,
+		  "a refusal of a missing session is queued");
+	CHECK_INT(state_denied_queue(st, &(struct state_denied){.name = "x"}), -EINVAL,
+		  "a refusal of no session: EINVAL");
+	CHECK_INT(state_denied_flush(st), 0, "flush: the missing session's row is dropped alone");
 	CHECK_INT(state_denied_list(st, "0a1b2c3d", collect_denied, &seen), 0, "list a's refusals");
 	CHECK_INT(seen.n, STATE_DENIED_KEEP, "a keeps %d refusals", STATE_DENIED_KEEP);
 	CHECK_STR(seen.first, "n5.example", "the oldest five were dropped");
@@ -476,18 +310,12 @@ static void test_reopen(const char *db)
 	got = state_session_get(st, "0a1b2c3d");
 	CHECK_STR(got ? got->host_if : NULL, "eh0a1b2c3d", "session a kept across reopen");
 	state_session_free(got);
-	state_grants_for(st, "0a1b2c3d", count_grant, &n);
-	CHECK_INT(n, 2 + 1 + RACE_GRANTS, "grants kept across reopen");
-	n = 0;
 	state_denied_list(st, "0a1b2c3d", count_denied, &n);
 	CHECK_INT(n, STATE_DENIED_KEEP, "refusals kept across reopen");
 	CHECK_INT(raw_int(db, "SELECT count(*) FROM schema_version"), 1,
 		  "reopening adds no version row");
 
 	CHECK_INT(state_session_remove(st, "0a1b2c3d"), 0, "remove session a");
-	n = 0;
-	state_grants_for(st, "0a1b2c3d", count_grant, &n);
-	CHECK_INT(n, 0, "its grants went with it");
 	n = 0;
 	state_denied_list(st, "0a1b2c3d", count_denied, &n);
 	CHECK_INT(n, 0, "its refusals went with it");
@@ -499,7 +327,7 @@ static void test_reopen(const char *db)
 
 static void test_versions(void)
 {
-	char v0[PATH_MAX], v99[PATH_MAX], loose[PATH_MAX], link[PATH_MAX];
+	char v0[PATH_MAX], v1[PATH_MAX], v99[PATH_MAX], loose[PATH_MAX], link[PATH_MAX];
 	struct state *st;
 	struct stat sb;
 	int fd;
@@ -514,6 +342,30 @@ static void test_versions(void)
 	CHECK_INT(raw_int(v0, "SELECT version FROM schema_version"), STATE_SCHEMA_VERSION,
 		  "migrated to version %d", STATE_SCHEMA_VERSION);
 	CHECK_INT(raw_int(v0, "SELECT count(*) FROM sessions"), 0, "sessions table made");
+	CHECK_INT(raw_int(v0, "SELECT count(*) FROM sqlite_master WHERE name = 'grants'"), 0,
+		  "no grants table: grants live in grants.json");
+	state_close(st);
+
+	/* version 1, with its grants table and a session */
+	path_in(v1, sizeof(v1), "v1.db");
+	st = state_open(v1);
+	CHECK_TRUE(st != NULL &&
+			   state_session_add(st, &(struct state_session){.id = "v1sess",
+									 .command = "[]"}) == 0,
+		   "a database with a session");
+	state_close(st);
+	CHECK_INT(raw_exec(v1, "CREATE TABLE grants(session TEXT, host TEXT);"
+			       "INSERT INTO grants VALUES ('v1sess', 'a.example');"
+			       "UPDATE schema_version SET version = 1"),
+		  SQLITE_OK, "made a version 1 database with a grant row");
+	st = state_open(v1);
+	CHECK_TRUE(st != NULL, "open migrates version 1");
+	CHECK_INT(raw_int(v1, "SELECT version FROM schema_version"), STATE_SCHEMA_VERSION,
+		  "migrated to version %d", STATE_SCHEMA_VERSION);
+	CHECK_INT(raw_int(v1, "SELECT count(*) FROM sqlite_master WHERE name = 'grants'"), 0,
+		  "its grants table dropped");
+	CHECK_INT(raw_int(v1, "SELECT count(*) FROM sessions WHERE id = 'v1sess'"), 1,
+		  "its session kept");
 	state_close(st);
 
 	path_in(v99, sizeof(v99), "v99.db");
@@ -588,10 +440,10 @@ static void test_pid_start(void)
 
 static void cleanup(void)
 {
-	const char *names[] = {"state.db",   "state.db-wal", "state.db-shm", "v0.db",
-			       "v0.db-wal",  "v0.db-shm",    "v99.db",	     "v99.db-wal",
-			       "v99.db-shm", "loose.db",     "loose.db-wal", "loose.db-shm",
-			       "link.db"};
+	const char *names[] = {"state.db",  "state.db-wal", "state.db-shm", "v0.db",
+			       "v0.db-wal", "v0.db-shm",    "v1.db",	    "v1.db-wal",
+			       "v1.db-shm", "v99.db",	    "v99.db-wal",   "v99.db-shm",
+			       "loose.db",  "loose.db-wal", "loose.db-shm", "link.db"};
 	char p[PATH_MAX];
 
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
@@ -617,8 +469,6 @@ int main(void)
 	if (!st)
 		return test_exit();
 	test_sessions(st);
-	test_grants(st);
-	test_race(st, db);
 	test_denied(st);
 	test_denied_queue(st);
 	test_busy(st, db);

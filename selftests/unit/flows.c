@@ -1,0 +1,173 @@
+/* Guarantee: the backstop's flow entries end by their last segment, not their
+ * SYN: a flow silent for EGRESS_FLOW_IDLE_S passes no more segments, one used
+ * within it passes and is touched; a flow admitted under a grant passes only
+ * while grants_live holds the grant and its end has not come, and its
+ * segments toward the session are dropped with it. Run on the programs
+ * themselves (BPF_PROG_TEST_RUN), with a clock the test cannot wait hours
+ * for. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/pkt_cls.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "egress.h"
+#include "egress.skel.h"
+#include "selftests/unit/test.h"
+
+#define NS 1000000000ull
+#define SESS "10.213.0.2"
+#define HOST "198.18.1.10"
+#define SPORT 40000
+#define DPORT 443
+
+struct pkt {
+	struct ethhdr eth;
+	struct iphdr ip;
+	struct tcphdr tcp;
+} __attribute__((packed));
+
+static uint64_t boot_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
+}
+
+/* A segment of the flow SESS:SPORT -> HOST:DPORT, outward (from the session)
+ * or inward (toward it). */
+static void segment(struct pkt *p, bool outward)
+{
+	memset(p, 0, sizeof(*p));
+	p->eth.h_proto = htons(ETH_P_IP);
+	p->ip.version = 4;
+	p->ip.ihl = 5;
+	p->ip.ttl = 64;
+	p->ip.protocol = IPPROTO_TCP;
+	p->ip.tot_len = htons(sizeof(p->ip) + sizeof(p->tcp));
+	inet_pton(AF_INET, outward ? SESS : HOST, &p->ip.saddr);
+	inet_pton(AF_INET, outward ? HOST : SESS, &p->ip.daddr);
+	p->tcp.source = htons(outward ? SPORT : DPORT);
+	p->tcp.dest = htons(outward ? DPORT : SPORT);
+	p->tcp.doff = 5;
+	p->tcp.ack = 1;
+}
+
+static int run(struct bpf_program *prog, bool outward)
+{
+	struct pkt p;
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = &p, .data_size_in = sizeof(p), .repeat = 1);
+
+	segment(&p, outward);
+	if (bpf_prog_test_run_opts(bpf_program__fd(prog), &o))
+		return -errno;
+	return (int)o.retval;
+}
+
+static struct flow_key flow(void)
+{
+	struct flow_key k = {.sport = SPORT, .dport = DPORT, .proto = IPPROTO_TCP};
+
+	k.daddr[10] = k.daddr[11] = 0xff;
+	inet_pton(AF_INET, HOST, k.daddr + 12);
+	return k;
+}
+
+static void flow_set(struct egress_bpf *s, uint64_t last_ns, uint32_t grant)
+{
+	struct flow_key k = flow();
+	struct flow_val v = {.last_ns = last_ns, .grant = grant};
+
+	bpf_map_update_elem(bpf_map__fd(s->maps.flows), &k, &v, BPF_ANY);
+}
+
+static uint64_t flow_last(struct egress_bpf *s)
+{
+	struct flow_key k = flow();
+	struct flow_val v = {0};
+
+	bpf_map_lookup_elem(bpf_map__fd(s->maps.flows), &k, &v);
+	return v.last_ns;
+}
+
+int main(void)
+{
+	const uint64_t idle = EGRESS_FLOW_IDLE_S * NS;
+	struct egress_bpf *s;
+	uint32_t grant = 7;
+	uint64_t end, now;
+	int gfd;
+
+	if (geteuid() != 0) {
+		printf("SKIP: needs root (loads BPF programs)\n");
+		return 77;
+	}
+	libbpf_set_print(NULL);
+	s = egress_bpf__open();
+	if (!CHECK_TRUE(s != NULL, "open the egress object"))
+		return test_exit();
+	s->rodata->mode = EGRESS_MODE_RESTRICTED;
+	inet_pton(AF_INET, SESS, (void *)&s->rodata->sess_addr4);
+	inet_pton(AF_INET, "10.213.0.1", (void *)&s->rodata->gw_addr4);
+	if (!CHECK_INT(egress_bpf__load(s), 0, "load it")) {
+		egress_bpf__destroy(s);
+		return test_exit();
+	}
+	gfd = bpf_map__fd(s->maps.grants_live);
+
+	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT, "a segment of no flow: dropped");
+	CHECK_INT(run(s->progs.errand_tc_out, false), TC_ACT_OK,
+		  "toward the session, a segment of no flow is not the guard's to judge");
+
+	/* The policy's flow (grant 0): idleness alone ends it. */
+	now = boot_ns();
+	flow_set(s, now - idle + 60 * NS, 0);
+	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_OK,
+		  "a flow silent for a minute less than the idle time passes");
+	/* u64 clock arithmetic, as the program's: right even before 3 h of uptime */
+	CHECK_TRUE(flow_last(s) - now < 10 * NS,
+		   "... and its last segment is now: it ages from there");
+	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_OK,
+		  "so it passes again (its SYN long before the idle time does not matter)");
+	flow_set(s, boot_ns() - idle - NS, 0);
+	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT,
+		  "a flow silent for longer than %d s: dropped", EGRESS_FLOW_IDLE_S);
+	CHECK_INT(run(s->progs.errand_tc_out, false), TC_ACT_SHOT, "... toward the session too");
+
+	/* A grant's flow: grants_live decides. */
+	flow_set(s, boot_ns(), grant);
+	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT,
+		  "a flow of a grant grants_live does not hold: dropped");
+	end = 0;
+	bpf_map_update_elem(gfd, &grant, &end, BPF_ANY);
+	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_OK,
+		  "its grant live (always): it passes");
+	CHECK_INT(run(s->progs.errand_tc_out, false), TC_ACT_OK, "... both ways");
+	end = boot_ns() + 60 * NS;
+	bpf_map_update_elem(gfd, &grant, &end, BPF_ANY);
+	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_OK,
+		  "a grant ending in a minute: passes");
+	end = boot_ns() - NS;
+	bpf_map_update_elem(gfd, &grant, &end, BPF_ANY);
+	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT,
+		  "a grant whose end has come: dropped");
+	CHECK_INT(run(s->progs.errand_tc_out, false), TC_ACT_SHOT, "... toward the session too");
+	bpf_map_delete_elem(gfd, &grant);
+	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT,
+		  "a revoked grant (deleted): dropped");
+	CHECK_INT(run(s->progs.errand_tc_out, false), TC_ACT_SHOT, "... toward the session too");
+
+	egress_bpf__destroy(s);
+	return test_exit();
+}
