@@ -101,6 +101,7 @@ struct session {
 	pid_t broker_pid;	/* the session's own errand-broker; 0: none */
 	char **broker_env;	/* its stand-ins and base URLs, NAME=VALUE */
 	char broker_sock[PATH_MAX];
+	int broker_keeper; /* the registry connection the broker asks rereads on; -1: none */
 };
 
 static int mkdir_p(const char *path, mode_t mode)
@@ -600,6 +601,8 @@ static void session_release(struct session *s)
 		close(s->pidfd);
 	if (s->inotify_fd >= 0)
 		close(s->inotify_fd);
+	if (s->broker_keeper >= 0)
+		close(s->broker_keeper);
 	if (s->have_config)
 		config_free(&s->config);
 	json_decref(s->request);
@@ -1050,7 +1053,7 @@ static int broker_spawn(struct session *s, const char *listen)
 static int session_broker(struct session *s)
 {
 	struct broker_standin *st = NULL;
-	char listen[ADDR_STRLEN + 8], gw[ADDR_STRLEN];
+	char listen[ADDR_STRLEN + 8], gw[ADDR_STRLEN], err[512];
 	size_t n = 0, n_env;
 	struct addr a;
 	int fd, rc;
@@ -1066,18 +1069,59 @@ static int session_broker(struct session *s)
 	}
 	addr_from_v4(&a, s->link.sess4);
 	fd = broker_connect(s->broker_sock);
-	rc = fd < 0 ? fd : broker_register(fd, s->id, &a, st, n);
-	if (fd >= 0)
+	rc = fd < 0 ? fd : broker_keys_hand(fd, s->cfg, true, err, sizeof(err));
+	if (rc && fd >= 0) {
+		log_warnx("session %s: %s", s->id, err);
+		close(fd);
+		goto out;
+	}
+	if (!rc)
+		rc = broker_register(fd, s->id, &a, st, n);
+	/* held: a provider's 401 makes the broker ask on it for the key again */
+	if (!rc)
+		s->broker_keeper = fd;
+	else if (fd >= 0)
 		close(fd);
 	if (!rc)
 		rc = broker_session_env(s->cfg, gw, BROKER_DEFAULT_PORT, st, n, &s->broker_env,
 					&n_env);
-	explicit_bzero(st, n * sizeof(*st));
-	free(st);
 	if (rc)
 		log_warnx("session %s: cannot register it with its broker: %s", s->id,
 			  strerror(-rc));
+out:
+	explicit_bzero(st, n * sizeof(*st));
+	free(st);
 	return rc;
+}
+
+/* The broker asked for a key again (or went away). */
+static void broker_keeper(struct session *s)
+{
+	if (broker_keeper_serve(s->broker_keeper, s->cfg) < 0) {
+		close(s->broker_keeper);
+		s->broker_keeper = -1;
+	}
+}
+
+/* An adopted session's broker runs on: this agent takes over the reread
+ * requests, and hands the keys as they are now. */
+static void broker_readopt(struct session *s)
+{
+	char err[512];
+	int fd;
+
+	if (s->mode == EGRESS_MODE_NONE || !s->cfg->n_providers)
+		return;
+	fd = broker_connect(s->broker_sock);
+	if (fd < 0) {
+		log_warnx("session %s: its broker cannot be reached (%s); it keeps the keys it has",
+			  s->id, strerror(-fd));
+		return;
+	}
+	/* no wait: a reread asked meanwhile comes on the same connection */
+	if (broker_keys_hand(fd, s->cfg, false, err, sizeof(err)))
+		log_warnx("session %s: %s; its broker keeps the key it has", s->id, err);
+	s->broker_keeper = fd;
 }
 
 static int session_paths(struct session *s)
@@ -1210,6 +1254,37 @@ static void warn_weakened(const struct errand_config *cfg)
 	}
 }
 
+/* Each provider's key as the agent will hand it to the session's broker: a
+ * file that cannot be read refuses the session now, not with a 502 on its
+ * first call; one others may read is named as a weakened guarantee. */
+static int session_keys_check(const struct session *s, char *err, size_t errlen)
+{
+	if (s->mode == EGRESS_MODE_NONE)
+		return 0;
+	for (size_t i = 0; i < s->cfg->n_providers; i++) {
+		const struct config_provider *p = &s->cfg->providers[i];
+		char key[BROKER_KEY_MAX + 1];
+		unsigned int mode = 0;
+		int rc = broker_key_read(p->credential_file, key, sizeof(key), &mode);
+
+		explicit_bzero(key, sizeof(key));
+		if (rc < 0) {
+			snprintf(err, errlen,
+				 "agent.providers.%s: credentialFile %s cannot be read (%s); write "
+				 "the key there (root, 0600), or remove the provider",
+				 p->name, p->credential_file, broker_key_strerror(rc));
+			return rc;
+		}
+		if (mode & 077)
+			log_warnx("weakened: agent.providers.%s: credentialFile %s is open to "
+				  "%s (mode %04o), not root alone; chmod 0600 it",
+				  p->name, p->credential_file,
+				  mode & 044 ? (mode & 004 ? "every user" : "its group") : "others",
+				  mode);
+	}
+	return 0;
+}
+
 static struct session *session_alloc(void)
 {
 	struct session *s = calloc(1, sizeof(*s));
@@ -1217,7 +1292,7 @@ static struct session *session_alloc(void)
 	if (!s)
 		return NULL;
 	s->cfg = &s->config;
-	s->lock_fd = s->pidfd = s->inotify_fd = -1;
+	s->lock_fd = s->pidfd = s->inotify_fd = s->broker_keeper = -1;
 	s->status = -1;
 	return s;
 }
@@ -1284,6 +1359,10 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 		goto fail;
 	}
 	warn_weakened(s->cfg);
+	if (session_keys_check(s, err, errlen)) {
+		log_warnx("%s", err);
+		goto fail;
+	}
 	if (session_setup(s))
 		goto fail_teardown;
 	if (path_fmt(state, sizeof(state), "%s/work", s->record_dir) == 0)
@@ -1420,6 +1499,7 @@ struct session *session_adopt(const struct state_session *row, const char *state
 		snprintf(err, errlen, "%s", log_last_warning());
 		goto fail;
 	}
+	broker_readopt(s);
 	free(text);
 	free(rtext);
 	json_decref(request);
@@ -1477,6 +1557,8 @@ void session_pollfds(struct session *s, struct pollfd *fds, int *n, int max, int
 		observe_server_pollfds(s->obs, fds, n, max);
 	if (s->dns)
 		dns_responder_pollfds(s->dns, fds, n, max, timeout);
+	if (s->broker_keeper >= 0 && *n < max)
+		fds[(*n)++] = (struct pollfd){.fd = s->broker_keeper, .events = POLLIN};
 	s->poll_n = *n - s->poll_first;
 	disk_due = disk_watch_timeout(&s->disk, boottime_ns());
 	if (disk_due >= 0 && (*timeout < 0 || disk_due < *timeout))
@@ -1510,6 +1592,9 @@ bool session_process(struct session *s, const struct pollfd *fds)
 		observe_server_process(s->obs, f + 3, n - 3);
 	if (s->dns)
 		dns_responder_process(s->dns, f + 3, n - 3);
+	for (int j = 3; j < n && s->broker_keeper >= 0; j++)
+		if (f[j].fd == s->broker_keeper && f[j].revents)
+			broker_keeper(s);
 	if (!f[0].revents)
 		return false;
 	/* Refusals made just before the end are still in the ring. */
