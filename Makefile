@@ -32,7 +32,7 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -Ibpf
 DEB_PACKAGES := gcc make pkg-config clang llvm bpftool libbpf-dev libxdp-dev \
 	libnl-3-dev libnl-route-3-dev libjansson-dev libnftables-dev nftables \
 	iproute2 util-linux procps libc-ares-dev libclang-rt-14-dev libseccomp-dev libsqlite3-dev passwd \
-	qemu-system-x86 busybox-static cpio kmod xz-utils python3 groff-base
+	qemu-system-x86 busybox-static cpio kmod xz-utils python3 groff-base libsystemd-dev debootstrap
 
 LIB_SRCS      := $(wildcard lib/*.c)
 AGENT_SRCS    := $(filter-out agent/errandctl.c agent/agentd.c,$(wildcard agent/*.c))
@@ -106,9 +106,10 @@ $(BUILD)/bin/errandctl: $(BUILD)/agent/errandctl.o $(AGENT_OBJS) $(BROKER_LIB_OB
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# The agent alone tells systemd it is ready (sd_notify, Type=notify).
 $(BUILD)/bin/errand-agent: $(BUILD)/agent/agentd.o $(AGENT_OBJS) $(BROKER_LIB_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs libsystemd 2>/dev/null)
 
 # The launcher stays small: libseccomp and none of the agent's libraries.
 $(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o $(BUILD)/lib/strv.o

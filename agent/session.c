@@ -215,6 +215,14 @@ int session_sweep(const struct errand_config *cfg)
 	rc = netns_sweep(dir, keep_live, (void *)cfg);
 	n += rc > 0 ? rc : 0;
 	if (!cgroup2_mount(mnt, sizeof(mnt))) {
+		char parent[PATH_MAX];
+
+		/* under systemd also what sessions left before they lived in its scope */
+		if (cgroup_systemd(mnt) &&
+		    !cgroup_sessions_parent(mnt, cfg->cgroup_name, false, parent, sizeof(parent))) {
+			rc = cgroup_sweep(mnt, parent, keep_live, (void *)cfg);
+			n += rc > 0 ? rc : 0;
+		}
 		rc = cgroup_sweep(mnt, cfg->cgroup_name, keep_live, (void *)cfg);
 		n += rc > 0 ? rc : 0;
 	}
@@ -1146,7 +1154,7 @@ static int session_setup(struct session *s)
 {
 	const struct errand_config *cfg = s->cfg;
 	struct enforce_params ep = {};
-	char err[512], dir[PATH_MAX];
+	char err[512], dir[PATH_MAX], parent[PATH_MAX];
 	uint64_t cgid;
 	int n_self, rc;
 
@@ -1172,11 +1180,19 @@ static int session_setup(struct session *s)
 			  "/sys/fs/cgroup/unified on a hybrid host)");
 		return rc;
 	}
-	rc = cgroup_session_create(s->cgroup_mount, cfg->cgroup_name, s->id, s->cgroup_path,
+	rc = cgroup_sessions_parent(s->cgroup_mount, cfg->cgroup_name, true, parent,
+				    sizeof(parent));
+	if (rc) {
+		log_warnx("session %s: systemd did not delegate a cgroup to errand's sessions "
+			  "(%s): %s",
+			  s->id, CGROUP_SCOPE, strerror(-rc));
+		return rc;
+	}
+	rc = cgroup_session_create(s->cgroup_mount, parent, s->id, s->cgroup_path,
 				   sizeof(s->cgroup_path));
 	if (rc) {
 		log_warnx("session %s: cannot create cgroup %s/%s/%s: %s", s->id, s->cgroup_mount,
-			  cfg->cgroup_name, s->id, strerror(-rc));
+			  parent, s->id, strerror(-rc));
 		return rc;
 	}
 	s->have_cgroup = true;
