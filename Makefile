@@ -186,8 +186,10 @@ clean:
 #   make vmcheck   the kernel-level selftests inside VMs: Debian 12's 6.1,
 #                  Debian 13's 6.12 and this machine's own kernel where its
 #                  image is readable (vmtests/run; kernels cached in
-#                  /var/cache/errand-vmtests). make check runs the 6.1 one
-#                  (selftests/vm/kernel61.sh).
+#                  /var/cache/errand-vmtests), and Debian 12 booted with
+#                  systemd (vmtests/systemd). make check runs the 6.1 one
+#                  (selftests/vm/kernel61.sh) and the systemd one
+#                  (selftests/vm/systemd.sh).
 #   make image     the vmtest initramfs (build/vmtests/userland.cpio; each
 #                  kernel's modules are added by vmtests/run) and the session
 #                  root filesystem for errandctl run --image (image/rootfs.sh:
@@ -204,7 +206,7 @@ vm-deps:
 
 vmcheck: deps-check vm-deps
 	@$(MAKE) --no-print-directory all
-	@vmtests/run
+	@rc=0; vmtests/run || rc=1; vmtests/systemd || rc=1; exit $$rc
 
 image: deps-check vm-deps
 	@$(MAKE) --no-print-directory all
