@@ -125,24 +125,3 @@ wait "$bg"
 eq "$?" 0 "the embedded session ended with its command's status"
 journalctl -u errand-agent --no-pager | tail -n 15 | sed 's/^/# /'
 
-# Why sessions live in a scope and not in the agent's own delegated service:
-# a service laid out as sessions would be there (main process in a leaf,
-# a session cgroup errand/s1 with pids enabled and limited), restarted with
-# the session alive. Shown, not asserted (systemd's later DelegateSubgroup=
-# changes it).
-systemd-run --quiet --unit=errand-probe -p Delegate=yes -p KillMode=process /bin/sh -c '
-	d=/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup); mkdir -p "$d/main" "$d/errand/s1"
-	echo $$ >"$d/main/cgroup.procs"; echo +pids >"$d/cgroup.subtree_control"
-	echo +pids >"$d/errand/cgroup.subtree_control"; echo 7 >"$d/errand/s1/pids.max"
-	sh -c "echo \$\$ >$d/errand/s1/cgroup.procs; exec sleep 600" & exec sleep 600'
-sleep 3
-pd=$CG$(systemctl show -P ControlGroup errand-probe)
-trace "probe before the restart: controllers '$(cat "$pd/cgroup.controllers" 2>&1)', subtree_control '$(cat "$pd/cgroup.subtree_control" 2>&1)', errand/s1/pids.max $(cat "$pd/errand/s1/pids.max" 2>&1), errand/s1 holds $(cat "$pd/errand/s1/cgroup.procs" 2>&1 | wc -l) process(es); $(journalctl -u errand-probe --no-pager -o cat | tail -n 3 | tr '\n' ' ')"
-if timeout 60 systemctl restart errand-probe 2>/dev/null; then
-	r="it restarted"
-else
-	r="it cannot start again ($(systemctl show -P Result errand-probe); $(journalctl -u errand-probe --no-pager | grep -m1 -o 'Failed to attach.*'))"
-fi
-trace "a delegated service holding a session-like cgroup with controllers enabled, restarted: $r; now subtree_control '$(cat "$pd/cgroup.subtree_control" 2>&1)', errand/s1/pids.max $(cat "$pd/errand/s1/pids.max" 2>&1), errand/s1 holds $(cat "$pd/errand/s1/cgroup.procs" 2>&1 | wc -l) process(es)"
-systemctl kill --kill-who=all -s KILL errand-probe 2>/dev/null
-systemctl stop errand-probe 2>/dev/null
