@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2016 # perl programs, in single quotes on purpose
 # Runs inside the systemd vmtest VM (vmtests/systemd), as the unit
 # errand-vmtest.service once the system is up: errand installed by make install
 # (DESTDIR) and its unit as shipped, on Debian 12 booted with systemd as init
@@ -109,7 +110,7 @@ eq "$(systemctl show -P ActiveState errand-agent.service)" active "... and the u
 check "... and the agent reloaded" wait_for 10 sh -c "journalctl -u errand-agent --no-pager | grep -q 'configuration reloaded (SIGHUP)'"
 wait "$bg"
 rc=$?
-eq "$rc/$(cat /tmp/bg.out | tr '\n' ' ')" "0/started finished " "errandctl run waited across the restart and got the command's status and output"
+eq "$rc/$(tr '\n' ' ' </tmp/bg.out)" "0/started finished " "errandctl run waited across the restart and got the command's status and output"
 
 # without the agent: errandctl's own agent puts the session in the scope too
 systemctl stop errand-agent.service
