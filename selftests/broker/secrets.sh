@@ -122,12 +122,19 @@ agent_start || exit 1
 rm -f "$PROJ"/go*
 errand_start --project "$PROJ" -- sh -c "$session_sh" || exit 1
 assert_eq "$(step 1)" 200 "through errand-agent the key works"
+NEW4=sk-daemon-$RANDOM$RANDOM
+(umask 077 && echo "$NEW4" >"$W_DIR/keys/provider.key.new")
+mv "$W_DIR/keys/provider.key.new" "$KEY_FILE"
+echo "$NEW4" >"$ACCEPT_FILE"
+assert_eq "$(step 2)" 401 "through errand-agent, the provider refuses the rotated-out key"
+assert_eq "$(step 3)" 200 "... and errand-agent hands the new key after the 401"
+assert_eq "$(last_key)" "$NEW4" "... the new one"
 kill -9 "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null
 echo "sk-elsewhere-$RANDOM" >"$ACCEPT_FILE"
-assert_eq "$(step 2)" 401 "with the agent down, the provider refuses the key"
-echo "$NEW2" >"$ACCEPT_FILE"
-assert_eq "$(step 3)" 200 "... and the broker, with no agent to ask, kept the key it has"
-assert_not_contains "$(cat "$W_DIR"/agent*.log)" "$NEW2" "the key is in no agent log"
+assert_eq "$(step 4)" 401 "with the agent down, the provider refuses the key"
+echo "$NEW4" >"$ACCEPT_FILE"
+assert_eq "$(step 5)" 200 "... and the broker, with no agent to ask, kept the key it has"
+assert_not_contains "$(cat "$W_DIR"/agent*.log)" "$NEW4" "the key is in no agent log"
 errand_stop
 world_finish
