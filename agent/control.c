@@ -733,7 +733,7 @@ int control_write_fds(int fd, uint16_t type, const json_t *payload, const int *f
 		struct cmsghdr align;
 	} u = {};
 	struct iovec iov;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	struct cmsghdr *cm;
 	size_t len, off;
 	ssize_t n;
@@ -776,9 +776,11 @@ ssize_t control_recv(int fd, void *buf, size_t len, int *fds, int *nfds, int fla
 		char buf[CMSG_SPACE(sizeof(int) * CONTROL_FDS_MAX)];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf)};
 	ssize_t n;
 
 	do
@@ -809,8 +811,7 @@ ssize_t control_recv(int fd, void *buf, size_t len, int *fds, int *nfds, int fla
 	return n;
 }
 
-int control_read_fds(int fd, struct control_msg *out, int *fds, int *nfds, char *err,
-		     size_t errlen)
+int control_read_fds(int fd, struct control_msg *out, int *fds, int *nfds, char *err, size_t errlen)
 {
 	uint8_t hdr[CONTROL_HEADER_LEN];
 	size_t got = 0;

@@ -60,8 +60,7 @@ int disk_usage(const char *path, uint64_t *bytes)
 		total += (uint64_t)st.st_blocks * 512;
 		if (!S_ISDIR(st.st_mode) || depth == DISK_DEPTH_MAX)
 			continue;
-		sub = openat(dirfd(d), de->d_name,
-			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (sub < 0)
 			continue;
 		stack[depth] = fdopendir(sub);
@@ -88,8 +87,7 @@ static uint64_t usage_of(const struct disk_watch *w)
 	return sum;
 }
 
-int disk_watch_start(struct disk_watch *w, const char *project, const char *state,
-		     uint64_t budget)
+int disk_watch_start(struct disk_watch *w, const char *project, const char *state, uint64_t budget)
 {
 	w->paths[0] = project;
 	w->paths[1] = state;

@@ -21,8 +21,7 @@ struct disk_watch {
 };
 
 /* Takes the baseline. 0 or -errno. */
-int disk_watch_start(struct disk_watch *w, const char *project, const char *state,
-		     uint64_t budget);
+int disk_watch_start(struct disk_watch *w, const char *project, const char *state, uint64_t budget);
 /* Milliseconds until the next measurement is due (-1: none), for poll(). */
 int disk_watch_timeout(const struct disk_watch *w, uint64_t now_ns);
 /* Measures when due. 1 when the session is past its budget, else 0. */

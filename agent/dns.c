@@ -130,7 +130,7 @@ static const char *qtype_name(uint16_t t, char buf[8])
 
 static void deny(struct dns_responder *r, const struct dns_query *q, const char *reason)
 {
-	struct event_rec ev = { .denied = true };
+	struct event_rec ev = {.denied = true};
 	char tb[8];
 
 	ev.session = r->session;
@@ -169,11 +169,11 @@ static void reply(struct dns_responder *r, const struct client *c, uint8_t rcode
 		if (len < 0)
 			return;
 		memcpy(&ub->to[k], &c->from, c->fromlen);
-		ub->out_iov[k] = (struct iovec){ .iov_base = ub->out_buf[k], .iov_len = (size_t)len };
-		ub->out[k].msg_hdr = (struct msghdr){ .msg_name = &ub->to[k],
-						      .msg_namelen = c->fromlen,
-						      .msg_iov = &ub->out_iov[k],
-						      .msg_iovlen = 1 };
+		ub->out_iov[k] = (struct iovec){.iov_base = ub->out_buf[k], .iov_len = (size_t)len};
+		ub->out[k].msg_hdr = (struct msghdr){.msg_name = &ub->to[k],
+						     .msg_namelen = c->fromlen,
+						     .msg_iov = &ub->out_iov[k],
+						     .msg_iovlen = 1};
 		ub->n_out++;
 		return;
 	}
@@ -240,7 +240,7 @@ static size_t name_ports(const struct dns_responder *r, const char *name, struct
 			*wild = (int)i;
 		if (!h->wildcard)
 			exact = true;
-		port_add(ports, &n, max, &(struct name_port){ .port = h->port });
+		port_add(ports, &n, max, &(struct name_port){.port = h->port});
 	}
 	for (size_t i = 0; r->grants && i < r->grants->n; i++) {
 		const struct grant *g = &r->grants->v[i];
@@ -250,10 +250,10 @@ static size_t name_ports(const struct dns_responder *r, const char *name, struct
 		if (!g->rule.wildcard)
 			exact = true;
 		port_add(ports, &n, max,
-			 &(struct name_port){ .port = g->rule.port,
-					      .grant = g->id,
-					      .flags = g->kind == GRANT_ONCE ? ENTRY_F_ONCE : 0,
-					      .until = g->kind == GRANT_UNTIL ? g->until : 0 });
+			 &(struct name_port){.port = g->rule.port,
+					     .grant = g->id,
+					     .flags = g->kind == GRANT_ONCE ? ENTRY_F_ONCE : 0,
+					     .until = g->kind == GRANT_UNTIL ? g->until : 0});
 	}
 	if (exact)
 		*wild = -1;
@@ -324,8 +324,8 @@ static void program_and_reply(struct dns_responder *r, const struct client *c,
 
 				log_warnx("session %s: cannot program %s:%u for %s: %s; answering "
 					  "SERVFAIL",
-					  r->session, addr_str(&addrs[i], a), ports[j].port, c->q.name,
-					  strerror(-rc));
+					  r->session, addr_str(&addrs[i], a), ports[j].port,
+					  c->q.name, strerror(-rc));
 				reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
 				return;
 			}
@@ -479,8 +479,7 @@ static const struct pin *find_pin(const struct errand_config *cfg, const char *n
 	return NULL;
 }
 
-static void handle_query(struct dns_responder *r, struct client *c, const uint8_t *buf,
-			 size_t len)
+static void handle_query(struct dns_responder *r, struct client *c, const uint8_t *buf, size_t len)
 {
 	struct dns_query *q = &c->q;
 	const struct pin *pin;
@@ -584,12 +583,12 @@ static void udp_read(struct dns_responder *r)
 		int n;
 
 		for (int i = 0; i < DNS_UDP_BATCH; i++) {
-			ub->in_iov[i] = (struct iovec){ .iov_base = ub->in_buf[i],
-							.iov_len = DNS_UDP_QMAX };
-			ub->in[i].msg_hdr = (struct msghdr){ .msg_name = &ub->from[i],
-							     .msg_namelen = sizeof(ub->from[i]),
-							     .msg_iov = &ub->in_iov[i],
-							     .msg_iovlen = 1 };
+			ub->in_iov[i] =
+				(struct iovec){.iov_base = ub->in_buf[i], .iov_len = DNS_UDP_QMAX};
+			ub->in[i].msg_hdr = (struct msghdr){.msg_name = &ub->from[i],
+							    .msg_namelen = sizeof(ub->from[i]),
+							    .msg_iov = &ub->in_iov[i],
+							    .msg_iovlen = 1};
 		}
 		n = recvmmsg(r->udp_fd, ub->in, DNS_UDP_BATCH, MSG_DONTWAIT, NULL);
 		if (n <= 0)
@@ -597,7 +596,7 @@ static void udp_read(struct dns_responder *r)
 		ub->active = true;
 		ub->n_out = 0;
 		for (int i = 0; i < n; i++) {
-			struct client c = { .tcp = false, .conn = -1 };
+			struct client c = {.tcp = false, .conn = -1};
 
 			/* A query longer than any errand answers is not read in part. */
 			if (ub->in[i].msg_hdr.msg_flags & MSG_TRUNC)
@@ -646,7 +645,7 @@ static void tcp_read(struct dns_responder *r, int i)
 	t->last_ns = boottime_ns();
 	while (r->conns[i] && t->len >= 2) {
 		size_t msg = (size_t)t->buf[0] << 8 | t->buf[1];
-		struct client c = { .tcp = true, .conn = i, .gen = t->gen };
+		struct client c = {.tcp = true, .conn = i, .gen = t->gen};
 
 		if (t->len < 2 + msg)
 			break;
@@ -660,7 +659,7 @@ static void tcp_read(struct dns_responder *r, int i)
 
 static int bind_gw(int type, uint32_t gw4)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(DNS_PORT) };
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(DNS_PORT)};
 	int one = 1;
 	int fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
@@ -695,8 +694,9 @@ static int upstream_init(struct dns_responder *r, char *err, size_t errlen)
 	opts.flags = ARES_FLAG_NOCHECKRESP;
 	rc = ares_init_options(&r->ch, &opts, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS);
 	if (rc != ARES_SUCCESS) {
-		snprintf(err, errlen, "cannot set up the upstream resolver: %s; check dns.upstream "
-				      "or /etc/resolv.conf",
+		snprintf(err, errlen,
+			 "cannot set up the upstream resolver: %s; check dns.upstream "
+			 "or /etc/resolv.conf",
 			 ares_strerror(rc));
 		return -EINVAL;
 	}
@@ -790,14 +790,14 @@ void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, 
 	int bits;
 
 	if (*n < max)
-		fds[(*n)++] = (struct pollfd){ .fd = r->udp_fd, .events = POLLIN };
+		fds[(*n)++] = (struct pollfd){.fd = r->udp_fd, .events = POLLIN};
 	if (*n < max)
-		fds[(*n)++] = (struct pollfd){ .fd = r->tcp_fd, .events = POLLIN };
+		fds[(*n)++] = (struct pollfd){.fd = r->tcp_fd, .events = POLLIN};
 	for (int i = 0; i < DNS_TCP_MAX; i++) {
 		if (!r->conns[i])
 			continue;
 		if (*n < max)
-			fds[(*n)++] = (struct pollfd){ .fd = r->conns[i]->fd, .events = POLLIN };
+			fds[(*n)++] = (struct pollfd){.fd = r->conns[i]->fd, .events = POLLIN};
 		if (*timeout_ms < 0 || *timeout_ms > 1000)
 			*timeout_ms = 1000; /* to notice idle clients */
 	}
@@ -813,7 +813,7 @@ void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, 
 		if (ARES_GETSOCK_WRITABLE(bits, i))
 			ev |= POLLOUT;
 		if (ev)
-			fds[(*n)++] = (struct pollfd){ .fd = socks[i], .events = ev };
+			fds[(*n)++] = (struct pollfd){.fd = socks[i], .events = ev};
 	}
 	tvp = ares_timeout(r->ch, NULL, &tv);
 	if (tvp) {
@@ -845,14 +845,13 @@ void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, in
 		for (int i = 0; r->ares_ok && i < ARES_GETSOCK_MAXNUM; i++) {
 			ares_socket_t s = fds[j].fd;
 
-			if (r->socks[i] != s ||
-			    !(ARES_GETSOCK_READABLE(r->sock_bits, i) ||
-			      ARES_GETSOCK_WRITABLE(r->sock_bits, i)))
+			if (r->socks[i] != s || !(ARES_GETSOCK_READABLE(r->sock_bits, i) ||
+						  ARES_GETSOCK_WRITABLE(r->sock_bits, i)))
 				continue;
-			ares_process_fd(r->ch,
-					fds[j].revents & (POLLIN | POLLERR | POLLHUP) ? s
-										  : ARES_SOCKET_BAD,
-					fds[j].revents & POLLOUT ? s : ARES_SOCKET_BAD);
+			ares_process_fd(
+				r->ch,
+				fds[j].revents & (POLLIN | POLLERR | POLLHUP) ? s : ARES_SOCKET_BAD,
+				fds[j].revents & POLLOUT ? s : ARES_SOCKET_BAD);
 			break;
 		}
 	}

@@ -32,11 +32,11 @@
 
 struct dns_query {
 	uint16_t id;
-	bool rd;			/* recursion desired, echoed */
-	char name[DNS_NAME_MAX + 1];	/* lowercased, no trailing dot; "" for the root */
+	bool rd;		     /* recursion desired, echoed */
+	char name[DNS_NAME_MAX + 1]; /* lowercased, no trailing dot; "" for the root */
 	uint16_t qtype, qclass;
-	bool edns;			/* an OPT record was present */
-	uint16_t edns_size;		/* its UDP payload size (at least 512) */
+	bool edns;	    /* an OPT record was present */
+	uint16_t edns_size; /* its UDP payload size (at least 512) */
 };
 
 /* Parses a query: QR=0, opcode QUERY, exactly one question, no answer or
@@ -53,8 +53,8 @@ struct dns_rr {
 	char owner[DNS_NAME_MAX + 1]; /* lowercased, no trailing dot */
 	uint16_t type, rclass;
 	uint32_t ttl;
-	struct addr addr;		   /* A (v4-mapped) and AAAA */
-	char target[DNS_NAME_MAX + 1];	   /* CNAME */
+	struct addr addr;	       /* A (v4-mapped) and AAAA */
+	char target[DNS_NAME_MAX + 1]; /* CNAME */
 };
 
 /* Parses an upstream answer: header (must be QR=1, id as expected), the
@@ -62,8 +62,8 @@ struct dns_rr {
  * section: A, AAAA and CNAME records of class IN are returned in order, other
  * records skipped; rdata lengths checked (A 4, AAAA 16). At most max records
  * (more: -E2BIG). Returns 0 or -EINVAL; *rcode is the header's. */
-int dns_answer_parse(const uint8_t *buf, size_t len, uint16_t id, const char *name,
-		     uint16_t qtype, uint8_t *rcode, struct dns_rr *rrs, size_t max, size_t *n);
+int dns_answer_parse(const uint8_t *buf, size_t len, uint16_t id, const char *name, uint16_t qtype,
+		     uint8_t *rcode, struct dns_rr *rrs, size_t max, size_t *n);
 
 /* Follows the CNAME chain from name through rrs with owner continuity (each
  * step's owner is the previous step's target; records whose owner is not on
@@ -80,8 +80,8 @@ int dns_chain_resolve(const struct dns_rr *rrs, size_t n, const char *name, uint
  * q->qtype (A for v4-mapped, AAAA otherwise), with ttl; an OPT record when q
  * had one. If it would exceed max_len, answers are dropped and TC is set.
  * Returns the length written, or -errno. */
-int dns_response_build(const struct dns_query *q, uint8_t rcode, const struct addr *addrs,
-		       size_t n, uint32_t ttl, uint8_t *out, size_t max_len);
+int dns_response_build(const struct dns_query *q, uint8_t rcode, const struct addr *addrs, size_t n,
+		       uint32_t ttl, uint8_t *out, size_t max_len);
 /* Builds a query for name/qtype with the given id (for tests and tools). */
 int dns_query_build(uint16_t id, const char *name, uint16_t qtype, uint8_t *out, size_t max_len);
 

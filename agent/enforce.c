@@ -45,15 +45,15 @@ static struct bpf_program *hook_prog(struct egress_bpf *s, int i)
 }
 
 static const struct cgroup_hook hooks[] = {
-	{ "connect4", BPF_CGROUP_INET4_CONNECT },
-	{ "connect6", BPF_CGROUP_INET6_CONNECT },
-	{ "sendmsg4", BPF_CGROUP_UDP4_SENDMSG },
-	{ "sendmsg6", BPF_CGROUP_UDP6_SENDMSG },
-	{ "recvmsg4", BPF_CGROUP_UDP4_RECVMSG },
-	{ "recvmsg6", BPF_CGROUP_UDP6_RECVMSG },
-	{ "getpeername4", BPF_CGROUP_INET4_GETPEERNAME },
-	{ "getpeername6", BPF_CGROUP_INET6_GETPEERNAME },
-	{ "sock_create", BPF_CGROUP_INET_SOCK_CREATE },
+	{"connect4", BPF_CGROUP_INET4_CONNECT},
+	{"connect6", BPF_CGROUP_INET6_CONNECT},
+	{"sendmsg4", BPF_CGROUP_UDP4_SENDMSG},
+	{"sendmsg6", BPF_CGROUP_UDP6_SENDMSG},
+	{"recvmsg4", BPF_CGROUP_UDP4_RECVMSG},
+	{"recvmsg6", BPF_CGROUP_UDP6_RECVMSG},
+	{"getpeername4", BPF_CGROUP_INET4_GETPEERNAME},
+	{"getpeername6", BPF_CGROUP_INET6_GETPEERNAME},
+	{"sock_create", BPF_CGROUP_INET_SOCK_CREATE},
 };
 
 /* errand says what failed in its own one line; libbpf's own account (the
@@ -77,8 +77,8 @@ static int prog_id(int fd, __u32 *id)
 	return 0;
 }
 
-static int fill_ranges(struct egress_bpf *s, const struct cidr *c, size_t n, bool public,
-		       char *err, size_t errlen)
+static int fill_ranges(struct egress_bpf *s, const struct cidr *c, size_t n, bool public, char *err,
+		       size_t errlen)
 {
 	int fd4 = bpf_map__fd(public ? s->maps.public4 : s->maps.forbid4);
 	int fd6 = bpf_map__fd(public ? s->maps.public6 : s->maps.forbid6);
@@ -88,12 +88,12 @@ static int fill_ranges(struct egress_bpf *s, const struct cidr *c, size_t n, boo
 		int rc;
 
 		if (addr_is_v4(&c[i].a) && c[i].prefixlen >= 96) {
-			struct lpm4_key k = { .prefixlen = c[i].prefixlen - 96 };
+			struct lpm4_key k = {.prefixlen = c[i].prefixlen - 96};
 
 			memcpy(k.addr, c[i].a.b + 12, 4);
 			rc = bpf_map_update_elem(fd4, &k, &one, BPF_ANY);
 		} else {
-			struct lpm6_key k = { .prefixlen = c[i].prefixlen };
+			struct lpm6_key k = {.prefixlen = c[i].prefixlen};
 
 			memcpy(k.addr, c[i].a.b, 16);
 			rc = bpf_map_update_elem(fd6, &k, &one, BPF_ANY);
@@ -107,8 +107,7 @@ static int fill_ranges(struct egress_bpf *s, const struct cidr *c, size_t n, boo
 	return 0;
 }
 
-static int fill_maps(struct egress_bpf *s, const struct enforce_params *p, char *err,
-		     size_t errlen)
+static int fill_maps(struct egress_bpf *s, const struct enforce_params *p, char *err, size_t errlen)
 {
 	const struct cidr *forbidden;
 	size_t n_forbidden;
@@ -144,10 +143,10 @@ static int fill_maps(struct egress_bpf *s, const struct enforce_params *p, char 
 
 static int pin_maps(struct egress_bpf *s, const char *dir, char *err, size_t errlen)
 {
-	struct bpf_map *maps[] = { s->maps.allow,   s->maps.flows,	s->maps.forbid4,
-				   s->maps.forbid6, s->maps.public4,	s->maps.public6,
-				   s->maps.self_addrs, s->maps.events, s->maps.counters,
-				   s->maps.open_ports, s->maps.once_used };
+	struct bpf_map *maps[] = {s->maps.allow,      s->maps.flows,	s->maps.forbid4,
+				  s->maps.forbid6,    s->maps.public4,	s->maps.public6,
+				  s->maps.self_addrs, s->maps.events,	s->maps.counters,
+				  s->maps.open_ports, s->maps.once_used};
 	char path[PATH_MAX];
 
 	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
@@ -180,8 +179,7 @@ static int attach_cgroup(struct egress_bpf *s, const struct enforce_params *p, c
 	char path[PATH_MAX];
 
 	if (cg_fd < 0) {
-		snprintf(err, errlen, "cannot open cgroup %s: %s", p->cgroup_path,
-			 strerror(errno));
+		snprintf(err, errlen, "cannot open cgroup %s: %s", p->cgroup_path, strerror(errno));
 		return -errno;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
@@ -224,8 +222,7 @@ static int attach_cgroup(struct egress_bpf *s, const struct enforce_params *p, c
 /* clsact on the host side of the veth. A legacy tc filter rather than a link:
  * it lives as long as the device, so it needs no pin, and the kernels errand
  * supports from 6.1 on all have it. */
-static int attach_tc(struct egress_bpf *s, const struct enforce_params *p, char *err,
-		     size_t errlen)
+static int attach_tc(struct egress_bpf *s, const struct enforce_params *p, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = BPF_TC_INGRESS);
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
@@ -264,7 +261,8 @@ static int attach_tc(struct egress_bpf *s, const struct enforce_params *p, char 
 	if (!rc && query.prog_id != id)
 		rc = -ENOENT;
 	if (rc) {
-		snprintf(err, errlen, "enforcement not verified: the tc backstop is not on ifindex %d (%s)",
+		snprintf(err, errlen,
+			 "enforcement not verified: the tc backstop is not on ifindex %d (%s)",
 			 p->host_ifindex, strerror(-rc));
 		return rc;
 	}
@@ -352,8 +350,8 @@ fail:
 int enforce_allow(struct enforce *e, const struct addr *a, uint16_t port, uint64_t expires_ns,
 		  uint32_t flags)
 {
-	struct allow_key k = { .port = port };
-	struct allow_val v = { .expires_ns = expires_ns, .flags = flags };
+	struct allow_key k = {.port = port};
+	struct allow_val v = {.expires_ns = expires_ns, .flags = flags};
 
 	memcpy(k.addr, a->b, 16);
 	if (bpf_map_update_elem(e->allow_fd, &k, &v, BPF_ANY))
@@ -386,8 +384,8 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 			 uint64_t expires_ns, uint32_t flags, uint32_t grant)
 {
 	int fd = e->allow_fd;
-	struct allow_key k = { .port = port };
-	struct allow_val v = { .expires_ns = expires_ns, .flags = flags, .grant = grant };
+	struct allow_key k = {.port = port};
+	struct allow_val v = {.expires_ns = expires_ns, .flags = flags, .grant = grant};
 	struct allow_val old;
 	struct timespec ts;
 
@@ -473,8 +471,7 @@ struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 		close(fd);
 	}
 	e->allow_fd = pin_open(pin_dir, "allow", err, errlen);
-	if (e->allow_fd < 0 ||
-	    (e->events_fd = pin_open(pin_dir, "events", err, errlen)) < 0) {
+	if (e->allow_fd < 0 || (e->events_fd = pin_open(pin_dir, "events", err, errlen)) < 0) {
 		rc = -errno;
 		goto fail;
 	}
@@ -493,7 +490,7 @@ fail:
 
 int enforce_entry_grant(struct enforce *e, const struct addr *a, uint16_t port, uint32_t *grant)
 {
-	struct allow_key k = { .port = port };
+	struct allow_key k = {.port = port};
 	struct allow_val v;
 
 	memcpy(k.addr, a->b, 16);
@@ -581,13 +578,12 @@ static void tc_program(const char *pin_dir, int ifindex, enforce_prog_fn fn, voi
 
 	if (fd >= 0 && prog_id(fd, &id))
 		id = 0;
-	fn("tc_ingress", id, id && ifindex > 0 && bpf_tc_query(&hook, &query) == 0 &&
-				     query.prog_id == id,
-	   arg);
+	fn("tc_ingress", id,
+	   id && ifindex > 0 && bpf_tc_query(&hook, &query) == 0 && query.prog_id == id, arg);
 }
 
-int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex,
-		     enforce_prog_fn fn, void *arg)
+int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, enforce_prog_fn fn,
+		     void *arg)
 {
 	cleanup_close int cg_fd = open(cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char err[256];

@@ -20,7 +20,7 @@ struct enforce_params {
 	enum egress_mode mode;
 	uint32_t sess4, gw4; /* network order */
 	uint16_t dns_port;
-	uint16_t broker_port; /* the session's broker on gw4; 0: none */
+	uint16_t broker_port;  /* the session's broker on gw4; 0: none */
 	const uint16_t *ports; /* egressPorts, for open mode */
 	size_t n_ports;
 	const struct cidr *public_ranges; /* treatAsPublic */
@@ -62,8 +62,8 @@ int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX]);
 /* Each cgroup hook: its program and whether the cgroup runs it; then, when
  * ifindex is not negative, the tc backstop on that veth (0: the session's
  * veth was not found). */
-int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex,
-		     enforce_prog_fn fn, void *arg);
+int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, enforce_prog_fn fn,
+		     void *arg);
 /* Deletes entries whose expiry has passed (pins never expire). Count or -errno. */
 int enforce_expire(struct enforce *e, uint64_t now_ns);
 /* The ring buffer of refusals: an fd to poll, and a call that hands each

@@ -163,7 +163,7 @@ static json_t *run_request(int argc, char **argv, struct run_opts *o, int cmd,
 
 static int cmd_run(int argc, char **argv, const char *config_path)
 {
-	struct run_opts o = { .config_path = config_path };
+	struct run_opts o = {.config_path = config_path};
 	struct session_params sp = {};
 	char err[CONFIG_ERRLEN], *text = NULL;
 	struct errand_config cfg;
@@ -192,8 +192,8 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 		json_t *it;
 		size_t i;
 
-		json_array_foreach(o.env, i, it)
-			has_term |= !strncmp(json_string_value(it), "TERM=", 5);
+		json_array_foreach(o.env, i, it) has_term |=
+			!strncmp(json_string_value(it), "TERM=", 5);
 		if (term && !has_term)
 			json_array_append_new(json_object_get(req, "env"),
 					      json_sprintf("TERM=%s", term));
@@ -302,8 +302,8 @@ struct ctl_args {
 	struct agent_conn *ac;
 };
 
-static void ctl_parse(int argc, char **argv, const char *config_path, const char *usage,
-		      int min, int max, struct ctl_args *a)
+static void ctl_parse(int argc, char **argv, const char *config_path, const char *usage, int min,
+		      int max, struct ctl_args *a)
 {
 	char err[CONFIG_ERRLEN];
 
@@ -436,8 +436,7 @@ static int cmd_show(int argc, char **argv, const char *config_path)
 	return 0;
 }
 
-static void print_done(const struct ctl_args *a, const char *what, const char *id,
-		       const char *host)
+static void print_done(const struct ctl_args *a, const char *what, const char *id, const char *host)
 {
 	if (a->json) {
 		json_t *o = json_pack("{s:s,s:s}", "result", what, "session", id);
@@ -487,8 +486,7 @@ static int cmd_grant(int argc, char **argv, const char *config_path)
 		if (kind == GRANT_UNTIL)
 			json_object_set_new(p, "seconds", json_integer(secs));
 		json_decref(ctl_call(&a, CONTROL_GRANT, p, CONTROL_OK, NULL));
-	} else if (inspect_grant(a.st, &a.cfg, a.pos[0], a.pos[1], kind, secs, err,
-				 sizeof(err))) {
+	} else if (inspect_grant(a.st, &a.cfg, a.pos[0], a.pos[1], kind, secs, err, sizeof(err))) {
 		refuse("grant: %s", err);
 	}
 	print_done(&a, "granted", a.pos[0], a.pos[1]);
@@ -574,10 +572,11 @@ static int cmd_reload(int argc, char **argv, const char *config_path)
 		reloaded = true;
 	}
 	if (a.json) {
-		json_t *o = json_pack("{s:b,s:s}", "reloaded", reloaded, "message",
-				      reloaded ? "errand-agent reloaded its configuration"
-					       : "no errand-agent runs; each errandctl run reads the "
-						 "configuration itself");
+		json_t *o =
+			json_pack("{s:b,s:s}", "reloaded", reloaded, "message",
+				  reloaded ? "errand-agent reloaded its configuration"
+					   : "no errand-agent runs; each errandctl run reads the "
+					     "configuration itself");
 
 		print_json(o);
 		json_decref(o);
@@ -629,23 +628,23 @@ static int cmd_help(int argc, char **argv, const char *config_path)
 }
 
 static const struct command commands[] = {
-	{ "run", "run [OPTIONS] -- CMD [ARG...]", "run CMD in a confined session", cmd_run },
-	{ "sessions", "sessions [--json]", "the running sessions", cmd_sessions },
-	{ "show", "show ID [--json]",
-	  "a session's policy, allow map, programs, counters and gaps", cmd_show },
-	{ "stop", "stop ID [--json]", "stop a session: every process of it is killed", cmd_stop },
-	{ "grant", "grant ID HOST [once|DURATION|always] [--json]",
-	  "let a running session reach HOST (once by default)", cmd_grant },
-	{ "revoke", "revoke ID HOST [--json]", "take a grant back", cmd_revoke },
-	{ "denied", "denied [ID] [--json]", "what sessions were refused", cmd_denied },
-	{ "receipts", "receipts [ID] [--json]", "the provider calls sessions made through the broker",
-	  cmd_receipts },
-	{ "observe", "observe [SESSION] [--json]", "print running sessions' events as they happen",
-	  cmd_observe },
-	{ "doctor", "doctor [--json]", "what this host can enforce, and every gap", cmd_doctor },
-	{ "reload", "reload [--json]", "make errand-agent reread its configuration", cmd_reload },
-	{ "version", "version [--json]", "errandctl's and the agent's versions", cmd_version },
-	{ "help", "help", "this list", cmd_help },
+	{"run", "run [OPTIONS] -- CMD [ARG...]", "run CMD in a confined session", cmd_run},
+	{"sessions", "sessions [--json]", "the running sessions", cmd_sessions},
+	{"show", "show ID [--json]", "a session's policy, allow map, programs, counters and gaps",
+	 cmd_show},
+	{"stop", "stop ID [--json]", "stop a session: every process of it is killed", cmd_stop},
+	{"grant", "grant ID HOST [once|DURATION|always] [--json]",
+	 "let a running session reach HOST (once by default)", cmd_grant},
+	{"revoke", "revoke ID HOST [--json]", "take a grant back", cmd_revoke},
+	{"denied", "denied [ID] [--json]", "what sessions were refused", cmd_denied},
+	{"receipts", "receipts [ID] [--json]",
+	 "the provider calls sessions made through the broker", cmd_receipts},
+	{"observe", "observe [SESSION] [--json]", "print running sessions' events as they happen",
+	 cmd_observe},
+	{"doctor", "doctor [--json]", "what this host can enforce, and every gap", cmd_doctor},
+	{"reload", "reload [--json]", "make errand-agent reread its configuration", cmd_reload},
+	{"version", "version [--json]", "errandctl's and the agent's versions", cmd_version},
+	{"help", "help", "this list", cmd_help},
 };
 
 static const struct command *commands_table(size_t *n)

@@ -9,20 +9,32 @@
 #include "lib/util.h"
 
 static const char *const reasons[] = {
-	[REASON_NONE] = "none",		  [REASON_NO_NETWORK] = "no-network",
-	[REASON_NOT_ALLOWED] = "not-allowed", [REASON_EXPIRED] = "expired",
-	[REASON_FORBIDDEN] = "forbidden",	  [REASON_SELF] = "self",
-	[REASON_UDP] = "udp",		  [REASON_PORT] = "port",
-	[REASON_SPOOF] = "spoof",		  [REASON_PROTO] = "proto",
-	[REASON_FRAGMENT] = "fragment",	  [REASON_NO_FLOW] = "no-flow",
-	[REASON_SOCKET] = "socket",		  [REASON_IPV6] = "ipv6",
-	[REASON_DOT] = "dot",		  [REASON_GRANT_SPENT] = "grant-spent",
+	[REASON_NONE] = "none",
+	[REASON_NO_NETWORK] = "no-network",
+	[REASON_NOT_ALLOWED] = "not-allowed",
+	[REASON_EXPIRED] = "expired",
+	[REASON_FORBIDDEN] = "forbidden",
+	[REASON_SELF] = "self",
+	[REASON_UDP] = "udp",
+	[REASON_PORT] = "port",
+	[REASON_SPOOF] = "spoof",
+	[REASON_PROTO] = "proto",
+	[REASON_FRAGMENT] = "fragment",
+	[REASON_NO_FLOW] = "no-flow",
+	[REASON_SOCKET] = "socket",
+	[REASON_IPV6] = "ipv6",
+	[REASON_DOT] = "dot",
+	[REASON_GRANT_SPENT] = "grant-spent",
 };
 _Static_assert(ARRAY_SIZE(reasons) == REASON_MAX, "a reason without a name");
 
 static const char *const hooks[] = {
-	[HOOK_CONNECT4] = "connect4", [HOOK_CONNECT6] = "connect6", [HOOK_SENDMSG4] = "sendmsg4",
-	[HOOK_SENDMSG6] = "sendmsg6", [HOOK_TC] = "tc",		    [HOOK_SOCK_CREATE] = "sock_create",
+	[HOOK_CONNECT4] = "connect4",
+	[HOOK_CONNECT6] = "connect6",
+	[HOOK_SENDMSG4] = "sendmsg4",
+	[HOOK_SENDMSG6] = "sendmsg6",
+	[HOOK_TC] = "tc",
+	[HOOK_SOCK_CREATE] = "sock_create",
 };
 
 const char *event_reason_name(unsigned reason)
@@ -70,8 +82,8 @@ static const char *safe_name(const char *s, char *buf, size_t len)
 	for (i = 0; s[i] && i + 1 < len; i++) {
 		char c = s[i];
 
-		buf[i] = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-					 c == '.' || c == '_' || c == '*'
+		buf[i] = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+					 c == '_' || c == '*'
 				 ? c
 				 : '?';
 	}
@@ -87,10 +99,12 @@ void event_format(const struct event_rec *ev, bool json, char *buf, size_t len)
 		snprintf(buf, len,
 			 "{\"event\":\"denied\",\"session\":\"%s\",\"name\":\"%s\",\"type\":\"%s\","
 			 "\"reason\":\"%s\"}",
-			 ev->session, safe_name(ev->name, name, sizeof(name)), ev->qtype, ev->reason);
+			 ev->session, safe_name(ev->name, name, sizeof(name)), ev->qtype,
+			 ev->reason);
 	else if (ev->denied)
-		snprintf(buf, len, "errand: session=%s denied name=%s type=%s reason=%s", ev->session,
-			 safe_name(ev->name, name, sizeof(name)), ev->qtype, ev->reason);
+		snprintf(buf, len, "errand: session=%s denied name=%s type=%s reason=%s",
+			 ev->session, safe_name(ev->name, name, sizeof(name)), ev->qtype,
+			 ev->reason);
 	else if (json)
 		snprintf(buf, len,
 			 "{\"event\":\"refused\",\"session\":\"%s\",\"proto\":\"%s\","

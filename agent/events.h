@@ -16,7 +16,7 @@
 #define EVENT_LINE_MAX 640
 
 struct event_rec {
-	bool denied;	     /* a denied name; else a refused connect or packet */
+	bool denied; /* a denied name; else a refused connect or packet */
 	const char *session;
 	const char *reason;
 	/* refused */

@@ -496,8 +496,8 @@ void inspect_print_receipts(const json_t *receipts, FILE *f)
 	const json_t *r;
 	size_t i;
 
-	fprintf(f, "%-24s  %-8s  %-10s  %-7s  %-40s  %6s  %8s  %s\n", "ENDED", "SESSION", "PROVIDER",
-		"METHOD", "PATH", "STATUS", "MS", "OUTCOME");
+	fprintf(f, "%-24s  %-8s  %-10s  %-7s  %-40s  %6s  %8s  %s\n", "ENDED", "SESSION",
+		"PROVIDER", "METHOD", "PATH", "STATUS", "MS", "OUTCOME");
 	json_array_foreach(receipts, i, r)
 	{
 		json_int_t ms = json_integer_value(json_object_get(r, "endedAt"));

@@ -9,12 +9,12 @@
 #include "lib/addr.h"
 
 struct session_link {
-	char host_if[16];    /* host side, in the caller's namespace */
-	char sess_if[16];    /* session side, inside the session namespace, named eth0 there */
-	uint32_t gw4;	     /* host side address, network order (the gateway) */
-	uint32_t sess4;	     /* session side address, network order */
-	uint8_t prefixlen;   /* of the link's subnet, e.g. 30 */
-	int host_ifindex;    /* filled by veth_setup */
+	char host_if[16];  /* host side, in the caller's namespace */
+	char sess_if[16];  /* session side, inside the session namespace, named eth0 there */
+	uint32_t gw4;	   /* host side address, network order (the gateway) */
+	uint32_t sess4;	   /* session side address, network order */
+	uint8_t prefixlen; /* of the link's subnet, e.g. 30 */
+	int host_ifindex;  /* filled by veth_setup */
 };
 
 /* Creates the veth pair in the caller's namespace, moves sess_if into the

@@ -82,10 +82,10 @@ void observe_server_free(struct observe_server *s)
 void observe_server_pollfds(struct observe_server *s, struct pollfd *fds, int *n, int max)
 {
 	if (*n < max)
-		fds[(*n)++] = (struct pollfd){ .fd = s->fd, .events = POLLIN };
+		fds[(*n)++] = (struct pollfd){.fd = s->fd, .events = POLLIN};
 	for (int i = 0; i < OBSERVE_MAX_CLIENTS && *n < max; i++)
 		if (s->clients[i] >= 0)
-			fds[(*n)++] = (struct pollfd){ .fd = s->clients[i], .events = POLLIN };
+			fds[(*n)++] = (struct pollfd){.fd = s->clients[i], .events = POLLIN};
 }
 
 static void drop_client(struct observe_server *s, int i)
@@ -216,7 +216,8 @@ static void print_json_line(const char *line, bool json)
 	ev.port = (unsigned)json_integer_value(json_object_get(o, "port"));
 	snprintf(ev.proto, sizeof(ev.proto), "%s",
 		 json_string_value(json_object_get(o, "proto")) ?: "");
-	snprintf(ev.addr, sizeof(ev.addr), "%s", json_string_value(json_object_get(o, "addr")) ?: "");
+	snprintf(ev.addr, sizeof(ev.addr), "%s",
+		 json_string_value(json_object_get(o, "addr")) ?: "");
 	event_format(&ev, false, out, sizeof(out));
 	printf("%s\n", out);
 	fflush(stdout);
@@ -262,7 +263,7 @@ int observe_main(const char *run_dir, const char *session, bool json)
 		/* New sessions are picked up as they start. */
 		connect_new(dir, session, st, &n);
 		for (int i = 0; i < n; i++)
-			fds[k++] = (struct pollfd){ .fd = st[i].fd, .events = POLLIN };
+			fds[k++] = (struct pollfd){.fd = st[i].fd, .events = POLLIN};
 		if (poll(fds, (nfds_t)k, 500) < 0 && errno != EINTR)
 			return 125;
 		for (int i = 0; i < n; i++)

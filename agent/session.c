@@ -60,7 +60,8 @@
 #define VETH_SESS_PREFIX "es"
 
 struct session {
-	struct errand_config config; /* the session's own: the agent's config as it was, and the request */
+	struct errand_config
+		config; /* the session's own: the agent's config as it was, and the request */
 	const struct errand_config *cfg; /* &config */
 	bool have_config;
 	char *config_text;   /* what config was parsed from, kept in the record */
@@ -343,8 +344,8 @@ static int session_network(struct session *s)
 	s->have_veth = true;
 	rc = nat_add(s->id, s->link.sess4, s->link.host_if);
 	if (rc) {
-		log_warnx("session %s: cannot add nftables table " NAT_TABLE_PREFIX "%s: %s",
-			  s->id, s->id, strerror(-rc));
+		log_warnx("session %s: cannot add nftables table " NAT_TABLE_PREFIX "%s: %s", s->id,
+			  s->id, strerror(-rc));
 		return rc;
 	}
 	s->have_nat = true;
@@ -366,7 +367,8 @@ static int session_pins(struct session *s, const struct addr *self, size_t n_sel
 		for (size_t j = 0; j < n_self; j++) {
 			if (!memcmp(&self[j], &p->addr, sizeof(p->addr))) {
 				log_warnx("pin %s=%s names one of this host's own addresses; "
-					  "errand never lets a session reach the host: remove the pin",
+					  "errand never lets a session reach the host: remove the "
+					  "pin",
 					  p->name, addr_str(&p->addr, a));
 				return -EPERM;
 			}
@@ -687,7 +689,7 @@ static void session_event(const struct event_rec *ev, void *arg)
 	if (s->limiter && !event_limiter_pass(s->limiter, target, boottime_ns()))
 		return;
 	if (s->st) {
-		struct state_denied d = { .session = s->id, .reason = ev->reason };
+		struct state_denied d = {.session = s->id, .reason = ev->reason};
 
 		if (ev->denied) {
 			d.name = ev->name;
@@ -801,8 +803,9 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		return -ENOMEM;
 	rc = sibling_path("errand-launch", launcher, sizeof(launcher));
 	if (rc) {
-		log_warnx("cannot find errand-launch next to this program (%s): %s; reinstall errand",
-			  launcher, strerror(-rc));
+		log_warnx(
+			"cannot find errand-launch next to this program (%s): %s; reinstall errand",
+			launcher, strerror(-rc));
 		return rc;
 	}
 	if (path_fmt(state, sizeof(state), "%s/work", s->record_dir))
@@ -832,9 +835,10 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	/* Confinement first: the session's own --env come after and win. */
 	rc = confine_launch_args(s->cfg, s->project, state, args, &n, LAUNCH_ARGS_MAX - 4);
 	if (rc) {
-		log_warnx("session %s: the confinement options do not fit on the launcher's command "
-			  "line; shorten sandbox.policyExtra or sandbox.env",
-			  s->id);
+		log_warnx(
+			"session %s: the confinement options do not fit on the launcher's command "
+			"line; shorten sandbox.policyExtra or sandbox.env",
+			s->id);
 		return rc;
 	}
 	args[n++] = "--env";
@@ -974,7 +978,7 @@ static int broker_wait_ready(int fd)
 	size_t got = 0;
 
 	while (got < sizeof(buf) - 1) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct pollfd p = {.fd = fd, .events = POLLIN};
 		ssize_t n;
 
 		if (poll(&p, 1, BROKER_READY_MS) <= 0)
@@ -1050,8 +1054,8 @@ static int broker_spawn(struct session *s, const char *listen)
 	rc = broker_wait_ready(out[0]);
 	close(out[0]);
 	if (rc)
-		log_warnx("session %s: errand-broker did not start (%s); its log says why",
-			  s->id, strerror(-rc));
+		log_warnx("session %s: errand-broker did not start (%s); its log says why", s->id,
+			  strerror(-rc));
 	return rc;
 }
 
@@ -1144,8 +1148,8 @@ static int session_paths(struct session *s)
 		     s->id) ||
 	    path_fmt(s->exit_path, sizeof(s->exit_path), "%s/sessions/%s.exit", cfg->run_dir,
 		     s->id) ||
-	    path_fmt(s->broker_sock, sizeof(s->broker_sock), "%s/sessions/%s.broker",
-		     cfg->run_dir, s->id))
+	    path_fmt(s->broker_sock, sizeof(s->broker_sock), "%s/sessions/%s.broker", cfg->run_dir,
+		     s->id))
 		return -ENAMETOOLONG;
 	return 0;
 }
@@ -1241,8 +1245,8 @@ static int session_setup(struct session *s)
 	if ((rc = session_pins(s, s->self, s->n_self)))
 		return rc;
 	if ((rc = session_record(s))) {
-		log_warnx("session %s: cannot write its record under %s: %s", s->id,
-			  s->record_dir, strerror(-rc));
+		log_warnx("session %s: cannot write its record under %s: %s", s->id, s->record_dir,
+			  strerror(-rc));
 		return rc;
 	}
 	if (s->mode != EGRESS_MODE_NONE && cfg->n_providers && (rc = session_broker(s)))
@@ -1371,7 +1375,8 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 	if (rc) {
 		snprintf(err, errlen,
 			 "this host cannot enforce everything the session needs (errandctl doctor "
-			 "names the gaps); fix them, or set sandbox.requireFullEnforcement to false");
+			 "names the gaps); fix them, or set sandbox.requireFullEnforcement to "
+			 "false");
 		goto fail;
 	}
 	warn_weakened(s->cfg);
@@ -1566,9 +1571,9 @@ void session_pollfds(struct session *s, struct pollfd *fds, int *n, int max, int
 	s->poll_first = *n;
 	if (*n + 3 > max)
 		return;
-	fds[(*n)++] = (struct pollfd){ .fd = s->pidfd, .events = POLLIN };
-	fds[(*n)++] = (struct pollfd){ .fd = enforce_events_fd(s->enf), .events = POLLIN };
-	fds[(*n)++] = (struct pollfd){ .fd = s->inotify_fd, .events = POLLIN };
+	fds[(*n)++] = (struct pollfd){.fd = s->pidfd, .events = POLLIN};
+	fds[(*n)++] = (struct pollfd){.fd = enforce_events_fd(s->enf), .events = POLLIN};
+	fds[(*n)++] = (struct pollfd){.fd = s->inotify_fd, .events = POLLIN};
 	if (s->obs)
 		observe_server_pollfds(s->obs, fds, n, max);
 	if (s->dns)
@@ -1650,7 +1655,7 @@ int session_run(const struct session_params *p)
 		struct pollfd fds[128];
 		int n = 0, timeout = -1;
 
-		fds[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		fds[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
 		session_pollfds(s, fds, &n, (int)ARRAY_SIZE(fds), &timeout);
 		if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR)
 			break;

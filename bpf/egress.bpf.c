@@ -170,7 +170,7 @@ static __always_inline void emit(const __u8 addr[16], __u16 port, __u8 proto, __
 
 static __always_inline bool v4_in(void *trie, __u32 addr4)
 {
-	struct lpm4_key k = { .prefixlen = 32 };
+	struct lpm4_key k = {.prefixlen = 32};
 
 	__builtin_memcpy(k.addr, &addr4, 4);
 	return bpf_map_lookup_elem(trie, &k) != NULL;
@@ -185,7 +185,7 @@ static __always_inline bool v4_forbidden(__u32 addr4)
  * that a NAT64, 6to4 or Teredo form carries. */
 static __always_inline bool v6_forbidden(const __u8 a[16])
 {
-	struct lpm6_key k = { .prefixlen = 128 };
+	struct lpm6_key k = {.prefixlen = 128};
 	__u32 embedded = 0;
 	bool has_v4 = false;
 
@@ -227,10 +227,9 @@ static __always_inline bool port_open(__u16 port)
 
 /* The policy, shared by every hook and the backstop: 0 admits, anything else
  * is the reason for refusing. addr is v4-mapped for IPv4. */
-static __always_inline __u8 verdict(const __u8 addr[16], __u16 port, __u32 *flags,
-				    __u32 *grant)
+static __always_inline __u8 verdict(const __u8 addr[16], __u16 port, __u32 *flags, __u32 *grant)
 {
-	struct allow_key k = { .port = port };
+	struct allow_key k = {.port = port};
 	struct self_key sk;
 	struct allow_val *v;
 
@@ -268,8 +267,8 @@ static __always_inline __u8 verdict(const __u8 addr[16], __u16 port, __u32 *flag
 /* The broker of the session's provider routes listens on its gateway. */
 static __always_inline bool to_broker(__u32 dst4, __u16 port, __u8 proto)
 {
-	return broker_port && mode != EGRESS_MODE_NONE && proto == IPPROTO_TCP && dst4 == gw_addr4 &&
-	       port == broker_port;
+	return broker_port && mode != EGRESS_MODE_NONE && proto == IPPROTO_TCP &&
+	       dst4 == gw_addr4 && port == broker_port;
 }
 
 /* A once grant admits one connection: the first socket to mark it spent

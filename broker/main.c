@@ -169,8 +169,7 @@ static void parse_user(const char *spec, uid_t *uid, gid_t *gid)
 		*uid = u;
 		*gid = g;
 	} else {
-		fatalx("--user %s: no such account; run make accounts, or give UID:GID",
-		       spec);
+		fatalx("--user %s: no such account; run make accounts, or give UID:GID", spec);
 	}
 	if (!*uid)
 		fatalx("--user %s is root; the broker runs as an account of its own", spec);

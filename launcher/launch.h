@@ -31,17 +31,17 @@ struct launch_list {
 };
 
 struct launch_args {
-	const char *session;	/* --session ID, also the session's hostname */
-	const char *cgroup;	/* --cgroup DIR, a cgroup v2 directory */
-	const char *netns;	/* --netns PATH, a bind-mounted nsfs file */
-	uid_t uid;		/* --uid, the host uid the session's uid 0 maps to; never 0 */
-	gid_t gid;		/* --gid, likewise */
-	const char *resolv;	/* --resolv FILE; NULL keeps the root's /etc/resolv.conf */
+	const char *session;	 /* --session ID, also the session's hostname */
+	const char *cgroup;	 /* --cgroup DIR, a cgroup v2 directory */
+	const char *netns;	 /* --netns PATH, a bind-mounted nsfs file */
+	uid_t uid;		 /* --uid, the host uid the session's uid 0 maps to; never 0 */
+	gid_t gid;		 /* --gid, likewise */
+	const char *resolv;	 /* --resolv FILE; NULL keeps the root's /etc/resolv.conf */
 	const char *status_file; /* --status-file FILE: the exit status, written at the end */
-	const char *cwd;	/* --cwd DIR, inside the session; NULL: the project, else / */
-	struct launch_list env; /* each --env NAME=VALUE, in order */
-	const char *term;	/* the caller's TERM; NULL when unset */
-	char **cmd;		/* CMD ARG..., NULL-terminated, inside argv */
+	const char *cwd;	 /* --cwd DIR, inside the session; NULL: the project, else / */
+	struct launch_list env;	 /* each --env NAME=VALUE, in order */
+	const char *term;	 /* the caller's TERM; NULL when unset */
+	char **cmd;		 /* CMD ARG..., NULL-terminated, inside argv */
 
 	const char *project; /* --project DIR, writable; default the caller's directory */
 	const char *state;   /* --state DIR, writable and HOME; made 0700 for uid if missing */

@@ -9,7 +9,7 @@
 #include "lib/addr.h"
 #include "lib/util.h"
 
-static const uint8_t v4_mapped_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+static const uint8_t v4_mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
 bool addr_is_v4(const struct addr *a)
 {
@@ -245,18 +245,18 @@ const char *addr_str(const struct addr *a, char buf[ADDR_STRLEN])
 	return buf;
 }
 
-#define V4(o0, o1, o2, o3, len)                                                             \
-	{                                                                                   \
-		.a = { .b = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, o0, o1, o2, o3 } }, \
-		.prefixlen = 96 + (len),                                                    \
+#define V4(o0, o1, o2, o3, len)                                                                    \
+	{                                                                                          \
+		.a = {.b = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, o0, o1, o2, o3}},            \
+		.prefixlen = 96 + (len),                                                           \
 	}
 /* an IPv6 range given by its first four 16-bit groups and its last one */
-#define V6(w0, w1, w2, w3, w7, len)                                                             \
-	{                                                                                       \
-		.a = { .b = { (w0) >> 8, 0xff & (w0), (w1) >> 8, 0xff & (w1), (w2) >> 8,        \
-			      0xff & (w2), (w3) >> 8, 0xff & (w3), 0, 0, 0, 0, 0, 0, (w7) >> 8, \
-			      0xff & (w7) } },                                                  \
-		.prefixlen = (len),                                                             \
+#define V6(w0, w1, w2, w3, w7, len)                                                                \
+	{                                                                                          \
+		.a = {.b = {(w0) >> 8, 0xff & (w0), (w1) >> 8, 0xff & (w1), (w2) >> 8,             \
+			    0xff & (w2), (w3) >> 8, 0xff & (w3), 0, 0, 0, 0, 0, 0, (w7) >> 8,      \
+			    0xff & (w7)}},                                                         \
+		.prefixlen = (len),                                                                \
 	}
 
 /* IPv4 ranges first, then IPv6. A range is an IPv4 one when
@@ -270,40 +270,40 @@ const char *addr_str(const struct addr *a, char buf[ADDR_STRLEN])
  * and by the BPF programs alike; that is how the carried address of this form
  * is "judged" as DESIGN.md asks. */
 static const struct cidr forbidden[] = {
-	V4(0, 0, 0, 0, 8), /* "this network" */
-	V4(10, 0, 0, 0, 8), /* private */
-	V4(100, 64, 0, 0, 10), /* shared address space (carrier-grade NAT) */
-	V4(127, 0, 0, 0, 8), /* loopback */
-	V4(169, 254, 0, 0, 16), /* link-local */
-	V4(172, 16, 0, 0, 12), /* private */
-	V4(192, 0, 0, 0, 24), /* IETF protocol assignments */
-	V4(192, 0, 2, 0, 24), /* TEST-NET-1 */
-	V4(192, 88, 99, 0, 24), /* 6to4 relay anycast (deprecated) */
-	V4(192, 168, 0, 0, 16), /* private */
-	V4(198, 18, 0, 0, 15), /* benchmarking; test worlds declare it public */
-	V4(198, 51, 100, 0, 24), /* TEST-NET-2 */
-	V4(203, 0, 113, 0, 24), /* TEST-NET-3 */
-	V4(224, 0, 0, 0, 4), /* multicast */
-	V4(240, 0, 0, 0, 4), /* reserved */
-	V4(255, 255, 255, 255, 32), /* limited broadcast */
-	V4(169, 254, 169, 254, 32), /* cloud metadata (AWS, GCP, Azure, ...) */
-	V4(168, 63, 129, 16, 32), /* Azure wire server: outside every range above */
-	V4(100, 100, 100, 200, 32), /* Alibaba Cloud metadata */
-	V6(0, 0, 0, 0, 0, 128), /* unspecified */
-	V6(0, 0, 0, 0, 1, 128), /* loopback */
-	V6(0x64, 0xff9b, 0, 0, 0, 96), /* NAT64 well-known prefix */
-	V6(0x64, 0xff9b, 1, 0, 0, 48), /* NAT64 local use */
-	V6(0x100, 0, 0, 0, 0, 64), /* discard-only */
-	V6(0x2001, 0, 0, 0, 0, 23), /* IETF protocol assignments */
-	V6(0x2001, 0, 0, 0, 0, 32), /* Teredo */
-	V6(0x2001, 0xdb8, 0, 0, 0, 32), /* documentation */
-	V6(0x2002, 0, 0, 0, 0, 16), /* 6to4 */
-	V6(0x3fff, 0, 0, 0, 0, 20), /* documentation */
-	V6(0x5f00, 0, 0, 0, 0, 16), /* segment routing SIDs */
-	V6(0xfc00, 0, 0, 0, 0, 7), /* unique local */
-	V6(0xfe80, 0, 0, 0, 0, 10), /* link-local */
-	V6(0xfec0, 0, 0, 0, 0, 10), /* site-local (deprecated) */
-	V6(0xff00, 0, 0, 0, 0, 8), /* multicast */
+	V4(0, 0, 0, 0, 8),		     /* "this network" */
+	V4(10, 0, 0, 0, 8),		     /* private */
+	V4(100, 64, 0, 0, 10),		     /* shared address space (carrier-grade NAT) */
+	V4(127, 0, 0, 0, 8),		     /* loopback */
+	V4(169, 254, 0, 0, 16),		     /* link-local */
+	V4(172, 16, 0, 0, 12),		     /* private */
+	V4(192, 0, 0, 0, 24),		     /* IETF protocol assignments */
+	V4(192, 0, 2, 0, 24),		     /* TEST-NET-1 */
+	V4(192, 88, 99, 0, 24),		     /* 6to4 relay anycast (deprecated) */
+	V4(192, 168, 0, 0, 16),		     /* private */
+	V4(198, 18, 0, 0, 15),		     /* benchmarking; test worlds declare it public */
+	V4(198, 51, 100, 0, 24),	     /* TEST-NET-2 */
+	V4(203, 0, 113, 0, 24),		     /* TEST-NET-3 */
+	V4(224, 0, 0, 0, 4),		     /* multicast */
+	V4(240, 0, 0, 0, 4),		     /* reserved */
+	V4(255, 255, 255, 255, 32),	     /* limited broadcast */
+	V4(169, 254, 169, 254, 32),	     /* cloud metadata (AWS, GCP, Azure, ...) */
+	V4(168, 63, 129, 16, 32),	     /* Azure wire server: outside every range above */
+	V4(100, 100, 100, 200, 32),	     /* Alibaba Cloud metadata */
+	V6(0, 0, 0, 0, 0, 128),		     /* unspecified */
+	V6(0, 0, 0, 0, 1, 128),		     /* loopback */
+	V6(0x64, 0xff9b, 0, 0, 0, 96),	     /* NAT64 well-known prefix */
+	V6(0x64, 0xff9b, 1, 0, 0, 48),	     /* NAT64 local use */
+	V6(0x100, 0, 0, 0, 0, 64),	     /* discard-only */
+	V6(0x2001, 0, 0, 0, 0, 23),	     /* IETF protocol assignments */
+	V6(0x2001, 0, 0, 0, 0, 32),	     /* Teredo */
+	V6(0x2001, 0xdb8, 0, 0, 0, 32),	     /* documentation */
+	V6(0x2002, 0, 0, 0, 0, 16),	     /* 6to4 */
+	V6(0x3fff, 0, 0, 0, 0, 20),	     /* documentation */
+	V6(0x5f00, 0, 0, 0, 0, 16),	     /* segment routing SIDs */
+	V6(0xfc00, 0, 0, 0, 0, 7),	     /* unique local */
+	V6(0xfe80, 0, 0, 0, 0, 10),	     /* link-local */
+	V6(0xfec0, 0, 0, 0, 0, 10),	     /* site-local (deprecated) */
+	V6(0xff00, 0, 0, 0, 0, 8),	     /* multicast */
 	V6(0xfd00, 0xec2, 0, 0, 0x254, 128), /* AWS metadata over IPv6 */
 };
 

@@ -12,7 +12,7 @@
 
 #include "lib/hostrule.h"
 
-#define QUOTE_MAX 64 /* bytes of the user's input quoted in a message */
+#define QUOTE_MAX 64	    /* bytes of the user's input quoted in a message */
 #define NAME_INPUT_MAX 1024 /* longer input is refused before any work on it */
 #define LABEL_MAX 63
 
@@ -20,7 +20,7 @@
  * (overlong forms, surrogates and values past U+10FFFF included). */
 static size_t utf8_decode(const unsigned char *s, size_t len, uint32_t *cp)
 {
-	static const uint32_t min[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+	static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
 	size_t n, i;
 	uint32_t c;
 
@@ -151,9 +151,9 @@ static int punycode_encode(const uint32_t *in, size_t n, char *out, size_t outle
 			uint32_t q = delta;
 
 			for (uint32_t k = PC_BASE;; k += PC_BASE) {
-				uint32_t t = k <= bias		 ? PC_TMIN :
-					     k >= bias + PC_TMAX ? PC_TMAX :
-								   k - bias;
+				uint32_t t = k <= bias		   ? PC_TMIN
+					     : k >= bias + PC_TMAX ? PC_TMAX
+								   : k - bias;
 
 				if (q < t)
 					break;
@@ -428,7 +428,7 @@ int host_name_normalize(const char *s, char out[HOST_NAME_MAX_LEN + 1], char *er
 
 int host_rule_parse(const char *s, struct host_rule *out, char *err, size_t errlen)
 {
-	struct host_rule r = { .port = HOST_DEFAULT_PORT };
+	struct host_rule r = {.port = HOST_DEFAULT_PORT};
 	const char *name, *end, *colon, *star;
 	char post[8] = "", q[QBUF];
 	size_t len;

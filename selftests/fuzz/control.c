@@ -9,7 +9,6 @@
 #include "agent/control.h"
 #include "selftests/fuzz/fuzz.h"
 
-
 static uint32_t get32(const uint8_t *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];

@@ -22,7 +22,6 @@ static const char *const names[] = {"www.example.com", "example.com", "a.example
 static const uint16_t qtypes[] = {DNS_TYPE_A, DNS_TYPE_AAAA, DNS_TYPE_CNAME, DNS_TYPE_TXT};
 static const size_t max_lens[] = {512, 1232, 65535, 60};
 
-
 static uint16_t get16(const uint8_t *p)
 {
 	return (uint16_t)(p[0] << 8 | p[1]);

@@ -11,7 +11,6 @@
 #include "broker/http.h"
 #include "selftests/fuzz/fuzz.h"
 
-
 #define MAX_MSGS 4
 
 /* What one reading saw, to compare with the other. */

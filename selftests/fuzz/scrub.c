@@ -9,7 +9,6 @@
 #include "broker/scrub.h"
 #include "selftests/fuzz/fuzz.h"
 
-
 struct out {
 	uint8_t *b;
 	size_t len, cap;

@@ -64,37 +64,37 @@ static inline bool test_contains(const char *haystack, const char *needle, const
  * what computing it wrote (an error message, say). */
 #define TEST_NAME(...) (snprintf(test_name_, sizeof(test_name_), __VA_ARGS__), test_name_)
 
-#define CHECK_INT(actual, expected, ...)                                               \
-	({                                                                             \
-		long long test_actual_ = (long long)(actual);                          \
-		char test_name_[1024];                                                 \
-		test_int(test_actual_, (long long)(expected), TEST_NAME(__VA_ARGS__)); \
+#define CHECK_INT(actual, expected, ...)                                                           \
+	({                                                                                         \
+		long long test_actual_ = (long long)(actual);                                      \
+		char test_name_[1024];                                                             \
+		test_int(test_actual_, (long long)(expected), TEST_NAME(__VA_ARGS__));             \
 	})
-#define CHECK_STR(actual, expected, ...)                                    \
-	({                                                                  \
-		const char *test_actual_ = (actual);                        \
-		char test_name_[1024];                                      \
-		test_str(test_actual_, (expected), TEST_NAME(__VA_ARGS__)); \
+#define CHECK_STR(actual, expected, ...)                                                           \
+	({                                                                                         \
+		const char *test_actual_ = (actual);                                               \
+		char test_name_[1024];                                                             \
+		test_str(test_actual_, (expected), TEST_NAME(__VA_ARGS__));                        \
 	})
-#define CHECK_CONTAINS(haystack, needle, ...)                                  \
-	({                                                                     \
-		const char *test_actual_ = (haystack);                         \
-		char test_name_[1024];                                         \
-		test_contains(test_actual_, (needle), TEST_NAME(__VA_ARGS__)); \
+#define CHECK_CONTAINS(haystack, needle, ...)                                                      \
+	({                                                                                         \
+		const char *test_actual_ = (haystack);                                             \
+		char test_name_[1024];                                                             \
+		test_contains(test_actual_, (needle), TEST_NAME(__VA_ARGS__));                     \
 	})
-#define CHECK_TRUE(cond, ...)                                                  \
-	({                                                                     \
-		bool test_actual_ = (cond);                                    \
-		char test_name_[1024];                                         \
-		test_report(test_actual_, "actual false, expected true", "%s", \
-			    TEST_NAME(__VA_ARGS__));                           \
+#define CHECK_TRUE(cond, ...)                                                                      \
+	({                                                                                         \
+		bool test_actual_ = (cond);                                                        \
+		char test_name_[1024];                                                             \
+		test_report(test_actual_, "actual false, expected true", "%s",                     \
+			    TEST_NAME(__VA_ARGS__));                                               \
 	})
-#define CHECK_FALSE(cond, ...)                                                  \
-	({                                                                      \
-		bool test_actual_ = (cond);                                     \
-		char test_name_[1024];                                          \
-		test_report(!test_actual_, "actual true, expected false", "%s", \
-			    TEST_NAME(__VA_ARGS__));                            \
+#define CHECK_FALSE(cond, ...)                                                                     \
+	({                                                                                         \
+		bool test_actual_ = (cond);                                                        \
+		char test_name_[1024];                                                             \
+		test_report(!test_actual_, "actual true, expected false", "%s",                    \
+			    TEST_NAME(__VA_ARGS__));                                               \
 	})
 
 /* The last line the runner reads; main returns this. */
