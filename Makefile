@@ -32,7 +32,8 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror -Ibpf
 DEB_PACKAGES := gcc make pkg-config clang llvm bpftool libbpf-dev libxdp-dev \
 	libnl-3-dev libnl-route-3-dev libjansson-dev libnftables-dev nftables \
 	iproute2 util-linux procps libc-ares-dev libclang-rt-14-dev libseccomp-dev libsqlite3-dev passwd \
-	qemu-system-x86 busybox-static cpio kmod xz-utils python3 groff-base e2fsprogs git
+	qemu-system-x86 busybox-static cpio kmod xz-utils python3 groff-base e2fsprogs git \
+	libsystemd-dev debootstrap
 
 LIB_SRCS      := $(wildcard lib/*.c)
 AGENT_SRCS    := $(filter-out agent/errandctl.c agent/agentd.c,$(wildcard agent/*.c))
@@ -109,9 +110,10 @@ $(BUILD)/bin/errandctl: $(BUILD)/agent/errandctl.o $(AGENT_OBJS) $(BROKER_CLIENT
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# The agent alone tells systemd it is ready (sd_notify, Type=notify).
 $(BUILD)/bin/errand-agent: $(BUILD)/agent/agentd.o $(AGENTD_OBJS) $(BROKER_CLIENT_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(shell pkg-config --libs libsystemd 2>/dev/null)
 
 # The launcher stays small: libseccomp and none of the agent's libraries.
 $(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o $(BUILD)/lib/escape.o \
@@ -189,8 +191,10 @@ clean:
 #   make vmcheck   the kernel-level selftests inside VMs: Debian 12's 6.1,
 #                  Debian 13's 6.12 and this machine's own kernel where its
 #                  image is readable (vmtests/run; kernels cached in
-#                  /var/cache/errand-vmtests). make check runs the 6.1 one
-#                  (selftests/vm/kernel61.sh).
+#                  /var/cache/errand-vmtests), and Debian 12 booted with
+#                  systemd (vmtests/systemd). make check runs the 6.1 one
+#                  (selftests/vm/kernel61.sh) and the systemd one
+#                  (selftests/vm/systemd.sh).
 #   make image     the vmtest initramfs (build/vmtests/userland.cpio; each
 #                  kernel's modules are added by vmtests/run) and the session
 #                  root filesystem for errandctl run --image (image/rootfs.sh:
@@ -207,7 +211,7 @@ vm-deps:
 
 vmcheck: deps-check vm-deps
 	@$(MAKE) --no-print-directory all
-	@vmtests/run
+	@rc=0; vmtests/run || rc=1; vmtests/systemd || rc=1; exit $$rc
 
 image: deps-check vm-deps
 	@$(MAKE) --no-print-directory all

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "agent/control.h"
@@ -510,12 +511,14 @@ static void on_signal(struct agent *a)
 
 	while (read(a->sig_fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
+			sd_notify(0, "RELOADING=1");
 			if (config_reload(a) == 0) {
 				session_sweep(&a->cfg);
 				log_info("configuration reloaded (SIGHUP); sessions started from "
 					 "now "
 					 "on use it");
 			}
+			sd_notify(0, "READY=1");
 		} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
 			a->quit = true;
 		}
@@ -684,7 +687,10 @@ int main(int argc, char **argv)
 			log_warn("cannot tell the starting process");
 		close(ready);
 	}
+	/* Type=notify: the control socket serves from here on */
+	sd_notify(0, "READY=1");
 	agent_loop(&a);
+	sd_notify(0, "STOPPING=1");
 	/* Sessions stay: their launchers and pins carry on; the next agent
 	 * adopts them. */
 	log_info("stopping; %zu session(s) keep running and will be adopted by the next agent",

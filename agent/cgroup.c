@@ -1,6 +1,6 @@
-/* Session cgroups on the cgroup v2 mount: find the mount, make a session's
- * directory, read its id for the BPF programs, and kill and remove it whole.
- * See cgroup.h. */
+/* Session cgroups on the cgroup v2 mount: find the mount, find (or have
+ * systemd delegate) where sessions go, make a session's directory, read its
+ * id for the BPF programs, and kill and remove it whole. See cgroup.h. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,6 +95,9 @@ static bool valid_name(const char *s)
 	return s && *s && !strchr(s, '/') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 
+static long long now_ms(void);
+static void sleep_ms(long ms);
+
 #define PARENT_DEPTH_MAX 16
 
 /* The parent may be nested ("system.slice/errand") but must stay below the
@@ -116,6 +121,132 @@ static bool valid_parent(const char *s)
 			return false; /* trailing slash */
 	}
 	return true;
+}
+
+bool cgroup_systemd(const char *mount)
+{
+	struct stat st;
+
+	return mount && !strcmp(mount, "/sys/fs/cgroup") && !lstat("/run/systemd/system", &st) &&
+	       S_ISDIR(st.st_mode);
+}
+
+#define SCOPE_READY_MS 15000
+
+/* The scope runs and gives its children the controllers it was given. */
+static bool scope_ready(const char *mount)
+{
+	char path[PATH_MAX], have[256], given[256];
+
+	if (path_fmt(path, sizeof(path), "%s/%s/cgroup.controllers", mount, CGROUP_SCOPE_PATH) ||
+	    file_read_text(path, have, sizeof(have)) < 0 ||
+	    path_fmt(path, sizeof(path), "%s/%s/cgroup.subtree_control", mount,
+		     CGROUP_SCOPE_PATH) ||
+	    file_read_text(path, given, sizeof(given)) < 0)
+		return false;
+	/* the holder enables what it can; systemd may not have delegated all */
+	for (const char *c = "memory\0cpu\0pids\0"; *c; c += strlen(c) + 1) {
+		size_t n = strlen(c);
+		bool in_have = false, in_given = false;
+
+		for (const char *p = have; (p = strstr(p, c)); p += n)
+			in_have |= (p == have || p[-1] == ' ') &&
+				   (p[n] == ' ' || p[n] == '\n' || !p[n]);
+		for (const char *p = given; (p = strstr(p, c)); p += n)
+			in_given |= (p == given || p[-1] == ' ') &&
+				    (p[n] == ' ' || p[n] == '\n' || !p[n]);
+		if (in_have && !in_given)
+			return false;
+	}
+	return true;
+}
+
+/* The holder: the scope's first process (systemd-run --scope makes a scope
+ * of the process that runs it), which moves into a leaf of its own so the
+ * scope's own cgroup may enable controllers for its children, says ready,
+ * and sleeps for as long as the scope is wanted. Started twice detached, so
+ * that it is no child of the agent. */
+static const char holder_sh[] =
+	"cg=$(sed -n 's/^0:://p' /proc/self/cgroup); d=\"$1$cg\"; "
+	"mkdir -p \"$d/holder\" && echo $$ >\"$d/holder/cgroup.procs\" || exit 1; "
+	"for c in memory cpu pids; do echo +$c >\"$d/cgroup.subtree_control\" 2>/dev/null; done; "
+	"echo ready; exec sleep infinity </dev/null >/dev/null 2>&1";
+
+static int scope_start(const char *mount)
+{
+	char line[64] = "";
+	size_t got = 0;
+	int out[2], status = 0;
+	pid_t pid;
+
+	if (pipe2(out, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		close(out[0]);
+		close(out[1]);
+		return -errno;
+	}
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		setsid();
+		if (fork() != 0)
+			_exit(0);
+		if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0)
+			_exit(125);
+		execlp("systemd-run", "systemd-run", "--scope", "--quiet", "--unit=" CGROUP_SCOPE,
+		       "--slice=system.slice", "--property=Delegate=yes",
+		       "--description=errand sessions (delegated by systemd)", "--", "/bin/sh",
+		       "-c", holder_sh, "errand-holder", mount, (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	waitpid(pid, &status, 0);
+	/* "ready", or nothing when systemd-run failed (another process may have
+	 * started the scope meanwhile: the caller looks again) */
+	for (;;) {
+		struct pollfd p = {.fd = out[0], .events = POLLIN};
+		ssize_t n;
+
+		if (poll(&p, 1, SCOPE_READY_MS) <= 0)
+			break;
+		n = read(out[0], line + got, sizeof(line) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		line[got] = '\0';
+		if (strchr(line, '\n') || got == sizeof(line) - 1)
+			break;
+	}
+	close(out[0]);
+	return strncmp(line, "ready\n", 6) ? -EAGAIN : 0;
+}
+
+int cgroup_sessions_parent(const char *mount, const char *name, bool create, char *out, size_t len)
+{
+	long long deadline;
+	int r;
+
+	if (!cgroup_systemd(mount))
+		return path_fmt(out, len, "%s", name);
+	if (path_fmt(out, len, "%s/%s", CGROUP_SCOPE_PATH, name))
+		return -ENAMETOOLONG;
+	if (scope_ready(mount))
+		return 0;
+	if (!create)
+		return -ENOENT;
+	r = scope_start(mount);
+	if (r && r != -EAGAIN)
+		return r;
+	/* started by us or by another process at the same time */
+	for (deadline = now_ms() + SCOPE_READY_MS; now_ms() < deadline; sleep_ms(50))
+		if (scope_ready(mount))
+			return 0;
+	log_warnx("systemd did not start the scope %s with memory, cpu and pids delegated "
+		  "(systemd-run --scope -p Delegate=yes); journalctl -u %s says why",
+		  CGROUP_SCOPE, CGROUP_SCOPE);
+	return -ETIMEDOUT;
 }
 
 int cgroup_session_create(const char *mount, const char *parent, const char *id, char *out,

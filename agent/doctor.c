@@ -222,11 +222,14 @@ static bool has_word(const char *list, const char *word, const char *seps)
 }
 
 /* What errand's cgroup can give its sessions: its own cgroup.controllers,
- * or, before it exists, what its parent enables for its children. */
+ * or, before it exists, what its parent enables for its children. Under
+ * systemd, errand's cgroup is inside the scope systemd delegates to it, and
+ * before that scope runs, what systemd has to delegate is the root's. */
 static void probe_cgroup(struct doctor_report *r, const struct errand_config *cfg)
 {
-	char path[PATH_MAX], list[256], missing[64] = "";
+	char path[PATH_MAX], list[256], missing[64] = "", parent[PATH_MAX];
 	size_t n_missing = 0;
+	bool systemd, scope;
 	char *slash;
 
 	if (cgroup2_mount(r->cgroup2, sizeof(r->cgroup2)) < 0) {
@@ -240,9 +243,14 @@ static void probe_cgroup(struct doctor_report *r, const struct errand_config *cf
 		return;
 	}
 	set(r, C_CGROUP2, OK, "%s", r->cgroup2);
-	if (path_fmt(path, sizeof(path), "%s/%s/cgroup.controllers", r->cgroup2,
-		     cfg->cgroup_name) == 0 &&
-	    access(path, F_OK) < 0) {
+	systemd = cgroup_systemd(r->cgroup2);
+	scope = !cgroup_sessions_parent(r->cgroup2, cfg->cgroup_name, false, parent,
+					sizeof(parent));
+	if (systemd && !scope) {
+		if (path_fmt(path, sizeof(path), "%s/cgroup.controllers", r->cgroup2))
+			path[0] = '\0';
+	} else if (!path_fmt(path, sizeof(path), "%s/%s/cgroup.controllers", r->cgroup2, parent) &&
+		   access(path, F_OK) < 0) {
 		/* Its parent's: the path up to the name's last part. */
 		slash = strrchr(path, '/');
 		*slash = '\0';
@@ -267,16 +275,33 @@ static void probe_cgroup(struct doctor_report *r, const struct errand_config *cf
 					  : ", ",
 			 controllers[i]);
 	}
+	if (!n_missing && systemd) {
+		set(r, C_LIMITS, OK, "memory, cpu and pids delegated by systemd to %s%s",
+		    CGROUP_SCOPE, scope ? "" : " (started with the first session)");
+		return;
+	}
 	if (!n_missing) {
 		set(r, C_LIMITS, OK, "memory, cpu and pids delegated to %s/%s", r->cgroup2,
 		    cfg->cgroup_name);
 		return;
 	}
+	/* the fix that works here: where the root has them, they are one write
+	 * away (the root cgroup may enable controllers while it holds
+	 * processes); where it has not, they are bound to cgroup v1 */
+	if (path_fmt(path, sizeof(path), "%s/cgroup.controllers", r->cgroup2) ||
+	    read_text(path, list, sizeof(list)) < 0)
+		list[0] = '\0';
 	set(r, C_LIMITS, GAP,
 	    "per-session %s limits are not applied: cgroup2 at %s does not delegate the %s "
-	    "controller%s to errand's cgroup %s (delegate %s, as systemd's Delegate=yes does)",
+	    "controller%s to errand's cgroup %s (%s)",
 	    missing, r->cgroup2, missing, n_missing > 1 ? "s" : "", cfg->cgroup_name,
-	    n_missing > 1 ? "them" : "it");
+	    systemd ? "systemd has not delegated them: check that systemd-run --scope -p "
+		      "Delegate=yes works"
+	    : has_word(list, "memory", " ") && has_word(list, "pids", " ")
+		    ? "enable them: echo '+memory +cpu +pids' > <cgroup2>/cgroup.subtree_control, "
+		      "or run errand-agent under systemd with cgroup v2 unified"
+		    : "cgroup v1 holds them: boot with systemd.unified_cgroup_hierarchy=1 "
+		      "cgroup_no_v1=all");
 }
 
 static const struct bpf_insn ret1[] = {

@@ -108,6 +108,7 @@ struct session {
 	pid_t broker_pid;	/* the session's own errand-broker; 0: none */
 	char **broker_env;	/* its stand-ins and base URLs, NAME=VALUE */
 	char broker_sock[PATH_MAX];
+	int broker_keeper; /* the registry connection the broker asks rereads on; -1: none */
 };
 
 static int mkdir_p(const char *path, mode_t mode)
@@ -221,6 +222,14 @@ int session_sweep(const struct errand_config *cfg)
 	rc = netns_sweep(dir, keep_live, (void *)cfg);
 	n += rc > 0 ? rc : 0;
 	if (!cgroup2_mount(mnt, sizeof(mnt))) {
+		char parent[PATH_MAX];
+
+		/* under systemd also what sessions left before they lived in its scope */
+		if (cgroup_systemd(mnt) &&
+		    !cgroup_sessions_parent(mnt, cfg->cgroup_name, false, parent, sizeof(parent))) {
+			rc = cgroup_sweep(mnt, parent, keep_live, (void *)cfg);
+			n += rc > 0 ? rc : 0;
+		}
 		rc = cgroup_sweep(mnt, cfg->cgroup_name, keep_live, (void *)cfg);
 		n += rc > 0 ? rc : 0;
 	}
@@ -617,6 +626,8 @@ static void session_release(struct session *s)
 		close(s->pidfd);
 	if (s->inotify_fd >= 0)
 		close(s->inotify_fd);
+	if (s->broker_keeper >= 0)
+		close(s->broker_keeper);
 	if (s->have_config)
 		config_free(&s->config);
 	json_decref(s->request);
@@ -1184,7 +1195,7 @@ static int broker_spawn(struct session *s, const char *listen)
 static int session_broker(struct session *s)
 {
 	struct broker_standin *st = NULL;
-	char listen[ADDR_STRLEN + 8], gw[ADDR_STRLEN];
+	char listen[ADDR_STRLEN + 8], gw[ADDR_STRLEN], err[512];
 	size_t n = 0, n_env;
 	struct addr a;
 	int fd, rc;
@@ -1200,18 +1211,59 @@ static int session_broker(struct session *s)
 	}
 	addr_from_v4(&a, s->link.sess4);
 	fd = broker_connect(s->broker_sock);
-	rc = fd < 0 ? fd : broker_register(fd, s->id, &a, st, n);
-	if (fd >= 0)
+	rc = fd < 0 ? fd : broker_keys_hand(fd, s->cfg, true, err, sizeof(err));
+	if (rc && fd >= 0) {
+		log_warnx("session %s: %s", s->id, err);
+		close(fd);
+		goto out;
+	}
+	if (!rc)
+		rc = broker_register(fd, s->id, &a, st, n);
+	/* held: a provider's 401 makes the broker ask on it for the key again */
+	if (!rc)
+		s->broker_keeper = fd;
+	else if (fd >= 0)
 		close(fd);
 	if (!rc)
 		rc = broker_session_env(s->cfg, gw, BROKER_DEFAULT_PORT, st, n, &s->broker_env,
 					&n_env);
-	explicit_bzero(st, n * sizeof(*st));
-	free(st);
 	if (rc)
 		log_warnx("session %s: cannot register it with its broker: %s", s->id,
 			  strerror(-rc));
+out:
+	explicit_bzero(st, n * sizeof(*st));
+	free(st);
 	return rc;
+}
+
+/* The broker asked for a key again (or went away). */
+static void broker_keeper(struct session *s)
+{
+	if (broker_keeper_serve(s->broker_keeper, s->cfg) < 0) {
+		close(s->broker_keeper);
+		s->broker_keeper = -1;
+	}
+}
+
+/* An adopted session's broker runs on: this agent takes over the reread
+ * requests, and hands the keys as they are now. */
+static void broker_readopt(struct session *s)
+{
+	char err[512];
+	int fd;
+
+	if (s->mode == EGRESS_MODE_NONE || !s->cfg->n_providers)
+		return;
+	fd = broker_connect(s->broker_sock);
+	if (fd < 0) {
+		log_warnx("session %s: its broker cannot be reached (%s); it keeps the keys it has",
+			  s->id, strerror(-fd));
+		return;
+	}
+	/* no wait: a reread asked meanwhile comes on the same connection */
+	if (broker_keys_hand(fd, s->cfg, false, err, sizeof(err)))
+		log_warnx("session %s: %s; its broker keeps the key it has", s->id, err);
+	s->broker_keeper = fd;
 }
 
 static int session_paths(struct session *s)
@@ -1236,7 +1288,7 @@ static int session_setup(struct session *s)
 {
 	const struct errand_config *cfg = s->cfg;
 	struct enforce_params ep = {};
-	char err[512], dir[PATH_MAX];
+	char err[512], dir[PATH_MAX], parent[PATH_MAX];
 	uint64_t cgid;
 	int n_self, rc;
 
@@ -1262,11 +1314,19 @@ static int session_setup(struct session *s)
 			  "/sys/fs/cgroup/unified on a hybrid host)");
 		return rc;
 	}
-	rc = cgroup_session_create(s->cgroup_mount, cfg->cgroup_name, s->id, s->cgroup_path,
+	rc = cgroup_sessions_parent(s->cgroup_mount, cfg->cgroup_name, true, parent,
+				    sizeof(parent));
+	if (rc) {
+		log_warnx("session %s: systemd did not delegate a cgroup to errand's sessions "
+			  "(%s): %s",
+			  s->id, CGROUP_SCOPE, strerror(-rc));
+		return rc;
+	}
+	rc = cgroup_session_create(s->cgroup_mount, parent, s->id, s->cgroup_path,
 				   sizeof(s->cgroup_path));
 	if (rc) {
 		log_warnx("session %s: cannot create cgroup %s/%s/%s: %s", s->id, s->cgroup_mount,
-			  cfg->cgroup_name, s->id, strerror(-rc));
+			  parent, s->id, strerror(-rc));
 		return rc;
 	}
 	s->have_cgroup = true;
@@ -1348,6 +1408,37 @@ static void warn_weakened(const struct errand_config *cfg)
 	}
 }
 
+/* Each provider's key as the agent will hand it to the session's broker: a
+ * file that cannot be read refuses the session now, not with a 502 on its
+ * first call; one others may read is named as a weakened guarantee. */
+static int session_keys_check(const struct session *s, char *err, size_t errlen)
+{
+	if (s->mode == EGRESS_MODE_NONE)
+		return 0;
+	for (size_t i = 0; i < s->cfg->n_providers; i++) {
+		const struct config_provider *p = &s->cfg->providers[i];
+		char key[BROKER_KEY_MAX + 1];
+		unsigned int mode = 0;
+		int rc = broker_key_read(p->credential_file, key, sizeof(key), &mode);
+
+		explicit_bzero(key, sizeof(key));
+		if (rc < 0) {
+			snprintf(err, errlen,
+				 "agent.providers.%s: credentialFile %s cannot be read (%s); write "
+				 "the key there (root, 0600), or remove the provider",
+				 p->name, p->credential_file, broker_key_strerror(rc));
+			return rc;
+		}
+		if (mode & 077)
+			log_warnx("weakened: agent.providers.%s: credentialFile %s is open to "
+				  "%s (mode %04o), not root alone; chmod 0600 it",
+				  p->name, p->credential_file,
+				  mode & 044 ? (mode & 004 ? "every user" : "its group") : "others",
+				  mode);
+	}
+	return 0;
+}
+
 static struct session *session_alloc(void)
 {
 	struct session *s = calloc(1, sizeof(*s));
@@ -1355,7 +1446,7 @@ static struct session *session_alloc(void)
 	if (!s)
 		return NULL;
 	s->cfg = &s->config;
-	s->lock_fd = s->pidfd = s->inotify_fd = s->watch_slot = -1;
+	s->lock_fd = s->pidfd = s->inotify_fd = s->watch_slot = s->broker_keeper = -1;
 	for (int k = 0; k < DNS_SOCKS; k++)
 		s->held[k] = -1;
 	s->status = -1;
@@ -1439,6 +1530,10 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 		goto fail;
 	}
 	warn_weakened(s->cfg);
+	if (session_keys_check(s, err, errlen)) {
+		log_warnx("%s", err);
+		goto fail;
+	}
 	if (session_setup(s))
 		goto fail_teardown;
 	if (path_fmt(state, sizeof(state), "%s/work", s->record_dir) == 0)
@@ -1655,6 +1750,7 @@ struct session *session_adopt(const struct state_session *row, const char *state
 		snprintf(err, errlen, "%s", log_last_warning());
 		goto fail;
 	}
+	broker_readopt(s);
 	free(text);
 	free(rtext);
 	json_decref(request);
@@ -1718,6 +1814,8 @@ void session_pollfds(struct session *s, struct pollfd *fds, int *n, int max, int
 		fds[(*n)++] = (struct pollfd){.fd = netlink_addr_watch_fd(s->addr_watch),
 					      .events = POLLIN};
 	}
+	if (s->broker_keeper >= 0 && *n < max)
+		fds[(*n)++] = (struct pollfd){.fd = s->broker_keeper, .events = POLLIN};
 	s->poll_n = *n - s->poll_first;
 	/* Events left past the budget are served next turn, after the rest;
 	 * the suppressed count is read once a second. */
@@ -1764,6 +1862,9 @@ bool session_process(struct session *s, const struct pollfd *fds)
 		observe_server_process(s->obs, f + 3, n - 3);
 	if (s->dns)
 		dns_responder_process(s->dns, f + 3, n - 3);
+	for (int j = 3; j < n && s->broker_keeper >= 0; j++)
+		if (f[j].fd == s->broker_keeper && f[j].revents)
+			broker_keeper(s);
 	if (!f[0].revents)
 		return false;
 	/* Refusals made just before the end are still in the ring: the kernel's

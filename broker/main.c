@@ -1,8 +1,8 @@
 /* errand-broker: the provider-route relay. Started by the agent (as root,
  * dropping to its own account with --user once its sockets are bound and
- * receipts.db is open), it learns sessions over <paths.run>/broker.sock and
- * serves their calls on --listen; each connection gets a thread of its own,
- * and this loop only accepts, on an io_uring. */
+ * receipts.db is open), it learns sessions and the providers' keys over
+ * <paths.run>/broker.sock and serves their calls on --listen; each connection gets a thread of its
+ * own, and this loop only accepts, on an io_uring. */
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -233,21 +233,46 @@ static bool registry_peer_ok(int fd)
 	       (cred.uid == 0 || cred.uid == geteuid());
 }
 
-/* One message: answered, and the client kept (true) or dropped. */
-static bool registry_message(struct ev *e, int n)
+/* A provider's key from the agent: kept for its route, and the connection
+ * it came on is where a reread is asked. */
+static void registry_key(struct broker *b, int fd, const struct broker_msg *m, char *reply,
+			 size_t len)
 {
-	struct broker_msg m;
+	for (size_t i = 0; i < b->n_routes; i++) {
+		if (strcmp(b->routes[i].p->name, m->provider))
+			continue;
+		if (route_key_set(&b->routes[i], m->key, m->key_len)) {
+			snprintf(reply, len, "error out of memory");
+			return;
+		}
+		route_keeper_set(fd);
+		snprintf(reply, len, "ok");
+		return;
+	}
+	snprintf(reply, len, "error unknown provider %s", m->provider);
+}
+
+/* One message: answered, and the client kept (true) or dropped. */
+static bool registry_message(struct broker *b, struct ev *e, int n)
+{
+	static struct broker_msg m; /* one loop; a key is large for a stack */
 	char reply[256];
 
 	if (n <= 0)
 		return false;
-	if ((size_t)n > BROKER_MSG_MAX || broker_msg_parse(e->buf, (size_t)n, &m)) {
+	if ((size_t)n > BROKER_MSG_MAX || broker_msg_parse(e->buf, (size_t)n, &m) ||
+	    m.type == BROKER_MSG_REREAD) {
 		snprintf(reply, sizeof(reply), "error invalid message");
 		blog_warnx("registry: an invalid message; the client is dropped");
 		send(e->fd, reply, strlen(reply), MSG_NOSIGNAL);
+		explicit_bzero(&m, sizeof(m));
+		explicit_bzero(e->buf, sizeof(e->buf));
 		return false;
 	}
-	sessions_handle(&m, reply, sizeof(reply));
+	if (m.type == BROKER_MSG_KEY)
+		registry_key(b, e->fd, &m, reply, sizeof(reply));
+	else
+		sessions_handle(&m, reply, sizeof(reply));
 	explicit_bzero(&m, sizeof(m));
 	explicit_bzero(e->buf, sizeof(e->buf));
 	return send(e->fd, reply, strlen(reply), MSG_NOSIGNAL) > 0;
@@ -310,9 +335,10 @@ static void serve(struct broker *b, int tcp, int reg, int sig)
 			arm(&ring, e);
 			break;
 		case EV_REG_RECV:
-			if (registry_message(e, res)) {
+			if (registry_message(b, e, res)) {
 				arm(&ring, e);
 			} else {
+				route_keeper_forget(e->fd);
 				close(e->fd);
 				free(e);
 			}
@@ -402,17 +428,6 @@ int main(int argc, char **argv)
 	if (o.user)
 		drop_privileges(o.user);
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-	for (size_t i = 0; i < b.n_routes; i++) {
-		char key[ROUTE_KEY_MAX];
-		int rc = route_key(&b.routes[i], key, sizeof(key));
-
-		explicit_bzero(key, sizeof(key));
-		if (rc < 0)
-			log_warnx("provider %s: credentialFile %s cannot be read (%s); its calls "
-				  "are answered 502 until it can",
-				  cfg.providers[i].name, cfg.providers[i].credential_file,
-				  strerror(-rc));
-	}
 	printf("ready %s\n", o.listen);
 	fflush(stdout);
 	if (journal_start(receipts))

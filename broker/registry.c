@@ -2,14 +2,18 @@
  * sides read), the stand-ins a session is given, and the environment that
  * carries them and the broker's routes into the session. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include "broker/registry.h"
+#include "lib/log.h"
 #include "lib/strv.h"
 #include "lib/util.h"
 
@@ -112,6 +116,195 @@ int broker_unregister(int fd, const char *session)
 		return -EINVAL;
 	w = snprintf(msg, sizeof(msg), "unregister %s", session);
 	return exchange(fd, msg, (size_t)w);
+}
+
+int broker_key_read(const char *path, char *buf, size_t cap, unsigned int *mode)
+{
+	/* no O_NOFOLLOW: the path is root's configuration, and a key kept
+	 * behind a symlink (rotated by switching it) is common; what it names
+	 * must still be a regular file */
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	char tmp[BROKER_KEY_MAX + 2];
+	size_t len = 0;
+	struct stat st;
+	ssize_t n;
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	while (len < sizeof(tmp) - 1 && (n = read(fd, tmp + len, sizeof(tmp) - 1 - len)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			goto out;
+		}
+		len += (size_t)n;
+	}
+	tmp[len] = '\0';
+	len = strcspn(tmp, "\r\n");
+	if (len > BROKER_KEY_MAX) {
+		rc = -EFBIG;
+		goto out;
+	}
+	while (len && (tmp[len - 1] == ' ' || tmp[len - 1] == '\t'))
+		len--;
+	tmp[len] = '\0';
+	if (!len) {
+		rc = -ENODATA;
+		goto out;
+	}
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)tmp[i] < 0x20 || tmp[i] == 0x7f || tmp[i] == '[' ||
+		    tmp[i] == ']') {
+			rc = -EBADMSG;
+			goto out;
+		}
+	if (len >= cap) {
+		rc = -ENOBUFS;
+		goto out;
+	}
+	memcpy(buf, tmp, len + 1);
+	if (mode)
+		*mode = st.st_mode & 07777;
+	rc = (int)len;
+out:
+	explicit_bzero(tmp, sizeof(tmp));
+	return rc;
+}
+
+const char *broker_key_strerror(int rc)
+{
+	switch (rc) {
+	case -EISDIR:
+	case -EINVAL:
+		return "it is not a regular file";
+	case -ENODATA:
+		return "it is empty";
+	case -EBADMSG:
+		return "its first line holds a control character, [ or ], which no key holds";
+	case -EFBIG:
+		return "its first line is longer than 4095 bytes";
+	default:
+		return strerror(-rc);
+	}
+}
+
+int broker_key_hand(int fd, const char *provider, const char *key, size_t len, bool wait)
+{
+	static const char hex[] = "0123456789abcdef";
+	char msg[BROKER_MSG_MAX];
+	size_t at;
+	ssize_t n;
+	int rc;
+
+	if (!provider_ok(provider, strlen(provider)) || !len || len > BROKER_KEY_MAX)
+		return -EINVAL;
+	at = (size_t)snprintf(msg, sizeof(msg), "key %s ", provider);
+	for (size_t i = 0; i < len; i++) {
+		msg[at++] = hex[(unsigned char)key[i] >> 4];
+		msg[at++] = hex[(unsigned char)key[i] & 15];
+	}
+	if (wait) {
+		rc = exchange(fd, msg, at);
+	} else {
+		n = send(fd, msg, at, MSG_NOSIGNAL | MSG_DONTWAIT);
+		rc = n < 0 ? -errno : (size_t)n == at ? 0 : -EPROTO;
+	}
+	explicit_bzero(msg, sizeof(msg));
+	return rc;
+}
+
+/* Reads provider p's key and hands it on fd. 0 or -errno, with err set. */
+static int key_hand_one(int fd, const struct config_provider *p, bool wait, char *err,
+			size_t errlen)
+{
+	char key[BROKER_KEY_MAX + 1];
+	int rc = broker_key_read(p->credential_file, key, sizeof(key), NULL);
+
+	if (rc < 0) {
+		snprintf(err, errlen,
+			 "provider %s: credentialFile %s cannot be read (%s); write the key there "
+			 "(root, 0600)",
+			 p->name, p->credential_file, broker_key_strerror(rc));
+	} else {
+		rc = broker_key_hand(fd, p->name, key, (size_t)rc, wait);
+		if (rc)
+			snprintf(err, errlen,
+				 "provider %s: its key cannot be handed to the broker: %s", p->name,
+				 strerror(-rc));
+	}
+	explicit_bzero(key, sizeof(key));
+	return rc;
+}
+
+int broker_keys_hand(int fd, const struct errand_config *cfg, bool wait, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < cfg->n_providers; i++) {
+		int rc = key_hand_one(fd, &cfg->providers[i], wait, err, errlen);
+
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int broker_keeper_serve(int fd, const struct errand_config *cfg)
+{
+	char buf[BROKER_MSG_MAX + 1], err[512];
+	struct broker_msg m;
+	ssize_t n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	if (n == 0)
+		return -ECONNRESET;
+	buf[n] = '\0';
+	/* the broker's answers to the keys handed without waiting */
+	if (!strcmp(buf, "ok"))
+		return 0;
+	if (!strncmp(buf, "error ", 6)) {
+		log_warnx("the broker refused a key: %.200s", buf + 6);
+		return 0;
+	}
+	if (broker_msg_parse(buf, (size_t)n, &m) || m.type != BROKER_MSG_REREAD) {
+		log_warnx("the broker sent what is not a reread request; its connection is "
+			  "dropped");
+		return -EPROTO;
+	}
+	for (size_t i = 0; i < cfg->n_providers; i++) {
+		const struct config_provider *p = &cfg->providers[i];
+
+		if (strcmp(p->name, m.provider))
+			continue;
+		if (key_hand_one(fd, p, false, err, sizeof(err)))
+			log_warnx("%s; the broker keeps the key it has", err);
+		else
+			log_info(
+				"provider %s: the provider refused the key; credentialFile %s read "
+				"again and handed to the broker",
+				p->name, p->credential_file);
+		return 0;
+	}
+	log_warnx("the broker asked for the key of provider %s, which it does not have",
+		  m.provider);
+	return 0;
+}
+
+int broker_reread_ask(int fd, const char *provider)
+{
+	char msg[BROKER_PROVIDER_MAX + 16];
+	int w = snprintf(msg, sizeof(msg), "reread %s", provider);
+	ssize_t n;
+
+	if (!provider_ok(provider, strlen(provider)))
+		return -EINVAL;
+	n = send(fd, msg, (size_t)w, MSG_NOSIGNAL | MSG_DONTWAIT);
+	return n < 0 ? -errno : 0;
 }
 
 int broker_standin_mint(char out[BROKER_STANDIN_LEN + 1])
@@ -243,6 +436,43 @@ static bool next_word(const char *buf, size_t len, size_t *pos, char *word, size
 	return true;
 }
 
+/* "key PROVIDER HEX" or "reread PROVIDER", from buf[pos..len). */
+static int key_msg_parse(const char *buf, size_t len, size_t pos, struct broker_msg *out)
+{
+	size_t s, e;
+
+	if (!next_word(buf, len, &pos, out->provider, sizeof(out->provider)) ||
+	    !provider_ok(out->provider, strlen(out->provider)))
+		return -EINVAL;
+	if (out->type == BROKER_MSG_REREAD)
+		return pos == len ? 0 : -EINVAL;
+	if (pos >= len || buf[pos] != ' ')
+		return -EINVAL;
+	s = pos + 1;
+	e = len;
+	if (e == s || (e - s) % 2 || (e - s) / 2 > BROKER_KEY_MAX)
+		return -EINVAL;
+	for (size_t i = s; i < e; i += 2) {
+		int hi = hex_value((unsigned char)buf[i]),
+		    lo = hex_value((unsigned char)buf[i + 1]);
+		unsigned char c;
+
+		if (hi < 0 || lo < 0)
+			goto bad;
+		c = (unsigned char)(hi << 4 | lo);
+		/* what broker_key_read would never have read */
+		if (c < 0x20 || c == 0x7f || c == '[' || c == ']')
+			goto bad;
+		out->key[out->key_len++] = (char)c;
+	}
+	out->key[out->key_len] = '\0';
+	return 0;
+bad:
+	explicit_bzero(out->key, sizeof(out->key));
+	out->key_len = 0;
+	return -EINVAL;
+}
+
 int broker_msg_parse(const char *buf, size_t len, struct broker_msg *out)
 {
 	char word[BROKER_PROVIDER_MAX + BROKER_STANDIN_LEN + 2];
@@ -255,8 +485,14 @@ int broker_msg_parse(const char *buf, size_t len, struct broker_msg *out)
 		out->type = BROKER_MSG_REGISTER;
 	else if (!strcmp(word, "unregister"))
 		out->type = BROKER_MSG_UNREGISTER;
+	else if (!strcmp(word, "key"))
+		out->type = BROKER_MSG_KEY;
+	else if (!strcmp(word, "reread"))
+		out->type = BROKER_MSG_REREAD;
 	else
 		return -EINVAL;
+	if (out->type == BROKER_MSG_KEY || out->type == BROKER_MSG_REREAD)
+		return key_msg_parse(buf, len, pos, out);
 	if (!next_word(buf, len, &pos, out->session, sizeof(out->session)) ||
 	    !session_id_ok(out->session))
 		return -EINVAL;

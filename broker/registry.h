@@ -1,9 +1,13 @@
 /* How the agent tells errand-broker which sessions exist: a SOCK_SEQPACKET
  * Unix socket (<paths.run>/broker.sock) taking one text message a packet,
- * "register SESSION ADDR PROVIDER=STANDIN..." or "unregister SESSION", each
- * answered "ok" or "error REASON". Also the stand-ins the agent mints for a
- * session and the environment that hands them to it. No TLS, no io_uring:
- * the agent links this file. */
+ * "register SESSION ADDR PROVIDER=STANDIN...", "unregister SESSION" or
+ * "key PROVIDER HEX" (the provider's key, which the agent reads as root from
+ * credentialFile, so the broker's account needs no access to any secret
+ * file), each answered "ok" or "error REASON". The broker sends "reread
+ * PROVIDER" on the connection that last handed it a key when the provider
+ * refused it (401); the agent answers with a fresh "key". Also the stand-ins
+ * the agent mints for a session and the environment that hands them to it.
+ * No TLS, no io_uring: the agent links this file. */
 #ifndef ERRAND_BROKER_REGISTRY_H
 #define ERRAND_BROKER_REGISTRY_H
 
@@ -21,7 +25,9 @@
 #define BROKER_SESSION_MAX 64	/* bytes of a session id */
 #define BROKER_PROVIDER_MAX 64	/* bytes of a provider name */
 #define BROKER_PROVIDERS_MAX 32 /* stand-ins in one registration */
-#define BROKER_MSG_MAX 8192	/* bytes of one message */
+#define BROKER_KEY_MAX 4095	/* bytes of a provider's key */
+/* bytes of one message: a key in hex is the longest */
+#define BROKER_MSG_MAX (2 * BROKER_KEY_MAX + BROKER_PROVIDER_MAX + 16)
 
 struct broker_standin {
 	char provider[BROKER_PROVIDER_MAX + 1];
@@ -31,6 +37,8 @@ struct broker_standin {
 enum broker_msg_type {
 	BROKER_MSG_REGISTER = 1,
 	BROKER_MSG_UNREGISTER = 2,
+	BROKER_MSG_KEY = 3,    /* agent to broker: a provider's key */
+	BROKER_MSG_REREAD = 4, /* broker to agent: read that provider's key again */
 };
 
 struct broker_msg {
@@ -39,6 +47,9 @@ struct broker_msg {
 	struct addr src; /* register: the session's address, the source of its calls */
 	struct broker_standin standins[BROKER_PROVIDERS_MAX];
 	size_t n_standins;
+	char provider[BROKER_PROVIDER_MAX + 1]; /* key, reread */
+	char key[BROKER_KEY_MAX + 1];		/* key: the value, NUL-terminated */
+	size_t key_len;
 };
 
 /* Connects to a broker's registry socket (<paths.run>/broker.sock for a
@@ -77,6 +88,30 @@ int broker_env_url_name(const struct config_provider *p, char *buf, size_t len);
  * 0, -ENOENT when a provider has no stand-in in standins, or -ENOMEM. */
 int broker_session_env(const struct errand_config *cfg, const char *gateway, uint16_t port,
 		       const struct broker_standin *standins, size_t n, char ***env, size_t *n_env);
+
+/* Reads a provider's key from path as the caller (the agent: root), the
+ * file's first line without trailing blanks, into buf (cap bytes, NUL-
+ * terminated), and its permission bits into *mode. Its length, or -errno:
+ * -ENOENT, -EACCES, -EISDIR/-EINVAL (not a regular file), -ENODATA (empty),
+ * -EBADMSG (a control character, "[" or "]", which no key holds), -EFBIG
+ * (over BROKER_KEY_MAX). */
+int broker_key_read(const char *path, char *buf, size_t cap, unsigned int *mode);
+/* What broker_key_read's rc means, for a message. */
+const char *broker_key_strerror(int rc);
+/* Hands provider's key to the broker on fd: the message only (the broker's
+ * "ok" comes later), or, with wait, its answer too. 0 or -errno (-ENOENT: the
+ * broker has no such provider). */
+int broker_key_hand(int fd, const char *provider, const char *key, size_t len, bool wait);
+/* Reads every provider's credentialFile of cfg and hands each key on fd (as
+ * broker_key_hand). 0, or -errno with one line in err naming the file. */
+int broker_keys_hand(int fd, const struct errand_config *cfg, bool wait, char *err, size_t errlen);
+/* The agent's side of a held registry connection: reads one message from fd
+ * and answers a "reread" with the provider's key read afresh (a file that
+ * cannot be read now is logged, and the broker keeps the key it has). 0, or
+ * -errno when the connection is gone. */
+int broker_keeper_serve(int fd, const struct errand_config *cfg);
+/* The broker's side: asks the agent on fd to read provider's key again. */
+int broker_reread_ask(int fd, const char *provider);
 
 /* Reads one message, buf[0..len) (not NUL-terminated). 0 or -EINVAL. */
 int broker_msg_parse(const char *buf, size_t len, struct broker_msg *out);

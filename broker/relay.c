@@ -33,7 +33,8 @@
 #define CLIENT_IO_MS 30000	  /* a call part way through */
 #define UPSTREAM_ANSWER_MS 300000 /* a provider thinking (model calls are slow) */
 #define UPSTREAM_WRITE_MS 30000
-#define RELAY_CONN_MAX 1024 /* connections at once, every session together */
+#define RELAY_CONN_MAX 1024  /* connections at once, every session together */
+#define RELAY_REREAD_MS 2000 /* how long a 401 waits for the agent to read the key again */
 
 static _Atomic int conns_open;
 
@@ -817,13 +818,10 @@ static void forward_answer(struct conn *c, struct call *k)
 			(unsigned long long)http_content_length(r));
 		return;
 	}
-	if (k->status == 401) {
-		/* the key may have been rotated: read the file again next time */
-		route_key_drop(k->route);
-		blog_info("provider %s: the provider refused the key; credentialFile is read "
-			  "again on the next call",
-			  k->route->p->name);
-	}
+	if (k->status == 401)
+		/* the key may have been rotated: the agent reads the file again, before
+		 * the session learns of the 401 and calls again */
+		route_key_reread(k->route, RELAY_REREAD_MS);
 	rc = relay_head(c, k);
 	if (!rc)
 		rc = relay_body(c, k);
@@ -855,12 +853,12 @@ static void forward(struct conn *c, struct call *k)
 
 	k->key_len = route_key(k->route, k->key, sizeof(k->key));
 	if (k->key_len < 0) {
-		blog_warnx(
-			"provider %s: credentialFile %s cannot be read (%s); fix the file or its "
-			"owner (the broker's account reads it)",
-			k->route->p->name, k->route->p->credential_file, strerror(-k->key_len));
+		blog_warnx("provider %s: no key was handed to the broker (%s); the agent reads "
+			   "credentialFile %s and hands it",
+			   k->route->p->name, strerror(-k->key_len), k->route->p->credential_file);
 		k->outcome = RECEIPT_REFUSED;
-		answerf(c, k, 502, "errand-broker: provider %s's key cannot be read\n",
+		answerf(c, k, 502,
+			"errand-broker: provider %s's key was not handed to the broker\n",
 			k->route->p->name);
 		return;
 	}

@@ -1,12 +1,12 @@
 /* Provider routes at run time: the TLS context each one dials with and its
- * cached key. The key is read as the broker's own account, from a file the
- * sessions cannot reach. */
+ * key, as the agent handed it over the registry: the broker's account reads
+ * no secret file. */
 #include <errno.h>
-#include <fcntl.h>
 #include <openssl/err.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "broker/registry.h"
@@ -21,6 +21,7 @@ int route_init(struct route *r, const struct config_provider *p, char *err, size
 	memset(r, 0, sizeof(*r));
 	r->p = p;
 	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->changed, NULL);
 	if (broker_env_key_name(p, r->key_var, sizeof(r->key_var)))
 		return -ENAMETOOLONG;
 	if (!p->tls)
@@ -55,59 +56,20 @@ void route_free(struct route *r)
 	route_key_drop(r);
 	SSL_CTX_free(r->tls);
 	r->tls = NULL;
+	pthread_cond_destroy(&r->changed);
 	pthread_mutex_destroy(&r->lock);
-}
-
-/* The file's first line, trailing whitespace gone. */
-static int key_read(const char *path, char *buf, size_t cap)
-{
-	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	size_t len = 0;
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	while (len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) != 0) {
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
-	len = strcspn(buf, "\r\n");
-	while (len && (buf[len - 1] == ' ' || buf[len - 1] == '\t'))
-		len--;
-	buf[len] = '\0';
-	if (!len)
-		return -EINVAL;
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f || buf[i] == '[' ||
-		    buf[i] == ']')
-			return -EINVAL;
-	return (int)len;
 }
 
 int route_key(struct route *r, char *buf, size_t cap)
 {
-	int rc = 0;
+	int rc;
 
 	pthread_mutex_lock(&r->lock);
 	if (!r->key) {
-		char tmp[ROUTE_KEY_MAX];
-
-		rc = key_read(r->p->credential_file, tmp, sizeof(tmp));
-		if (rc > 0) {
-			r->key = strdup(tmp);
-			r->key_len = (size_t)rc;
-			rc = r->key ? 0 : -ENOMEM;
-		}
-		explicit_bzero(tmp, sizeof(tmp));
-	}
-	if (!rc && r->key_len >= cap)
+		rc = -ENOKEY;
+	} else if (r->key_len >= cap) {
 		rc = -ENOBUFS;
-	if (!rc) {
+	} else {
 		memcpy(buf, r->key, r->key_len + 1);
 		rc = (int)r->key_len;
 	}
@@ -115,14 +77,99 @@ int route_key(struct route *r, char *buf, size_t cap)
 	return rc;
 }
 
-void route_key_drop(struct route *r)
+static void key_wipe(struct route *r)
 {
-	pthread_mutex_lock(&r->lock);
 	if (r->key) {
 		explicit_bzero(r->key, r->key_len);
 		free(r->key);
 		r->key = NULL;
 		r->key_len = 0;
 	}
+}
+
+int route_key_set(struct route *r, const char *key, size_t len)
+{
+	char *k = malloc(len + 1);
+
+	if (!k)
+		return -ENOMEM;
+	memcpy(k, key, len);
+	k[len] = '\0';
+	pthread_mutex_lock(&r->lock);
+	key_wipe(r);
+	r->key = k;
+	r->key_len = len;
+	r->generation++;
+	pthread_cond_broadcast(&r->changed);
 	pthread_mutex_unlock(&r->lock);
+	return 0;
+}
+
+void route_key_drop(struct route *r)
+{
+	pthread_mutex_lock(&r->lock);
+	key_wipe(r);
+	pthread_mutex_unlock(&r->lock);
+}
+
+static pthread_mutex_t keeper_lock = PTHREAD_MUTEX_INITIALIZER;
+static int keeper = -1; /* under keeper_lock */
+
+void route_keeper_set(int fd)
+{
+	pthread_mutex_lock(&keeper_lock);
+	keeper = fd;
+	pthread_mutex_unlock(&keeper_lock);
+}
+
+void route_keeper_forget(int fd)
+{
+	pthread_mutex_lock(&keeper_lock);
+	if (keeper == fd)
+		keeper = -1;
+	pthread_mutex_unlock(&keeper_lock);
+}
+
+void route_key_reread(struct route *r, int wait_ms)
+{
+	unsigned long gen;
+	struct timespec until;
+	int rc = -ENOTCONN;
+
+	pthread_mutex_lock(&r->lock);
+	gen = r->generation;
+	pthread_mutex_unlock(&r->lock);
+	/* asked under keeper_lock: the registry loop cannot close the
+	 * descriptor (and a new one take its number) meanwhile */
+	pthread_mutex_lock(&keeper_lock);
+	if (keeper >= 0)
+		rc = broker_reread_ask(keeper, r->p->name);
+	pthread_mutex_unlock(&keeper_lock);
+	if (rc) {
+		blog_warnx("provider %s: the provider refused the key and no agent can be asked "
+			   "to read credentialFile again (%s); the broker keeps the key it has",
+			   r->p->name, strerror(-rc));
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += wait_ms / 1000;
+	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&r->lock);
+	while (r->generation == gen)
+		if (pthread_cond_timedwait(&r->changed, &r->lock, &until))
+			break;
+	rc = r->generation != gen;
+	pthread_mutex_unlock(&r->lock);
+	if (rc)
+		blog_info("provider %s: the provider refused the key; the agent read "
+			  "credentialFile again",
+			  r->p->name);
+	else
+		blog_warnx("provider %s: the provider refused the key and the agent handed no "
+			   "other within %d ms; the broker keeps the key it has",
+			   r->p->name, wait_ms);
 }

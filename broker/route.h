@@ -1,7 +1,8 @@
 /* A provider route as errand-broker serves it: its definition from the
  * configuration, its TLS context (system roots plus trustedCa), and the real
- * key, read from credentialFile when first needed and again after the
- * provider refused it. */
+ * key, which the agent reads from credentialFile as root and hands over the
+ * registry, and reads again when the provider refused it. The broker never
+ * opens a credential file. */
 #ifndef ERRAND_BROKER_ROUTE_H
 #define ERRAND_BROKER_ROUTE_H
 
@@ -20,8 +21,10 @@ struct route {
 	SSL_CTX *tls;			 /* NULL for plain http to loopback */
 	char key_var[ROUTE_VAR_MAX];	 /* the variable the stand-in is given in */
 	pthread_mutex_t lock;
-	char *key; /* under lock; NULL until read, and after a 401 */
+	pthread_cond_t changed; /* a key was handed */
+	char *key;		/* under lock; NULL until the agent hands it */
 	size_t key_len;
+	unsigned long generation; /* under lock: keys handed so far */
 };
 
 /* Readies r for p: the TLS context with its roots. 0, or -errno with one line
@@ -29,11 +32,20 @@ struct route {
 int route_init(struct route *r, const struct config_provider *p, char *err, size_t errlen);
 void route_free(struct route *r); /* NULL-safe; wipes the key */
 
-/* Copies the key into buf (cap bytes), reading credentialFile if it is not
- * cached. Returns its length, or -errno (-EACCES, -ENOENT, -EINVAL for an
- * empty key or one holding "[", "]" or a control character). */
+/* Copies the key into buf (cap bytes). Its length, or -ENOKEY while the
+ * agent has handed none, -ENOBUFS. */
 int route_key(struct route *r, char *buf, size_t cap);
-/* The provider refused the key: forget it, the next call reads the file. */
+/* The agent handed the key (a copy is kept). 0 or -ENOMEM. */
+int route_key_set(struct route *r, const char *key, size_t len);
+/* Forgets the key, wiped. */
 void route_key_drop(struct route *r);
+/* The provider refused the key: asks the agent to read credentialFile again
+ * and waits up to wait_ms for a fresh key, so the session's next call has
+ * it. Without an agent to ask, the key the broker has is kept. */
+void route_key_reread(struct route *r, int wait_ms);
+/* The registry connection that last handed a key, which rereads are asked
+ * on; forgotten when it closes. */
+void route_keeper_set(int fd);
+void route_keeper_forget(int fd);
 
 #endif

@@ -3,7 +3,13 @@
 # --variant=minbase bookworm, with ca-certificates and the security updates),
 # for `errandctl run --image DIR`.
 #
-#   image/rootfs.sh [--refresh] [DIR]
+#   image/rootfs.sh [--refresh] [--systemd] [DIR]
+#
+# With --systemd the image is a host to boot rather than a session's root:
+# systemd as init (systemd, systemd-sysv) and the libraries errand's binaries
+# link, for the systemd vmtest (selftests/vm/systemd.sh), which installs
+# errand into a copy of it; its DIR defaults to
+# /var/cache/errand-image/debian-12-systemd.
 #
 # DIR defaults to /var/cache/errand-image/debian-12 (outside the tree: a
 # root filesystem under build/ would be walked by every make). The build is
@@ -27,15 +33,28 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 SUITE=bookworm
 REFRESH=0
+SYSTEMD=0
 DIR=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--refresh) REFRESH=1; shift ;;
+	--systemd) SYSTEMD=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "image/rootfs.sh: unknown option $1" >&2; exit 2 ;;
 	*) DIR=$1; shift ;;
 	esac
 done
+INCLUDE=ca-certificates
+KIND=minbase
+if [ $SYSTEMD = 1 ]; then
+	DIR=${DIR:-/var/cache/errand-image/debian-12-systemd}
+	# init, and what errand-agent, errand-launch, errandctl and errand-broker
+	# link (ldd build/bin/*), the tools the vmtest uses inside
+	INCLUDE=$INCLUDE,systemd,systemd-sysv,kmod,procps,libbpf1,libc-ares2,libjansson4,libnftables1
+	INCLUDE=$INCLUDE,libnl-3-200,libnl-route-3-200,libseccomp2,libsqlite3-0,liburing2,libsystemd0
+	INCLUDE=$INCLUDE,android-libboringssl
+	KIND="minbase with systemd"
+fi
 DIR=${DIR:-/var/cache/errand-image/debian-12}
 case $DIR in /*) ;; *) DIR=$(pwd)/$DIR ;; esac
 MAX_AGE=${ERRAND_IMAGE_MAX_AGE:-30}
@@ -73,7 +92,7 @@ mkdir -p "$(dirname "$DIR")"
 rm -rf "$DIR".new.*
 
 echo "image: debootstrap --variant=minbase $SUITE from $MIRROR into $NEW"
-debootstrap --variant=minbase --include=ca-certificates --components=main \
+debootstrap --variant=minbase --include=$INCLUDE --components=main \
 	--keyring=/usr/share/keyrings/debian-archive-keyring.gpg \
 	"$SUITE" "$NEW" "$MIRROR" >"$NEW.log" 2>&1 ||
 	{ tail -n 20 "$NEW.log" >&2; rm -f "$NEW.log"; err "debootstrap failed (log above)"; }
@@ -115,7 +134,13 @@ rm -rf "$NEW"/var/lib/apt/lists/* "$NEW"/var/cache/apt/*.bin "$NEW"/var/log/*.lo
 rm -f "$NEW/etc/resolv.conf"
 : >"$NEW/etc/resolv.conf"
 chmod 0644 "$NEW/etc/resolv.conf"
-echo errand-session >"$NEW/etc/hostname"
+if [ $SYSTEMD = 1 ]; then
+	echo errand-vm >"$NEW/etc/hostname"
+	# root logs in on the console without a password: the VM has no network
+	chroot "$NEW" passwd -d root >/dev/null
+else
+	echo errand-session >"$NEW/etc/hostname"
+fi
 for d in proc dev tmp workspace state; do
 	mkdir -p "$NEW/$d"
 done
@@ -127,7 +152,7 @@ chroot "$NEW" /bin/sh -c 'test -x /usr/bin/env' || err "the new image cannot run
 [ -s "$NEW/etc/ssl/certs/ca-certificates.crt" ] || err "the new image has no CA bundle"
 
 {
-	echo "debian-12 minbase ($SUITE) built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $MIRROR"
+	echo "debian-12 $KIND ($SUITE) built $(date -u +%Y-%m-%dT%H:%M:%SZ) from $MIRROR"
 	chroot "$NEW" dpkg-query -W -f '${Package} ${Version}\n'
 } >"$NEW/.errand-image"
 

@@ -91,6 +91,7 @@ assert_eq "$([ -f "$unit" ] && echo yes)" yes "the unit is installed in /lib/sys
 text=$(cat "$unit" 2>/dev/null)
 assert_match "$text" '^Delegate=yes$' "it has Delegate=yes"
 assert_match "$text" '^KillMode=process$' "it has KillMode=process"
+assert_match "$text" '^Type=notify$' "it is Type=notify (the agent says READY=1 once agent.sock serves)"
 assert_match "$text" '^ExecReload=/bin/kill -HUP \$MAINPID$' "reload is SIGHUP"
 assert_no_match "$text" '@[A-Z]+@' "every @VAR@ is substituted"
 exec_start=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$unit")

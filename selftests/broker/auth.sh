@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a stand-in is honoured only from the session it was minted for, only in the placement's header (401 naming it otherwise), never once that session stopped (its open connections are closed), and a provider's 401 makes the broker read the key file again.
+# Guarantee: a stand-in is honoured only from the session it was minted for, only in the placement's header (401 naming it otherwise), never once that session stopped (its open connections are closed), and a provider's 401 makes the broker ask for the key again, which the agent's side reads afresh from its file.
 . "$(dirname "$0")/common.sh"
 
 broker_world
@@ -33,7 +33,7 @@ assert_eq "$(grep -ci '^header x-api-key' <<<"$last")" 0 "what came in x-api-key
 assert_eq "$(call $SESS_A GET /providers/bear/echo -H "x-api-key: $S1")" 401 \
 	"kind openai refuses the stand-in in x-api-key"
 
-# the key is cached; a 401 from the provider drops it
+# the key is kept; a 401 from the provider has it read again
 echo "sk-rotated-$RANDOM" >"$KEY_FILE"
 NEW=$(cat "$KEY_FILE")
 call $SESS_A GET /providers/prov/echo -H "x-api-key: $S1" >/dev/null

@@ -4,17 +4,21 @@
 # host namespace's lo, registered with build/selftests/provider register;
 # calls are made with curl bound to them. Every packet stays in the world.
 #
-#   broker_world                  world, DNS (provider.test, forbidden.test,
+#   broker_world [accept]         world, DNS (provider.test, forbidden.test,
 #                                 untrusted.test), CA and server certificate,
 #                                 the provider on $PROV_ADDR:$PROV_PORT, the
-#                                 key in $KEY_FILE ($KEY), session addresses
+#                                 key in $KEY_FILE ($KEY, root's, 0600), session
+#                                 addresses; with accept, the provider answers
+#                                 401 to any key but $ACCEPT_FILE's
 #   broker_config NAME PROVIDERS [EGRESS_EXTRA]
 #                                 a world config whose agent.providers is
 #                                 PROVIDERS (JSON object members); prints its path
 #   provider_json NAME [EXTRA]    a provider member for provider.test with the
 #                                 test CA, placement x-api-key, plus EXTRA
 #   broker_start CONFIG           errand-broker on $BROKER_ADDR:$BROKER_PORT as
-#                                 65534:65534; its log in $BROKER_LOG
+#                                 65534:65534, its log in $BROKER_LOG, and
+#                                 provider keeper handing it the keys as the
+#                                 agent does (root reads them)
 #   broker_register ID ADDR [PROVIDER=STANDIN]...   prints ok or the errno name
 #   broker_unregister ID
 #   call SRC METHOD PATH [CURL_ARGS...]
@@ -41,6 +45,7 @@ BROKER_LOG=
 BROKER_PID=
 KEY=
 KEY_FILE=
+ACCEPT_FILE=
 
 broker_world() {
 	[ -x "$BROKER" ] || skip "build/bin/errand-broker is not built (make all)"
@@ -59,14 +64,22 @@ broker_world() {
 		ip -n "$W-host" addr add "$a/32" dev lo
 	done
 	_broker_tls
-	_start_ready wan "$W_DIR/provider.out" "$PROVIDER" serve --cert "$W_DIR/tls/server.crt" \
-		--key "$W_DIR/tls/server.key" --log "$W_DIR/provider.log" "$PROV_ADDR:$PROV_PORT" || exit 1
 	mkdir -p "$W_DIR/keys"
 	KEY=sk-test-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 	KEY_FILE=$W_DIR/keys/provider.key
+	# root's, 0600: the agent reads it, never the broker's account
 	echo "$KEY" >"$KEY_FILE"
-	chown 65534:65534 "$KEY_FILE"
 	chmod 0600 "$KEY_FILE"
+	# broker_world accept: the provider takes only the key in $ACCEPT_FILE
+	local accept=()
+	if [ "${1:-}" = accept ]; then
+		ACCEPT_FILE=$W_DIR/accepted
+		echo "$KEY" >"$ACCEPT_FILE"
+		accept=(--accept "$ACCEPT_FILE")
+	fi
+	_start_ready wan "$W_DIR/provider.out" "$PROVIDER" serve --cert "$W_DIR/tls/server.crt" \
+		--key "$W_DIR/tls/server.key" --log "$W_DIR/provider.log" "${accept[@]}" \
+		"$PROV_ADDR:$PROV_PORT" || exit 1
 }
 
 # A CA of this run alone and a certificate for provider.test from it; a
@@ -102,6 +115,7 @@ broker_start() {
 	_start_ready host "$BROKER_LOG" "$BROKER" --config "$1" --listen "$BROKER_ADDR:$BROKER_PORT" \
 		--user 65534:65534 || return 1
 	BROKER_PID=${W_PIDS[-1]}
+	_start_ready host "$W_DIR/keeper$RANDOM.out" "$PROVIDER" keeper "/run/$W/broker.sock" "$1" || return 1
 }
 
 broker_stop() {

@@ -6,7 +6,6 @@
 
 broker_world
 getent passwd errand-broker >/dev/null || skip "no account errand-broker (make accounts)"
-chown errand-broker:errand-broker "$KEY_FILE"
 caps='"capabilities": [{"method": "POST", "path": "/echo"}], "strictCapabilities": true'
 W_CONFIG=$(world_config session '"addressPool": "10.215.0.0/24"' "" \
 	"\"agent\": { \"providers\": { $(provider_json prov "$caps") } }")

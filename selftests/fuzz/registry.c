@@ -1,6 +1,6 @@
 /* libFuzzer target for the broker's registry messages (broker/registry.c):
- * whatever it takes must hold only stand-ins of the exact form, and written
- * out again it must read back the same. */
+ * whatever it takes must hold only stand-ins of the exact form and keys no
+ * file could have held, and written out again it must read back the same. */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,8 +15,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (broker_msg_parse((const char *)data, size, &m))
 		return 0;
-	INV(m.session[0] && strlen(m.session) <= BROKER_SESSION_MAX);
 	INV(m.n_standins <= BROKER_PROVIDERS_MAX);
+	if (m.type == BROKER_MSG_KEY || m.type == BROKER_MSG_REREAD) {
+		INV(m.provider[0] && strlen(m.provider) <= BROKER_PROVIDER_MAX);
+		len = (size_t)snprintf(buf, sizeof(buf), "%s %s",
+				       m.type == BROKER_MSG_KEY ? "key" : "reread", m.provider);
+		INV(m.type == BROKER_MSG_REREAD || (m.key_len && m.key_len <= BROKER_KEY_MAX));
+		if (m.type == BROKER_MSG_KEY)
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, " ");
+		for (size_t i = 0; m.type == BROKER_MSG_KEY && i < m.key_len; i++) {
+			INV((unsigned char)m.key[i] >= 0x20 && m.key[i] != 0x7f);
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%02x",
+						(unsigned char)m.key[i]);
+		}
+		INV(len < sizeof(buf));
+		INV(!broker_msg_parse(buf, len, &again));
+		INV(again.type == m.type && !strcmp(again.provider, m.provider));
+		INV(again.key_len == m.key_len && !memcmp(again.key, m.key, m.key_len));
+		return 0;
+	}
+	INV(m.session[0] && strlen(m.session) <= BROKER_SESSION_MAX);
 	if (m.type == BROKER_MSG_UNREGISTER) {
 		len = (size_t)snprintf(buf, sizeof(buf), "unregister %s", m.session);
 	} else {

@@ -2,17 +2,21 @@
  * agent. "serve" is a TLS server (BoringSSL) that logs every call it gets and
  * answers by its path: an echo of what it received by default, and the
  * awkward answers the broker must handle (redirect, compressed, oversize,
- * a key echoed in a header or across a body's pieces, 401, a stall).
- * "register", "unregister", "mint" and "env" drive broker/registry.c as the
- * agent will. Exit 0 on success, 1 on failure, 2 on a usage error. */
+ * a key echoed in a header or across a body's pieces, 401, a stall); with
+ * --accept FILE, any call whose key is not FILE's first line is 401, as a
+ * provider answers a rotated-out key. "register", "unregister", "keeper",
+ * "mint" and "env" drive broker/registry.c as the agent does. Exit 0 on success, 1 on failure, 2 on
+ * a usage error. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +37,14 @@
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *log_file;
+static const char *accept_path; /* --accept: the one key taken */
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: provider serve --cert FILE --key FILE [--log FILE] ADDR:PORT\n"
+	fprintf(stderr, "usage: provider serve --cert FILE --key FILE [--log FILE] [--accept FILE] "
+			"ADDR:PORT\n"
 			"       provider register SOCKET SESSION ADDR [PROVIDER=STANDIN]...\n"
+			"       provider keeper SOCKET CONFIG\n"
 			"       provider unregister SOCKET SESSION\n"
 			"       provider mint\n"
 			"       provider env CONFIG GATEWAY PORT [PROVIDER=STANDIN]...\n");
@@ -258,10 +265,30 @@ static int answer_stream(struct client *c, uint64_t total)
 	return putf(c, "0\r\n\r\n");
 }
 
+/* Whether the call's key is --accept's file's first line (read each time:
+ * the test rotates it). */
+static bool key_accepted(const struct req *r)
+{
+	char want[8192] = "";
+	FILE *f = fopen(accept_path, "re");
+
+	if (!f)
+		return false;
+	if (!fgets(want, sizeof(want), f))
+		want[0] = '\0';
+	fclose(f);
+	want[strcspn(want, "\r\n")] = '\0';
+	return want[0] && !strcmp(want, r->key);
+}
+
 static int answer(struct client *c, struct req *r)
 {
 	const char *t = r->target, *q = strchr(t, '?');
 	size_t at;
+
+	if (accept_path && !key_accepted(r))
+		return putf(c,
+			    "HTTP/1.1 401 Unauthorized\r\nContent-Length: 10\r\n\r\nwrong key\n");
 
 	if (strstr(t, "/redirect"))
 		return putf(c, "HTTP/1.1 302 Found\r\nLocation: https://elsewhere.test/next\r\n"
@@ -334,6 +361,8 @@ static int cmd_serve(int argc, char **argv)
 			key = argv[++i];
 		else if (!strcmp(argv[i], "--log") && i + 1 < argc)
 			logpath = argv[++i];
+		else if (!strcmp(argv[i], "--accept") && i + 1 < argc)
+			accept_path = argv[++i];
 		else
 			spec = argv[i];
 	}
@@ -442,6 +471,41 @@ static int cmd_unregister(int argc, char **argv)
 	return result(broker_unregister(fd, argv[2]));
 }
 
+/* The agent's part toward a broker started by hand: hands every provider's
+ * key of CONFIG, says "ready", then answers the broker's rereads until it
+ * goes away. */
+static int cmd_keeper(int argc, char **argv)
+{
+	static struct errand_config cfg;
+	char err[CONFIG_ERRLEN];
+	cleanup_close int fd = -1;
+	int rc;
+
+	if (argc != 3)
+		return usage();
+	if (config_load(argv[2], true, &cfg, err, sizeof(err))) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	fd = broker_connect(argv[1]);
+	if (fd < 0)
+		return result(fd);
+	if ((rc = broker_keys_hand(fd, &cfg, true, err, sizeof(err)))) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+			return 1;
+		if (broker_keeper_serve(fd, &cfg) < 0)
+			return 0;
+	}
+}
+
 static int cmd_mint(void)
 {
 	char s[BROKER_STANDIN_LEN + 1];
@@ -487,6 +551,8 @@ int main(int argc, char **argv)
 		return cmd_register(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "unregister"))
 		return cmd_unregister(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "keeper"))
+		return cmd_keeper(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "mint"))
 		return cmd_mint();
 	if (!strcmp(argv[1], "env"))

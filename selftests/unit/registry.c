@@ -56,6 +56,28 @@ static void test_parse(void)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		CHECK_INT(parse(bad[i], &m), -EINVAL, "refused: \"%s\"", bad[i]);
 	CHECK_INT(broker_msg_parse("unregister s1\0x", 15, &m), -EINVAL, "a NUL inside is refused");
+
+	CHECK_INT(parse("key prov 736b2d61", &m), 0, "a key in hex");
+	CHECK_INT(m.type, BROKER_MSG_KEY, "is a key");
+	CHECK_STR(m.provider, "prov", "for its provider");
+	CHECK_STR(m.key, "sk-a", "decoded");
+	CHECK_INT(parse("reread prov", &m), 0, "a reread request");
+	CHECK_INT(m.type, BROKER_MSG_REREAD, "is a reread");
+	static const char *const bad_key[] = {
+		"key",
+		"key prov",
+		"key prov ",
+		"key prov 736",
+		"key prov 7g",
+		"key p/v 73",
+		"key prov 0a", /* a newline is no key's */
+		"key prov 5b", /* nor a bracket */
+		"key prov 73 73",
+		"reread",
+		"reread prov x",
+	};
+	for (size_t i = 0; i < sizeof(bad_key) / sizeof(bad_key[0]); i++)
+		CHECK_INT(parse(bad_key[i], &m), -EINVAL, "refused: \"%s\"", bad_key[i]);
 }
 
 static void test_mint(void)
