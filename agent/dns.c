@@ -155,9 +155,8 @@ static void chan_send(struct dnsw *r, const void *msg, size_t len)
 }
 
 static const char *const reasons[DNSP_R_MAX] = {
-	[DNSP_R_NOT_ALLOWED] = "not-allowed", [DNSP_R_TYPE] = "type",
-	[DNSP_R_CAP] = "cap",		      [DNSP_R_FORBIDDEN] = "forbidden",
-	[DNSP_R_UPSTREAM] = "upstream",
+	[DNSP_R_NOT_ALLOWED] = "not-allowed", [DNSP_R_TYPE] = "type",	      [DNSP_R_CAP] = "cap",
+	[DNSP_R_FORBIDDEN] = "forbidden",     [DNSP_R_UPSTREAM] = "upstream",
 };
 
 /* A denied-name event: the agent validates, escapes and emits it. */
@@ -192,8 +191,8 @@ static void tcp_close(struct dnsw *r, int i)
 	r->conns[i] = NULL;
 }
 
-static void reply(struct dnsw *r, const struct client *c, uint8_t rcode,
-		  const struct addr *addrs, size_t n, uint32_t ttl)
+static void reply(struct dnsw *r, const struct client *c, uint8_t rcode, const struct addr *addrs,
+		  size_t n, uint32_t ttl)
 {
 	uint8_t out[2 + 65535];
 	size_t max = DNS_UDP_MAX;
@@ -343,8 +342,8 @@ static void cache_put(struct dnsw *r, const char *name, uint16_t qtype, uint8_t 
 }
 
 /* Answers from a cache entry, as upstream_done answered when it was made. */
-static void cache_reply(struct dnsw *r, const struct client *c,
-			const struct cache_entry *e, uint64_t now)
+static void cache_reply(struct dnsw *r, const struct client *c, const struct cache_entry *e,
+			uint64_t now)
 {
 	if (e->why)
 		deny(r, &c->q, e->why);
@@ -398,8 +397,7 @@ static void pending_unlink(struct pending *p)
 	}
 }
 
-static struct pending *pending_find(struct dnsw *r, const char *name, uint16_t qtype,
-				    uint32_t hash)
+static struct pending *pending_find(struct dnsw *r, const char *name, uint16_t qtype, uint32_t hash)
 {
 	for (struct pending *p = r->pending[hash % DNS_PENDING_BUCKETS]; p; p = p->next)
 		if (p->hash == hash && p->c[0].q.qtype == qtype && !strcmp(p->c[0].q.name, name))
@@ -409,8 +407,8 @@ static struct pending *pending_find(struct dnsw *r, const char *name, uint16_t q
 
 /* Every client waiting on p gets the same outcome: an rcode (with the
  * denied-name reason, once), or addresses to program and answer. */
-static void pending_reply(struct dnsw *r, struct pending *p, uint8_t rcode,
-			  const char *why, const struct addr *addrs, size_t n, uint32_t ttl)
+static void pending_reply(struct dnsw *r, struct pending *p, uint8_t rcode, const char *why,
+			  const struct addr *addrs, size_t n, uint32_t ttl)
 {
 	if (why)
 		deny(r, &p->c[0].q, why);
@@ -727,8 +725,7 @@ static void tcp_read(struct dnsw *r, int i)
 	}
 }
 
-static void dnsw_pollfds(struct dnsw *r, struct pollfd *fds, int *n, int max,
-			   int *timeout_ms)
+static void dnsw_pollfds(struct dnsw *r, struct pollfd *fds, int *n, int max, int *timeout_ms)
 {
 	ares_socket_t socks[ARES_GETSOCK_MAXNUM];
 	struct timeval tv, *tvp;
@@ -832,8 +829,9 @@ static void apply_update(struct dnsw *r, const void *buf, size_t len)
 static void chan_read(struct dnsw *r)
 {
 	for (;;) {
-		ssize_t len = recv(r->chan, r->in, sizeof(struct dnsp_grants) + sizeof(struct dnsp_self),
-				   MSG_DONTWAIT);
+		ssize_t len =
+			recv(r->chan, r->in, sizeof(struct dnsp_grants) + sizeof(struct dnsp_self),
+			     MSG_DONTWAIT);
 
 		if (len < 0 && (errno == EAGAIN || errno == EINTR))
 			return;

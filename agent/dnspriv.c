@@ -59,9 +59,8 @@ static void port_add(struct dnsp_port *ports, size_t *n, size_t max, const struc
 		ports[(*n)++] = *p;
 }
 
-size_t dnsp_name_ports(const struct errand_config *cfg, const struct grant_set *grants,
-		       int64_t now, const char *name, struct dnsp_port *ports, size_t max,
-		       int *wild)
+size_t dnsp_name_ports(const struct errand_config *cfg, const struct grant_set *grants, int64_t now,
+		       const char *name, struct dnsp_port *ports, size_t max, int *wild)
 {
 	size_t n = 0;
 	bool exact = false;
@@ -186,8 +185,7 @@ int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_
 	/* No flag exists: in particular, none that asks for a pin. */
 	if (m.type != DNSP_PROGRAM || m.flags || m.n == 0 || m.n > DNSP_ADDRS_MAX ||
 	    (m.qtype != DNS_TYPE_A && m.qtype != DNS_TYPE_AAAA) ||
-	    !memchr(m.name, '\0', sizeof(m.name)) ||
-	    host_name_normalize(m.name, norm, NULL, 0))
+	    !memchr(m.name, '\0', sizeof(m.name)) || host_name_normalize(m.name, norm, NULL, 0))
 		return -EBADMSG;
 	n_ports = dnsp_name_ports(cfg, p->grants, unix_now, norm, ports, ARRAY_SIZE(ports), &wild);
 	if (!n_ports)
@@ -244,17 +242,38 @@ int dnsp_seccomp_load(void)
 {
 	/* What the responder, c-ares and malloc call; anything else kills. */
 	static const int allow[] = {
-		SCMP_SYS(read),		 SCMP_SYS(write),	  SCMP_SYS(readv),
-		SCMP_SYS(writev),	 SCMP_SYS(recvfrom),	  SCMP_SYS(recvmsg),
-		SCMP_SYS(recvmmsg),	 SCMP_SYS(sendto),	  SCMP_SYS(sendmsg),
-		SCMP_SYS(sendmmsg),	 SCMP_SYS(connect),	  SCMP_SYS(accept4),
-		SCMP_SYS(close),	 SCMP_SYS(poll),	  SCMP_SYS(ppoll),
-		SCMP_SYS(getsockname),	 SCMP_SYS(getpeername),	  SCMP_SYS(getsockopt),
-		SCMP_SYS(setsockopt),	 SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday),
-		SCMP_SYS(getrandom),	 SCMP_SYS(brk),		  SCMP_SYS(munmap),
-		SCMP_SYS(mremap),	 SCMP_SYS(madvise),	  SCMP_SYS(futex),
-		SCMP_SYS(rt_sigreturn),	 SCMP_SYS(restart_syscall), SCMP_SYS(exit),
-		SCMP_SYS(exit_group),	 SCMP_SYS(getpid),
+		SCMP_SYS(read),
+		SCMP_SYS(write),
+		SCMP_SYS(readv),
+		SCMP_SYS(writev),
+		SCMP_SYS(recvfrom),
+		SCMP_SYS(recvmsg),
+		SCMP_SYS(recvmmsg),
+		SCMP_SYS(sendto),
+		SCMP_SYS(sendmsg),
+		SCMP_SYS(sendmmsg),
+		SCMP_SYS(connect),
+		SCMP_SYS(accept4),
+		SCMP_SYS(close),
+		SCMP_SYS(poll),
+		SCMP_SYS(ppoll),
+		SCMP_SYS(getsockname),
+		SCMP_SYS(getpeername),
+		SCMP_SYS(getsockopt),
+		SCMP_SYS(setsockopt),
+		SCMP_SYS(clock_gettime),
+		SCMP_SYS(gettimeofday),
+		SCMP_SYS(getrandom),
+		SCMP_SYS(brk),
+		SCMP_SYS(munmap),
+		SCMP_SYS(mremap),
+		SCMP_SYS(madvise),
+		SCMP_SYS(futex),
+		SCMP_SYS(rt_sigreturn),
+		SCMP_SYS(restart_syscall),
+		SCMP_SYS(exit),
+		SCMP_SYS(exit_group),
+		SCMP_SYS(getpid),
 	};
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
 	int rc = ctx ? 0 : -ENOMEM;
@@ -271,12 +290,12 @@ int dnsp_seccomp_load(void)
 	/* Sockets for upstream: IPv4 and IPv6, UDP and TCP, nothing else. */
 	for (int f = 0; !rc && f < 2; f++)
 		for (int t = 0; !rc && t < 2; t++)
-			rc = seccomp_rule_add(
-				ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
-				SCMP_A0(SCMP_CMP_EQ, f ? AF_INET6 : AF_INET),
-				SCMP_A1(SCMP_CMP_MASKED_EQ, ~(uint64_t)(SOCK_NONBLOCK | SOCK_CLOEXEC),
-					t ? SOCK_STREAM : SOCK_DGRAM),
-				SCMP_A2(SCMP_CMP_LE, IPPROTO_UDP));
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
+					      SCMP_A0(SCMP_CMP_EQ, f ? AF_INET6 : AF_INET),
+					      SCMP_A1(SCMP_CMP_MASKED_EQ,
+						      ~(uint64_t)(SOCK_NONBLOCK | SOCK_CLOEXEC),
+						      t ? SOCK_STREAM : SOCK_DGRAM),
+					      SCMP_A2(SCMP_CMP_LE, IPPROTO_UDP));
 	/* c-ares makes its sockets non-blocking. */
 	for (size_t i = 0; !rc && i < 4; i++) {
 		static const int cmds[] = {F_GETFL, F_SETFL, F_GETFD, F_SETFD};
@@ -415,6 +434,7 @@ static __attribute__((noreturn)) void worker_child(struct dns_responder *r, int 
 	for (int k = 0, i = 1; k < DNS_SOCKS; k++)
 		a.listen[k] = r->listen[k] >= 0 ? 3 + i++ : -1;
 	setrlimit(RLIMIT_NOFILE, &(struct rlimit){256, 256});
+	prctl(PR_SET_NAME, "errand-dns", 0, 0, 0);
 	for (int c = 0; c <= 63; c++)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) && errno == EINVAL)
 			break;
@@ -485,7 +505,7 @@ static void worker_end(struct dns_responder *r, const char *why)
 		r->respawn_ms = DNS_RESPAWN_MIN_MS;
 	else if (r->respawn_ms < DNS_RESPAWN_MAX_MS)
 		r->respawn_ms = r->respawn_ms * 2 > DNS_RESPAWN_MAX_MS ? DNS_RESPAWN_MAX_MS
-								: r->respawn_ms * 2;
+								       : r->respawn_ms * 2;
 	r->respawn_ns = now + (uint64_t)r->respawn_ms * 1000000ull;
 	log_warnx("session %s: the DNS worker (pid %d) %s; its DNS is unanswered until a new one "
 		  "starts in %u ms",
@@ -714,8 +734,10 @@ static void handle_program(struct dns_responder *r, const void *msg, size_t len)
 static void handle_event(struct dns_responder *r, const struct dnsp_event *m)
 {
 	static const char *const reasons[DNSP_R_MAX] = {
-		[DNSP_R_NOT_ALLOWED] = "not-allowed", [DNSP_R_TYPE] = "type",
-		[DNSP_R_CAP] = "cap",		      [DNSP_R_FORBIDDEN] = "forbidden",
+		[DNSP_R_NOT_ALLOWED] = "not-allowed",
+		[DNSP_R_TYPE] = "type",
+		[DNSP_R_CAP] = "cap",
+		[DNSP_R_FORBIDDEN] = "forbidden",
 		[DNSP_R_UPSTREAM] = "upstream",
 	};
 	struct event_rec ev = {.denied = true};
@@ -757,9 +779,11 @@ static void chan_process(struct dns_responder *r)
 			return;
 		}
 		memcpy(&type, r->buf, len >= 4 ? sizeof(type) : 0);
-		if (len >= 4 && type == DNSP_PROGRAM && (size_t)len == sizeof(struct dnsp_program)) {
+		if (len >= 4 && type == DNSP_PROGRAM &&
+		    (size_t)len == sizeof(struct dnsp_program)) {
 			handle_program(r, r->buf, (size_t)len);
-		} else if (len >= 4 && type == DNSP_EVENT && (size_t)len == sizeof(struct dnsp_event) &&
+		} else if (len >= 4 && type == DNSP_EVENT &&
+			   (size_t)len == sizeof(struct dnsp_event) &&
 			   ((struct dnsp_event *)r->buf)->reason < DNSP_R_MAX &&
 			   name_valid(((struct dnsp_event *)r->buf)->name, DNS_NAME_MAX + 1)) {
 			handle_event(r, r->buf);

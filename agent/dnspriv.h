@@ -42,10 +42,10 @@ enum dnsp_type {
 /* "Program session S (the channel's): name N, addresses A, TTL T." */
 struct dnsp_program {
 	uint32_t type;
-	uint16_t qtype; /* A or AAAA: every address of its family */
-	uint16_t n;	/* 1..DNSP_ADDRS_MAX, and at most dns.maxAddresses */
-	uint32_t ttl;	/* the upstream's; the agent clamps it */
-	uint32_t flags; /* none exist: must be 0 (a worker cannot ask for a pin) */
+	uint16_t qtype;		     /* A or AAAA: every address of its family */
+	uint16_t n;		     /* 1..DNSP_ADDRS_MAX, and at most dns.maxAddresses */
+	uint32_t ttl;		     /* the upstream's; the agent clamps it */
+	uint32_t flags;		     /* none exist: must be 0 (a worker cannot ask for a pin) */
 	char name[DNS_NAME_MAX + 1]; /* normalised, NUL-terminated */
 	struct addr addrs[DNSP_ADDRS_MAX];
 };
@@ -110,9 +110,8 @@ struct dnsp_port {
  * grants' (at unix time now); 0 when none admits it. *wild is the first
  * wildcard rule that admits it, when no exact rule does, else -1. Shared by
  * the worker (which name exists) and the agent (what it programs). */
-size_t dnsp_name_ports(const struct errand_config *cfg, const struct grant_set *grants,
-		       int64_t now, const char *name, struct dnsp_port *ports, size_t max,
-		       int *wild);
+size_t dnsp_name_ports(const struct errand_config *cfg, const struct grant_set *grants, int64_t now,
+		       const char *name, struct dnsp_port *ports, size_t max, int *wild);
 
 /* The names a session has been allowed to resolve, under dns.maxNames and
  * dns.maxWildcardNames: a hash lookup and counters, constant time. */
@@ -148,8 +147,7 @@ struct dnsp_entry {
  * 0, or -EBADMSG (malformed), -EPERM (name not allowed), -EACCES (an address
  * forbidden or the host's), -EDQUOT (over a cap), -E2BIG (out too small). */
 int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_ns,
-	       int64_t unix_now, struct dnsp_entry *out, size_t max, size_t *n_out,
-	       uint32_t *ttl);
+	       int64_t unix_now, struct dnsp_entry *out, size_t max, size_t *n_out, uint32_t *ttl);
 
 /* The worker's seccomp allow-list, loaded into the calling process (and its
  * threads). 0 or -errno. */
