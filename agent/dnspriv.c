@@ -287,7 +287,8 @@ int dnsp_seccomp_load(void)
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
 				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	/* Sockets for upstream: IPv4 and IPv6, UDP and TCP, nothing else. */
+	/* Sockets for upstream: IPv4 and IPv6, UDP and TCP (protocol 0, as
+	 * c-ares asks), nothing else: no ping, raw, netlink or Unix socket. */
 	for (int f = 0; !rc && f < 2; f++)
 		for (int t = 0; !rc && t < 2; t++)
 			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
@@ -295,7 +296,7 @@ int dnsp_seccomp_load(void)
 					      SCMP_A1(SCMP_CMP_MASKED_EQ,
 						      ~(uint64_t)(SOCK_NONBLOCK | SOCK_CLOEXEC),
 						      t ? SOCK_STREAM : SOCK_DGRAM),
-					      SCMP_A2(SCMP_CMP_LE, IPPROTO_UDP));
+					      SCMP_A2(SCMP_CMP_EQ, 0));
 	/* c-ares makes its sockets non-blocking. */
 	for (size_t i = 0; !rc && i < 4; i++) {
 		static const int cmds[] = {F_GETFL, F_SETFL, F_GETFD, F_SETFD};
