@@ -92,6 +92,11 @@ struct cache_entry {
 	uint8_t rcode;	     /* NOERROR (n may be 0: NODATA), NXDOMAIN or SERVFAIL */
 	const char *why;     /* the denied-name reason a hit emits again; NULL: none */
 	uint64_t expires_ns; /* 0: empty */
+	/* Until when the agent's allow entries for these addresses outlast any
+	 * answer from this entry (0: not known): a hit answered within it
+	 * costs no round trip to the agent. Policy names only: a grant's
+	 * entries can end with it. */
+	uint64_t covered_ns;
 	uint32_t ttl;
 	size_t n;
 	struct addr addrs[64];
@@ -246,7 +251,7 @@ static size_t name_ports(const struct dnsw *r, const char *name, struct dnsp_por
  * SERVFAIL: never an address the kernel would refuse. Updates the agent sends
  * meanwhile are applied as they come. */
 static void program_and_reply(struct dnsw *r, const struct client *c, const struct addr *addrs,
-			      size_t n, uint32_t ttl)
+			      size_t n, uint32_t ttl, struct cache_entry *ce)
 {
 	static struct dnsp_program m;
 	union {
@@ -279,6 +284,8 @@ static void program_and_reply(struct dnsw *r, const struct client *c, const stru
 		if ((size_t)len == sizeof(in->reply) && in->reply.type == DNSP_REPLY) {
 			if (in->reply.status)
 				break;
+			if (ce)
+				ce->covered_ns = boottime_ns() + (uint64_t)in->reply.ttl * NS_PER_S;
 			reply(r, c, DNS_RCODE_NOERROR, addrs, n, in->reply.ttl);
 			return;
 		}
@@ -339,19 +346,41 @@ static void cache_put(struct dnsw *r, const char *name, uint16_t qtype, uint8_t 
 	victim->n = n;
 	memcpy(victim->addrs, addrs, n * sizeof(*addrs));
 	victim->expires_ns = now + (uint64_t)ttl * NS_PER_S;
+	victim->covered_ns = 0;
+}
+
+/* As the agent clamps an answer's TTL (dnsp_check). */
+static uint32_t ttl_clamp(const struct errand_config *cfg, uint32_t ttl)
+{
+	if (ttl < cfg->dns_ttl_floor)
+		return cfg->dns_ttl_floor;
+	return ttl > cfg->dns_ttl_cap ? cfg->dns_ttl_cap : ttl;
 }
 
 /* Answers from a cache entry, as upstream_done answered when it was made. */
-static void cache_reply(struct dnsw *r, const struct client *c, const struct cache_entry *e,
-			uint64_t now)
+static void cache_reply(struct dnsw *r, const struct client *c, struct cache_entry *e, uint64_t now)
 {
+	uint32_t ttl = (uint32_t)((e->expires_ns - now) / NS_PER_S);
+	struct dnsp_port ports[64];
+	bool granted = false;
+	size_t n_ports;
+	int wild;
+
 	if (e->why)
 		deny(r, &c->q, e->why);
 	if (e->rcode != DNS_RCODE_NOERROR) {
 		reply(r, c, e->rcode, NULL, 0, 0);
 		return;
 	}
-	program_and_reply(r, c, e->addrs, e->n, (uint32_t)((e->expires_ns - now) / NS_PER_S));
+	n_ports = name_ports(r, c->q.name, ports, ARRAY_SIZE(ports), &wild);
+	for (size_t j = 0; j < n_ports; j++)
+		granted |= ports[j].grant != 0;
+	if (!granted && e->n && e->covered_ns &&
+	    now + (uint64_t)ttl_clamp(r->cfg, ttl) * NS_PER_S <= e->covered_ns) {
+		reply(r, c, DNS_RCODE_NOERROR, e->addrs, e->n, ttl_clamp(r->cfg, ttl));
+		return;
+	}
+	program_and_reply(r, c, e->addrs, e->n, ttl, granted ? NULL : e);
 }
 
 /* Drops forbidden addresses (IPv4 carried in an AAAA record among them), the
@@ -414,7 +443,7 @@ static void pending_reply(struct dnsw *r, struct pending *p, uint8_t rcode, cons
 		deny(r, &p->c[0].q, why);
 	for (size_t i = 0; i < p->n; i++) {
 		if (rcode == DNS_RCODE_NOERROR && n)
-			program_and_reply(r, &p->c[i], addrs, n, ttl);
+			program_and_reply(r, &p->c[i], addrs, n, ttl, NULL);
 		else
 			reply(r, &p->c[i], rcode, NULL, 0, 0);
 	}
@@ -817,6 +846,9 @@ static void apply_update(struct dnsw *r, const void *buf, size_t len)
 	if (len == sizeof(*g) && g->type == DNSP_GRANTS && g->n <= GRANT_MAX) {
 		r->grants.n = g->n;
 		memcpy(r->grants.v, g->v, g->n * sizeof(g->v[0]));
+		/* A name may have gained a port the agent has not programmed. */
+		for (size_t i = 0; i < DNS_CACHE_SIZE; i++)
+			r->cache[i].covered_ns = 0;
 	} else if (len == sizeof(*sf) && sf->type == DNSP_SELF && sf->n <= DNSP_SELF_MAX) {
 		r->n_self = sf->n;
 		memcpy(r->self, sf->v, sf->n * sizeof(sf->v[0]));
