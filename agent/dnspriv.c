@@ -242,38 +242,17 @@ int dnsp_seccomp_load(void)
 {
 	/* What the responder, c-ares and malloc call; anything else kills. */
 	static const int allow[] = {
-		SCMP_SYS(read),
-		SCMP_SYS(write),
-		SCMP_SYS(readv),
-		SCMP_SYS(writev),
-		SCMP_SYS(recvfrom),
-		SCMP_SYS(recvmsg),
-		SCMP_SYS(recvmmsg),
-		SCMP_SYS(sendto),
-		SCMP_SYS(sendmsg),
-		SCMP_SYS(sendmmsg),
-		SCMP_SYS(connect),
-		SCMP_SYS(accept4),
-		SCMP_SYS(close),
-		SCMP_SYS(poll),
-		SCMP_SYS(ppoll),
-		SCMP_SYS(getsockname),
-		SCMP_SYS(getpeername),
-		SCMP_SYS(getsockopt),
-		SCMP_SYS(setsockopt),
-		SCMP_SYS(clock_gettime),
-		SCMP_SYS(gettimeofday),
-		SCMP_SYS(getrandom),
-		SCMP_SYS(brk),
-		SCMP_SYS(munmap),
-		SCMP_SYS(mremap),
-		SCMP_SYS(madvise),
-		SCMP_SYS(futex),
-		SCMP_SYS(rt_sigreturn),
-		SCMP_SYS(restart_syscall),
-		SCMP_SYS(exit),
-		SCMP_SYS(exit_group),
-		SCMP_SYS(getpid),
+		SCMP_SYS(read),	       SCMP_SYS(write),		SCMP_SYS(readv),
+		SCMP_SYS(writev),      SCMP_SYS(recvfrom),	SCMP_SYS(recvmsg),
+		SCMP_SYS(recvmmsg),    SCMP_SYS(sendto),	SCMP_SYS(sendmsg),
+		SCMP_SYS(sendmmsg),    SCMP_SYS(connect),	SCMP_SYS(accept4),
+		SCMP_SYS(close),       SCMP_SYS(poll),		SCMP_SYS(ppoll),
+		SCMP_SYS(getsockname), SCMP_SYS(getpeername),	SCMP_SYS(getsockopt),
+		SCMP_SYS(setsockopt),  SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday),
+		SCMP_SYS(time),	       SCMP_SYS(getrandom),	SCMP_SYS(brk),
+		SCMP_SYS(munmap),      SCMP_SYS(mremap),	SCMP_SYS(madvise),
+		SCMP_SYS(futex),       SCMP_SYS(rt_sigreturn),	SCMP_SYS(restart_syscall),
+		SCMP_SYS(exit),	       SCMP_SYS(exit_group),	SCMP_SYS(getpid),
 	};
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
 	int rc = ctx ? 0 : -ENOMEM;
@@ -329,6 +308,8 @@ struct dns_responder {
 	unsigned respawn_ms;
 	uint64_t refusal_log_ns;
 	uint64_t refused; /* since the last log line */
+	uint64_t log_ns;  /* the worker's log lines: a budget a second */
+	unsigned logs;
 	struct dnsp_policy pol;
 	dns_event_fn fn;
 	void *fn_arg;
@@ -434,6 +415,13 @@ static __attribute__((noreturn)) void worker_child(struct dns_responder *r, int 
 	a.chan = 3;
 	for (int k = 0, i = 1; k < DNS_SOCKS; k++)
 		a.listen[k] = r->listen[k] >= 0 ? 3 + i++ : -1;
+	/* Its life is the agent's to end (SIGKILL, PDEATHSIG, the channel's
+	 * end): no handler of the agent's or errandctl's runs here, and a
+	 * terminal's ^C reaches the session, not its DNS. */
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	signal(SIGPIPE, SIG_IGN);
+	setsid();
 	setrlimit(RLIMIT_NOFILE, &(struct rlimit){256, 256});
 	prctl(PR_SET_NAME, "errand-dns", 0, 0, 0);
 	for (int c = 0; c <= 63; c++)
@@ -752,8 +740,20 @@ static void handle_event(struct dns_responder *r, const struct dnsp_event *m)
 		r->fn(&ev, r->fn_arg);
 }
 
+/* The worker's own log lines, at most DNS_WORKER_LOGS a second, so that a
+ * compromised worker cannot flood the agent's log. */
+#define DNS_WORKER_LOGS 10
+
 static void handle_log(struct dns_responder *r, const struct dnsp_log *m)
 {
+	uint64_t now = boottime_ns();
+
+	if (now - r->log_ns >= NS_PER_S) {
+		r->log_ns = now;
+		r->logs = 0;
+	}
+	if (r->logs++ >= DNS_WORKER_LOGS)
+		return;
 	if (m->what == DNSP_LOG_RATE)
 		log_warnx("session %s: %llu DNS queries over the upstream rate limit (%d a second) "
 			  "answered SERVFAIL without asking upstream (%llu in all)",
