@@ -311,6 +311,7 @@ struct dns_responder {
 	uint64_t log_ns;  /* the worker's log lines: a budget a second */
 	unsigned logs;
 	struct dnsp_policy pol;
+	struct grant_set sent; /* the grants the worker was last sent */
 	dns_event_fn fn;
 	void *fn_arg;
 	void *buf; /* one message from the worker, and a byte more */
@@ -603,11 +604,26 @@ static void worker_update(struct dns_responder *r, const void *msg, size_t len)
 		worker_end(r, "could not take an update");
 }
 
+/* The worker learns of every change to the session's grants (the caller
+ * may change them in place): before the agent answers whoever made it. */
+static void grants_sync(struct dns_responder *r)
+{
+	static const struct grant_set none;
+	const struct grant_set *g = r->pol.grants ? r->pol.grants : &none;
+
+	if (g->n == r->sent.n && !memcmp(g->v, r->sent.v, g->n * sizeof(g->v[0])))
+		return;
+	dns_responder_set_grants(r, r->pol.grants);
+}
+
 void dns_responder_set_grants(struct dns_responder *r, const struct grant_set *grants)
 {
 	static struct dnsp_grants m;
 
 	r->pol.grants = grants;
+	r->sent.n = grants ? grants->n : 0;
+	if (grants)
+		memcpy(r->sent.v, grants->v, grants->n * sizeof(grants->v[0]));
 	memset(&m, 0, sizeof(m));
 	m.type = DNSP_GRANTS;
 	if (grants) {
@@ -803,6 +819,8 @@ void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, in
 {
 	char err[256];
 
+	if (r->chan >= 0)
+		grants_sync(r);
 	for (int j = 0; j < n && r->chan >= 0; j++)
 		if (fds[j].fd == r->chan && fds[j].revents)
 			chan_process(r);
