@@ -388,7 +388,7 @@ static int upstream_init(const struct errand_config *cfg, ares_channel *ch, char
  * sockets (4...), becomes errand-dns without capabilities, and loads the
  * filter. Never returns. */
 static __attribute__((noreturn)) void worker_child(struct dns_responder *r, int chan,
-						   ares_channel ch, pid_t parent)
+						   ares_channel ch, pid_t parent, bool main_thread)
 {
 	struct dns_worker_args a = {.cfg = r->cfg,
 				    .session = r->session,
@@ -431,8 +431,10 @@ static __attribute__((noreturn)) void worker_child(struct dns_responder *r, int 
 	if (setgroups(0, NULL) || setresgid(r->gid, r->gid, r->gid) ||
 	    setresuid(r->uid, r->uid, r->uid))
 		_exit(126);
-	/* Set after the change of credentials, which clears it. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) || getppid() != parent)
+	/* Set after the change of credentials, which clears it. It follows the
+	 * thread that forked: from another thread than the agent's main one,
+	 * the channel's end (the worker exits on it) says the agent is gone. */
+	if ((main_thread && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)) || getppid() != parent)
 		_exit(0);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
 		_exit(126);
@@ -445,6 +447,7 @@ static int worker_spawn(struct dns_responder *r, char *err, size_t errlen)
 {
 	ares_channel ch;
 	pid_t parent = getpid(), pid;
+	bool main_thread = gettid() == parent;
 	int sv[2], rc;
 
 	rc = upstream_init(r->cfg, &ch, err, errlen);
@@ -458,7 +461,7 @@ static int worker_spawn(struct dns_responder *r, char *err, size_t errlen)
 	}
 	pid = fork();
 	if (pid == 0)
-		worker_child(r, sv[1], ch, parent);
+		worker_child(r, sv[1], ch, parent, main_thread);
 	rc = -errno;
 	/* The child has its own copy; this one never opened a socket. */
 	ares_destroy(ch);
