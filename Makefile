@@ -138,9 +138,9 @@ deps:
 	@$(MAKE) --no-print-directory accounts
 
 # The unprivileged accounts sessions run as (sandbox.uid/gid default to it)
-# and errand-broker runs as.
+# and errand-broker runs as, and errand-dns, which the DNS worker runs as.
 accounts:
-	@for u in errand-session errand-broker; do \
+	@for u in errand-session errand-broker errand-dns; do \
 		getent passwd $$u >/dev/null || \
 			useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
 				--user-group $$u; \

@@ -16,9 +16,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <poll.h>
+#include <signal.h>
+
 #include "agent/dns.h"
 #include "agent/dnsmsg.h"
-#include "lib/log.h"
+#include "agent/dnspriv.h"
 #include "lib/util.h"
 
 #define DNS_TCP_MAX 32
@@ -38,14 +41,12 @@
  * SERVFAIL without an upstream query, counted, and logged at most every
  * DNS_LIMIT_LOG_S seconds. Queries for a name already asked upstream wait
  * for that answer (up to DNS_WAITERS of them) and cost no token. */
-#define DNS_UPSTREAM_RATE 50
 #define DNS_UPSTREAM_BURST 100
 #define DNS_LIMIT_LOG_S 10
 #define DNS_WAITERS 16
 #define DNS_PENDING_BUCKETS 256
 #define DNS_CHAIN_DEPTH 8
 #define DNS_RR_MAX 64
-#define DNS_UPSTREAM_TIMEOUT_MS 5000
 #define DNS_UDP_BATCH 32
 #define DNS_UDP_QMAX 4096
 #define DNS_EDNS_MAX 1232
@@ -91,22 +92,21 @@ struct cache_entry {
 	uint8_t rcode;	     /* NOERROR (n may be 0: NODATA), NXDOMAIN or SERVFAIL */
 	const char *why;     /* the denied-name reason a hit emits again; NULL: none */
 	uint64_t expires_ns; /* 0: empty */
+	/* Until when the agent's allow entries for these addresses outlast any
+	 * answer from this entry (0: not known): a hit answered within it
+	 * costs no round trip to the agent. Policy names only: a grant's
+	 * entries can end with it. */
+	uint64_t covered_ns;
 	uint32_t ttl;
 	size_t n;
 	struct addr addrs[64];
 };
 
-/* A name the session has been allowed to resolve, for the caps. */
-struct seen_name {
-	char name[DNS_NAME_MAX + 1];
-	int wild; /* index of the wildcard rule that admitted it, or -1 */
-};
-
 struct pending;
 
-struct dns_responder {
+struct dnsw {
 	const struct errand_config *cfg;
-	struct enforce *enf;
+	int chan; /* to the agent */
 	char session[16];
 	int listen[DNS_SOCKS]; /* UDP and TCP on the gateway's IPv4 and IPv6 addresses */
 	struct tcp_conn *conns[DNS_TCP_MAX];
@@ -117,27 +117,23 @@ struct dns_responder {
 	ares_socket_t socks[ARES_GETSOCK_MAXNUM]; /* as of the last pollfds */
 	int sock_bits;
 	struct cache_entry *cache;
-	struct seen_name *seen;
-	size_t n_seen;
-	uint32_t *seen_idx;   /* open addressing over seen: index + 1; 0: empty */
-	size_t seen_slots;    /* a power of two, at least twice dns.maxNames */
-	uint32_t *wild_count; /* names admitted under each rule of cfg->allow */
+	struct dnsp_names *names; /* for the caps; the agent keeps its own count */
 	struct pending *pending[DNS_PENDING_BUCKETS]; /* upstream queries in flight */
 	uint64_t tokens_milli; /* the upstream token bucket, in thousandths */
 	uint64_t tokens_ns;    /* when it was last refilled */
 	uint64_t limited;      /* queries refused by it since the last log line */
 	uint64_t limited_total;
 	uint64_t limit_log_ns;
-	const struct addr *self; /* the agent namespace's own addresses */
+	struct addr self[DNSP_SELF_MAX]; /* the agent namespace's own addresses */
 	size_t n_self;
-	dns_event_fn fn;
-	void *fn_arg;
-	const struct grant_set *grants; /* the session's; NULL: none */
+	struct grant_set grants; /* the session's, as the agent last sent them */
+	bool quit;		 /* the agent went away */
+	void *in;		 /* a message from the agent */
 };
 
 /* One upstream query in flight, and the clients waiting for its answer. */
 struct pending {
-	struct dns_responder *r;
+	struct dnsw *r;
 	struct pending *next; /* in r->pending[hash] */
 	uint32_t hash;
 	size_t n;
@@ -155,41 +151,43 @@ static uint32_t name_hash(const char *name, uint16_t qtype)
 	return (h ^ (qtype >> 8)) * 16777619u;
 }
 
-static const char *qtype_name(uint16_t t, char buf[8])
+/* Sends one message to the agent. The channel is a SOCK_SEQPACKET socket:
+ * a message arrives whole or not at all. */
+static void chan_send(struct dnsw *r, const void *msg, size_t len)
 {
-	switch (t) {
-	case DNS_TYPE_A:
-		return "A";
-	case DNS_TYPE_AAAA:
-		return "AAAA";
-	case DNS_TYPE_CNAME:
-		return "CNAME";
-	case DNS_TYPE_TXT:
-		return "TXT";
-	case DNS_TYPE_ANY:
-		return "ANY";
-	case 15:
-		return "MX";
-	default:
-		snprintf(buf, 8, "%u", t);
-		return buf;
-	}
+	if (send(r->chan, msg, len, MSG_NOSIGNAL) != (ssize_t)len && errno != EINTR)
+		r->quit = true;
 }
 
-static void deny(struct dns_responder *r, const struct dns_query *q, const char *reason)
-{
-	struct event_rec ev = {.denied = true};
-	char tb[8];
+static const char *const reasons[DNSP_R_MAX] = {
+	[DNSP_R_NOT_ALLOWED] = "not-allowed", [DNSP_R_TYPE] = "type",	      [DNSP_R_CAP] = "cap",
+	[DNSP_R_FORBIDDEN] = "forbidden",     [DNSP_R_UPSTREAM] = "upstream",
+};
 
-	ev.session = r->session;
-	ev.name = q->name;
-	ev.qtype = qtype_name(q->qtype, tb);
-	ev.reason = reason;
-	if (r->fn)
-		r->fn(&ev, r->fn_arg);
+/* A denied-name event: the agent validates, escapes and emits it. */
+static void deny(struct dnsw *r, const struct dns_query *q, const char *reason)
+{
+	struct dnsp_event ev = {.type = DNSP_EVENT, .qtype = q->qtype};
+
+	for (uint16_t i = 0; i < DNSP_R_MAX; i++)
+		if (!strcmp(reasons[i], reason))
+			ev.reason = i;
+	snprintf(ev.name, sizeof(ev.name), "%s", q->name);
+	chan_send(r, &ev, sizeof(ev));
 }
 
-static void tcp_close(struct dns_responder *r, int i)
+/* Log lines go through the agent too: the worker has no stderr. */
+static void wlog(struct dnsw *r, enum dnsp_log_what what, const char *name, uint64_t a, uint64_t b)
+{
+	struct dnsp_log m = {.type = DNSP_LOG, .what = what, .a = a, .b = b};
+
+	snprintf(m.name, sizeof(m.name), "%s", name ? name : "");
+	chan_send(r, &m, sizeof(m));
+}
+
+static void apply_update(struct dnsw *r, const void *buf, size_t len);
+
+static void tcp_close(struct dnsw *r, int i)
 {
 	if (!r->conns[i])
 		return;
@@ -198,8 +196,8 @@ static void tcp_close(struct dns_responder *r, int i)
 	r->conns[i] = NULL;
 }
 
-static void reply(struct dns_responder *r, const struct client *c, uint8_t rcode,
-		  const struct addr *addrs, size_t n, uint32_t ttl)
+static void reply(struct dnsw *r, const struct client *c, uint8_t rcode, const struct addr *addrs,
+		  size_t n, uint32_t ttl)
 {
 	uint8_t out[2 + 65535];
 	size_t max = DNS_UDP_MAX;
@@ -242,163 +240,66 @@ static void reply(struct dns_responder *r, const struct client *c, uint8_t rcode
 		tcp_close(r, c->conn);
 }
 
-static uint32_t ttl_clamp(const struct errand_config *cfg, uint32_t ttl)
-{
-	if (ttl < cfg->dns_ttl_floor)
-		return cfg->dns_ttl_floor;
-	return ttl > cfg->dns_ttl_cap ? cfg->dns_ttl_cap : ttl;
-}
-
-/* One port a name may be reached on, and what opened it: a host rule of the
- * policy (grant 0) or a grant, whose entries carry its id and end with it. */
-struct name_port {
-	uint16_t port;
-	uint32_t grant;
-	uint32_t flags;
-	int64_t until; /* unix seconds; 0: no end of its own */
-};
-
-static void port_add(struct name_port *ports, size_t *n, size_t max, const struct name_port *p)
-{
-	for (size_t j = 0; j < *n; j++)
-		if (ports[j].port == p->port)
-			return; /* the policy's rule comes first and wins */
-	if (*n < max)
-		ports[(*n)++] = *p;
-}
-
-/* The ports the host rules admitting name give it, then the live grants';
- * 0 when none admits it. *wild is the first wildcard rule that admits it,
- * when no exact rule does. */
-static size_t name_ports(const struct dns_responder *r, const char *name, struct name_port *ports,
+static size_t name_ports(const struct dnsw *r, const char *name, struct dnsp_port *ports,
 			 size_t max, int *wild)
 {
-	const struct errand_config *cfg = r->cfg;
-	int64_t now = time(NULL);
-	size_t n = 0;
-	bool exact = false;
+	return dnsp_name_ports(r->cfg, &r->grants, time(NULL), name, ports, max, wild);
+}
 
-	*wild = -1;
-	for (size_t i = 0; i < cfg->n_allow; i++) {
-		const struct host_rule *h = &cfg->allow[i];
+/* Asks the agent to write every (address, port) into the allow map, then
+ * answers with the TTL it gives. A refusal or a failed write answers
+ * SERVFAIL: never an address the kernel would refuse. Updates the agent sends
+ * meanwhile are applied as they come. */
+static void program_and_reply(struct dnsw *r, const struct client *c, const struct addr *addrs,
+			      size_t n, uint32_t ttl, struct cache_entry *ce)
+{
+	static struct dnsp_program m;
+	union {
+		struct dnsp_reply reply;
+		struct dnsp_grants grants;
+		struct dnsp_self self;
+	} *in = r->in;
+	ssize_t len;
 
-		if (!host_rule_match(h, name))
+	if (!n) {
+		reply(r, c, DNS_RCODE_NOERROR, NULL, 0, 0);
+		return;
+	}
+	memset(&m, 0, sizeof(m));
+	m.type = DNSP_PROGRAM;
+	m.qtype = c->q.qtype;
+	m.n = (uint16_t)n;
+	m.ttl = ttl;
+	snprintf(m.name, sizeof(m.name), "%s", c->q.name);
+	memcpy(m.addrs, addrs, n * sizeof(*addrs));
+	chan_send(r, &m, sizeof(m));
+	while (!r->quit) {
+		len = recv(r->chan, in, sizeof(*in), 0);
+		if (len < 0 && errno == EINTR)
 			continue;
-		if (h->wildcard && *wild < 0)
-			*wild = (int)i;
-		if (!h->wildcard)
-			exact = true;
-		port_add(ports, &n, max, &(struct name_port){.port = h->port});
-	}
-	for (size_t i = 0; r->grants && i < r->grants->n; i++) {
-		const struct grant *g = &r->grants->v[i];
-
-		if (!grant_live(g, now) || !host_rule_match(&g->rule, name))
-			continue;
-		if (!g->rule.wildcard)
-			exact = true;
-		port_add(ports, &n, max,
-			 &(struct name_port){.port = g->rule.port,
-					     .grant = g->id,
-					     .flags = g->kind == GRANT_ONCE ? ENTRY_F_ONCE : 0,
-					     .until = g->kind == GRANT_UNTIL ? g->until : 0});
-	}
-	if (exact)
-		*wild = -1;
-	return n;
-}
-
-void dns_responder_set_grants(struct dns_responder *r, const struct grant_set *grants)
-{
-	r->grants = grants;
-}
-
-void dns_responder_set_self(struct dns_responder *r, const struct addr *self, size_t n_self)
-{
-	r->self = self;
-	r->n_self = n_self;
-	/* A cached answer may hold an address that is the host's now. */
-	for (size_t i = 0; i < DNS_CACHE_SIZE; i++)
-		r->cache[i].expires_ns = 0;
-}
-
-/* Admits name under the caps: names a session, names under one wildcard.
- * A hash lookup and counters: a session at its cap is refused in constant
- * time, never by a walk over every name it resolved. */
-static bool name_admit(struct dns_responder *r, const char *name, int wild)
-{
-	size_t mask = r->seen_slots - 1, i = name_hash(name, 0) & mask;
-
-	for (; r->seen_idx[i]; i = (i + 1) & mask)
-		if (!strcmp(r->seen[r->seen_idx[i] - 1].name, name))
-			return true;
-	if (r->n_seen >= r->cfg->dns_max_names)
-		return false;
-	if (wild >= 0 && r->wild_count[wild] >= r->cfg->dns_max_wildcard_names)
-		return false;
-	snprintf(r->seen[r->n_seen].name, sizeof(r->seen[r->n_seen].name), "%s", name);
-	r->seen[r->n_seen].wild = wild;
-	r->n_seen++;
-	r->seen_idx[i] = (uint32_t)r->n_seen;
-	if (wild >= 0)
-		r->wild_count[wild]++;
-	return true;
-}
-
-/* Writes every (address, port) into the allow map, then answers. A failed
- * write answers SERVFAIL: never an address the kernel would refuse. */
-static void program_and_reply(struct dns_responder *r, const struct client *c,
-			      const struct addr *addrs, size_t n, uint32_t ttl)
-{
-	const struct errand_config *cfg = r->cfg;
-	struct name_port ports[64];
-	uint64_t expires, now = boottime_ns();
-	int64_t unix_now = time(NULL);
-	size_t n_ports;
-	int wild, rc;
-
-	ttl = ttl_clamp(cfg, ttl);
-	expires = now + ((uint64_t)ttl + cfg->dns_grace) * NS_PER_S;
-	n_ports = name_ports(r, c->q.name, ports, ARRAY_SIZE(ports), &wild);
-	for (size_t j = 0; j < n_ports; j++) {
-		/* A grant with an end: neither the answer nor its entries outlive it. */
-		if (ports[j].until && ports[j].until > unix_now) {
-			uint64_t left = (uint64_t)(ports[j].until - unix_now);
-
-			if (ttl > left)
-				ttl = (uint32_t)left;
+		if (len <= 0) {
+			r->quit = true;
+			break;
 		}
-	}
-	for (size_t i = 0; i < n; i++) {
-		for (size_t j = 0; j < n_ports; j++) {
-			uint64_t exp = expires;
-
-			if (ports[j].until)
-				exp = now + (uint64_t)(ports[j].until - unix_now) * NS_PER_S;
-			rc = enforce_allow_answer(r->enf, &addrs[i], ports[j].port,
-						  exp < expires ? exp : expires, ports[j].flags,
-						  ports[j].grant);
-			if (rc) {
-				char a[ADDR_STRLEN];
-
-				log_warnx("session %s: cannot program %s:%u for %s: %s; answering "
-					  "SERVFAIL",
-					  r->session, addr_str(&addrs[i], a), ports[j].port,
-					  c->q.name, strerror(-rc));
-				reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
-				return;
-			}
+		if ((size_t)len == sizeof(in->reply) && in->reply.type == DNSP_REPLY) {
+			if (in->reply.status)
+				break;
+			if (ce)
+				ce->covered_ns = boottime_ns() + (uint64_t)in->reply.ttl * NS_PER_S;
+			reply(r, c, DNS_RCODE_NOERROR, addrs, n, in->reply.ttl);
+			return;
 		}
+		apply_update(r, in, (size_t)len);
 	}
-	reply(r, c, DNS_RCODE_NOERROR, addrs, n, ttl);
+	reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
 }
 
-static struct cache_entry *cache_set(struct dns_responder *r, const char *name, uint16_t qtype)
+static struct cache_entry *cache_set(struct dnsw *r, const char *name, uint16_t qtype)
 {
 	return &r->cache[(name_hash(name, qtype) % DNS_CACHE_SETS) * DNS_CACHE_WAYS];
 }
 
-static struct cache_entry *cache_find(struct dns_responder *r, const char *name, uint16_t qtype,
+static struct cache_entry *cache_find(struct dnsw *r, const char *name, uint16_t qtype,
 				      uint64_t now)
 {
 	struct cache_entry *set = cache_set(r, name, qtype);
@@ -415,7 +316,7 @@ static struct cache_entry *cache_find(struct dns_responder *r, const char *name,
 /* Keeps an answer: addresses (rcode NOERROR) for their TTL, or DNS_ZERO_TTL_S
  * for TTL 0; a negative one (n 0, or NXDOMAIN, or SERVFAIL with the reason
  * its hits emit again) for DNS_NEG_TTL_S. */
-static void cache_put(struct dns_responder *r, const char *name, uint16_t qtype, uint8_t rcode,
+static void cache_put(struct dnsw *r, const char *name, uint16_t qtype, uint8_t rcode,
 		      const char *why, const struct addr *addrs, size_t n, uint32_t ttl)
 {
 	struct cache_entry *set = cache_set(r, name, qtype), *victim = &set[0];
@@ -445,25 +346,47 @@ static void cache_put(struct dns_responder *r, const char *name, uint16_t qtype,
 	victim->n = n;
 	memcpy(victim->addrs, addrs, n * sizeof(*addrs));
 	victim->expires_ns = now + (uint64_t)ttl * NS_PER_S;
+	victim->covered_ns = 0;
+}
+
+/* As the agent clamps an answer's TTL (dnsp_check). */
+static uint32_t ttl_clamp(const struct errand_config *cfg, uint32_t ttl)
+{
+	if (ttl < cfg->dns_ttl_floor)
+		return cfg->dns_ttl_floor;
+	return ttl > cfg->dns_ttl_cap ? cfg->dns_ttl_cap : ttl;
 }
 
 /* Answers from a cache entry, as upstream_done answered when it was made. */
-static void cache_reply(struct dns_responder *r, const struct client *c,
-			const struct cache_entry *e, uint64_t now)
+static void cache_reply(struct dnsw *r, const struct client *c, struct cache_entry *e, uint64_t now)
 {
+	uint32_t ttl = (uint32_t)((e->expires_ns - now) / NS_PER_S);
+	struct dnsp_port ports[64];
+	bool granted = false;
+	size_t n_ports;
+	int wild;
+
 	if (e->why)
 		deny(r, &c->q, e->why);
 	if (e->rcode != DNS_RCODE_NOERROR) {
 		reply(r, c, e->rcode, NULL, 0, 0);
 		return;
 	}
-	program_and_reply(r, c, e->addrs, e->n, (uint32_t)((e->expires_ns - now) / NS_PER_S));
+	n_ports = name_ports(r, c->q.name, ports, ARRAY_SIZE(ports), &wild);
+	for (size_t j = 0; j < n_ports; j++)
+		granted |= ports[j].grant != 0;
+	if (!granted && e->n && e->covered_ns &&
+	    now + (uint64_t)ttl_clamp(r->cfg, ttl) * NS_PER_S <= e->covered_ns) {
+		reply(r, c, DNS_RCODE_NOERROR, e->addrs, e->n, ttl_clamp(r->cfg, ttl));
+		return;
+	}
+	program_and_reply(r, c, e->addrs, e->n, ttl, granted ? NULL : e);
 }
 
 /* Drops forbidden addresses (IPv4 carried in an AAAA record among them), the
  * agent's own, and those of the other family; *dropped says whether any
  * was dropped for being forbidden or the host's. */
-static size_t filter_addrs(struct dns_responder *r, uint16_t qtype, struct addr *addrs, size_t n,
+static size_t filter_addrs(struct dnsw *r, uint16_t qtype, struct addr *addrs, size_t n,
 			   bool *dropped)
 {
 	size_t k = 0;
@@ -503,8 +426,7 @@ static void pending_unlink(struct pending *p)
 	}
 }
 
-static struct pending *pending_find(struct dns_responder *r, const char *name, uint16_t qtype,
-				    uint32_t hash)
+static struct pending *pending_find(struct dnsw *r, const char *name, uint16_t qtype, uint32_t hash)
 {
 	for (struct pending *p = r->pending[hash % DNS_PENDING_BUCKETS]; p; p = p->next)
 		if (p->hash == hash && p->c[0].q.qtype == qtype && !strcmp(p->c[0].q.name, name))
@@ -514,14 +436,14 @@ static struct pending *pending_find(struct dns_responder *r, const char *name, u
 
 /* Every client waiting on p gets the same outcome: an rcode (with the
  * denied-name reason, once), or addresses to program and answer. */
-static void pending_reply(struct dns_responder *r, struct pending *p, uint8_t rcode,
-			  const char *why, const struct addr *addrs, size_t n, uint32_t ttl)
+static void pending_reply(struct dnsw *r, struct pending *p, uint8_t rcode, const char *why,
+			  const struct addr *addrs, size_t n, uint32_t ttl)
 {
 	if (why)
 		deny(r, &p->c[0].q, why);
 	for (size_t i = 0; i < p->n; i++) {
 		if (rcode == DNS_RCODE_NOERROR && n)
-			program_and_reply(r, &p->c[i], addrs, n, ttl);
+			program_and_reply(r, &p->c[i], addrs, n, ttl, NULL);
 		else
 			reply(r, &p->c[i], rcode, NULL, 0, 0);
 	}
@@ -530,7 +452,7 @@ static void pending_reply(struct dns_responder *r, struct pending *p, uint8_t rc
 static void upstream_done(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
 {
 	struct pending *p = arg;
-	struct dns_responder *r = p->r;
+	struct dnsw *r = p->r;
 	const struct dns_query *q = &p->c[0].q;
 	struct dns_rr *rrs = NULL;
 	struct addr addrs[64];
@@ -560,8 +482,7 @@ static void upstream_done(void *arg, int status, int timeouts, unsigned char *ab
 		} else {
 			why = "upstream";
 			rcode = DNS_RCODE_SERVFAIL;
-			log_debug("session %s: upstream failed for %s: %s", r->session, q->name,
-				  ares_strerror(status));
+			wlog(r, DNSP_LOG_UPSTREAM, q->name, (uint64_t)(int64_t)status, 0);
 		}
 		goto negative;
 	}
@@ -601,7 +522,7 @@ out:
 }
 
 /* Takes one upstream token; false when the session is over its rate. */
-static bool upstream_token(struct dns_responder *r, uint64_t now)
+static bool upstream_token(struct dnsw *r, uint64_t now)
 {
 	uint64_t max = (uint64_t)DNS_UPSTREAM_BURST * 1000;
 
@@ -621,10 +542,7 @@ static bool upstream_token(struct dns_responder *r, uint64_t now)
 	r->limited++;
 	r->limited_total++;
 	if (now - r->limit_log_ns >= (uint64_t)DNS_LIMIT_LOG_S * NS_PER_S) {
-		log_warnx("session %s: %llu DNS queries over the upstream rate limit (%d a second) "
-			  "answered SERVFAIL without asking upstream (%llu in all)",
-			  r->session, (unsigned long long)r->limited, DNS_UPSTREAM_RATE,
-			  (unsigned long long)r->limited_total);
+		wlog(r, DNSP_LOG_RATE, NULL, r->limited, r->limited_total);
 		r->limited = 0;
 		r->limit_log_ns = now;
 	}
@@ -639,14 +557,14 @@ static const struct pin *find_pin(const struct errand_config *cfg, const char *n
 	return NULL;
 }
 
-static void handle_query(struct dns_responder *r, struct client *c, const uint8_t *buf, size_t len)
+static void handle_query(struct dnsw *r, struct client *c, const uint8_t *buf, size_t len)
 {
 	struct dns_query *q = &c->q;
 	const struct pin *pin;
 	struct cache_entry *ce;
 	struct pending *p;
 	char norm[HOST_NAME_MAX_LEN + 1];
-	struct name_port ports[64];
+	struct dnsp_port ports[64];
 	uint64_t now;
 	uint32_t hash;
 	int rc, wild;
@@ -694,7 +612,7 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 		reply(r, c, DNS_RCODE_NOERROR, &pin->addr, match ? 1 : 0, r->cfg->dns_ttl_cap);
 		return;
 	}
-	if (!name_admit(r, q->name, wild)) {
+	if (!dnsp_names_admit(r->names, q->name, wild)) {
 		deny(r, q, "cap");
 		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
 		return;
@@ -738,7 +656,7 @@ static void handle_query(struct dns_responder *r, struct client *c, const uint8_
 	ares_query(r->ch, q->name, DNS_CLASS_IN, q->qtype, upstream_done, p);
 }
 
-static void udp_flush(struct dns_responder *r, int fd)
+static void udp_flush(struct dnsw *r, int fd)
 {
 	struct udp_batch *ub = r->ub;
 	unsigned done = 0;
@@ -754,7 +672,7 @@ static void udp_flush(struct dns_responder *r, int fd)
 	ub->n_out = 0;
 }
 
-static void udp_read(struct dns_responder *r, int k)
+static void udp_read(struct dnsw *r, int k)
 {
 	struct udp_batch *ub = r->ub;
 
@@ -791,7 +709,7 @@ static void udp_read(struct dns_responder *r, int k)
 	}
 }
 
-static void tcp_accept(struct dns_responder *r, int k)
+static void tcp_accept(struct dnsw *r, int k)
 {
 	int fd = accept4(r->listen[k], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	int i;
@@ -810,7 +728,7 @@ static void tcp_accept(struct dns_responder *r, int k)
 	r->conns[i]->last_ns = boottime_ns();
 }
 
-static void tcp_read(struct dns_responder *r, int i)
+static void tcp_read(struct dnsw *r, int i)
 {
 	struct tcp_conn *t = r->conns[i];
 	ssize_t n = read(t->fd, t->buf + t->len, sizeof(t->buf) - t->len);
@@ -836,172 +754,7 @@ static void tcp_read(struct dns_responder *r, int i)
 	}
 }
 
-/* gw: v4-mapped for the gateway's IPv4 address, else its IPv6 one. */
-static int bind_gw(int type, const struct addr *gw)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(DNS_PORT)};
-	struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6, .sin6_port = htons(DNS_PORT)};
-	bool v4 = addr_is_v4(gw);
-	int one = 1;
-	int fd = socket(v4 ? AF_INET : AF_INET6, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -errno;
-	sa.sin_addr.s_addr = addr_v4(gw);
-	memcpy(&sa6.sin6_addr, gw->b, 16);
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (!v4)
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	if (bind(fd, v4 ? (struct sockaddr *)&sa : (struct sockaddr *)&sa6,
-		 v4 ? sizeof(sa) : sizeof(sa6)) ||
-	    (type == SOCK_STREAM && listen(fd, 64))) {
-		int err = errno;
-
-		close(fd);
-		return -err;
-	}
-	return fd;
-}
-
-static int upstream_init(struct dns_responder *r, char *err, size_t errlen)
-{
-	struct ares_options opts = {};
-	char csv[1024] = "";
-	int rc;
-
-	rc = ares_library_init(ARES_LIB_INIT_ALL);
-	if (rc != ARES_SUCCESS) {
-		snprintf(err, errlen, "cannot start c-ares: %s", ares_strerror(rc));
-		return -ENOMEM;
-	}
-	opts.timeout = DNS_UPSTREAM_TIMEOUT_MS;
-	opts.tries = 1;
-	/* SERVFAIL and REFUSED reach errand as answers, not as retries. */
-	opts.flags = ARES_FLAG_NOCHECKRESP;
-	rc = ares_init_options(&r->ch, &opts, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS);
-	if (rc != ARES_SUCCESS) {
-		snprintf(err, errlen,
-			 "cannot set up the upstream resolver: %s; check dns.upstream "
-			 "or /etc/resolv.conf",
-			 ares_strerror(rc));
-		return -EINVAL;
-	}
-	for (char **u = r->cfg->dns_upstream; u && *u; u++) {
-		size_t len = strlen(csv);
-
-		snprintf(csv + len, sizeof(csv) - len, "%s%s", len ? "," : "", *u);
-	}
-	if (csv[0] && (rc = ares_set_servers_ports_csv(r->ch, csv)) != ARES_SUCCESS) {
-		snprintf(err, errlen, "dns.upstream %s: %s", csv, ares_strerror(rc));
-		ares_destroy(r->ch);
-		return -EINVAL;
-	}
-	r->ares_ok = true;
-	return 0;
-}
-
-static void socks_close(int socks[DNS_SOCKS])
-{
-	for (int k = 0; k < DNS_SOCKS; k++)
-		if (socks[k] >= 0)
-			close(socks[k]);
-}
-
-struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct enforce *enf,
-					uint32_t gw4, const uint8_t *gw6, int socks[DNS_SOCKS],
-					const struct addr *self, size_t n_self, const char *session,
-					dns_event_fn fn, void *arg, char *err, size_t errlen)
-{
-	struct dns_responder *r = calloc(1, sizeof(*r));
-	char a[ADDR_STRLEN];
-	struct addr gw;
-	int rc;
-
-	size_t slots = 16;
-
-	while (slots < 2 * (size_t)cfg->dns_max_names)
-		slots *= 2;
-	if (!r || !(r->cache = calloc(DNS_CACHE_SIZE, sizeof(*r->cache))) ||
-	    !(r->ub = calloc(1, sizeof(*r->ub))) ||
-	    !(r->seen = calloc(cfg->dns_max_names, sizeof(*r->seen))) ||
-	    !(r->seen_idx = calloc(slots, sizeof(*r->seen_idx))) ||
-	    !(r->wild_count = calloc(cfg->n_allow + 1, sizeof(*r->wild_count)))) {
-		snprintf(err, errlen, "out of memory");
-		socks_close(socks);
-		if (r) {
-			free(r->cache);
-			free(r->ub);
-			free(r->seen);
-			free(r->seen_idx);
-		}
-		free(r);
-		errno = ENOMEM;
-		return NULL;
-	}
-	r->seen_slots = slots;
-	r->tokens_milli = (uint64_t)DNS_UPSTREAM_BURST * 1000;
-	r->tokens_ns = boottime_ns();
-	r->cfg = cfg;
-	r->enf = enf;
-	r->self = self;
-	r->n_self = n_self;
-	r->fn = fn;
-	r->fn_arg = arg;
-	memcpy(r->listen, socks, sizeof(r->listen));
-	snprintf(r->session, sizeof(r->session), "%s", session);
-	for (int k = 0; k < DNS_SOCKS; k++) {
-		bool v6 = k == DNS_SOCK_UDP6 || k == DNS_SOCK_TCP6;
-
-		if (r->listen[k] >= 0 || (v6 && !gw6))
-			continue;
-		if (v6)
-			memcpy(gw.b, gw6, 16);
-		else
-			addr_from_v4(&gw, gw4);
-		r->listen[k] = bind_gw(
-			k == DNS_SOCK_UDP4 || k == DNS_SOCK_UDP6 ? SOCK_DGRAM : SOCK_STREAM, &gw);
-		if (r->listen[k] < 0) {
-			rc = r->listen[k];
-			snprintf(err, errlen, "cannot listen for DNS on %s%s%s:53: %s",
-				 v6 ? "[" : "", addr_str(&gw, a), v6 ? "]" : "", strerror(-rc));
-			goto fail;
-		}
-	}
-	rc = upstream_init(r, err, errlen);
-	if (rc)
-		goto fail;
-	return r;
-fail:
-	dns_responder_free(r);
-	errno = -rc;
-	return NULL;
-}
-
-void dns_responder_fds(const struct dns_responder *r, int socks[DNS_SOCKS])
-{
-	memcpy(socks, r->listen, sizeof(r->listen));
-}
-
-void dns_responder_free(struct dns_responder *r)
-{
-	if (!r)
-		return;
-	/* Pending queries are called back with ARES_EDESTRUCTION and free themselves. */
-	if (r->ares_ok)
-		ares_destroy(r->ch);
-	for (int i = 0; i < DNS_TCP_MAX; i++)
-		tcp_close(r, i);
-	socks_close(r->listen);
-	free(r->cache);
-	free(r->ub);
-	free(r->seen);
-	free(r->seen_idx);
-	free(r->wild_count);
-	free(r);
-}
-
-void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, int max,
-			   int *timeout_ms)
+static void dnsw_pollfds(struct dnsw *r, struct pollfd *fds, int *n, int max, int *timeout_ms)
 {
 	ares_socket_t socks[ARES_GETSOCK_MAXNUM];
 	struct timeval tv, *tvp;
@@ -1041,7 +794,7 @@ void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, 
 	}
 }
 
-void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, int n)
+static void dnsw_process(struct dnsw *r, const struct pollfd *fds, int n)
 {
 	uint64_t now = boottime_ns();
 
@@ -1082,4 +835,82 @@ void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, in
 		if (r->conns[i] && now > r->conns[i]->last_ns &&
 		    now - r->conns[i]->last_ns > DNS_TCP_IDLE_NS)
 			tcp_close(r, i);
+}
+
+/* An update from the agent: its grants or the host's own addresses. */
+static void apply_update(struct dnsw *r, const void *buf, size_t len)
+{
+	const struct dnsp_grants *g = buf;
+	const struct dnsp_self *sf = buf;
+
+	if (len == sizeof(*g) && g->type == DNSP_GRANTS && g->n <= GRANT_MAX) {
+		r->grants.n = g->n;
+		memcpy(r->grants.v, g->v, g->n * sizeof(g->v[0]));
+		/* A name may have gained a port the agent has not programmed. */
+		for (size_t i = 0; i < DNS_CACHE_SIZE; i++)
+			r->cache[i].covered_ns = 0;
+	} else if (len == sizeof(*sf) && sf->type == DNSP_SELF && sf->n <= DNSP_SELF_MAX) {
+		r->n_self = sf->n;
+		memcpy(r->self, sf->v, sf->n * sizeof(sf->v[0]));
+		/* A cached answer may hold an address that is the host's now. */
+		for (size_t i = 0; i < DNS_CACHE_SIZE; i++)
+			r->cache[i].expires_ns = 0;
+	}
+}
+
+static void chan_read(struct dnsw *r)
+{
+	for (;;) {
+		ssize_t len =
+			recv(r->chan, r->in, sizeof(struct dnsp_grants) + sizeof(struct dnsp_self),
+			     MSG_DONTWAIT);
+
+		if (len < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (len <= 0) {
+			r->quit = true;
+			return;
+		}
+		apply_update(r, r->in, (size_t)len);
+	}
+}
+
+int dns_worker_main(const struct dns_worker_args *a)
+{
+	static struct pollfd fds[4 + DNS_TCP_MAX + ARES_GETSOCK_MAXNUM + 1];
+	struct dnsw *r = calloc(1, sizeof(*r));
+
+	if (!r || !(r->cache = calloc(DNS_CACHE_SIZE, sizeof(*r->cache))) ||
+	    !(r->ub = calloc(1, sizeof(*r->ub))) || !(r->names = dnsp_names_new(a->cfg)) ||
+	    !(r->in = malloc(sizeof(struct dnsp_grants) + sizeof(struct dnsp_self))))
+		return -ENOMEM;
+	r->tokens_milli = (uint64_t)DNS_UPSTREAM_BURST * 1000;
+	r->tokens_ns = boottime_ns();
+	r->cfg = a->cfg;
+	r->chan = a->chan;
+	memcpy(r->listen, a->listen, sizeof(r->listen));
+	snprintf(r->session, sizeof(r->session), "%s", a->session);
+	r->ch = a->ares;
+	r->ares_ok = true;
+	if (a->grants) {
+		r->grants.n = a->grants->n;
+		memcpy(r->grants.v, a->grants->v, a->grants->n * sizeof(r->grants.v[0]));
+	}
+	r->n_self = a->n_self < DNSP_SELF_MAX ? a->n_self : DNSP_SELF_MAX;
+	memcpy(r->self, a->self, r->n_self * sizeof(r->self[0]));
+	while (!r->quit) {
+		int n = 0, timeout = -1;
+
+		fds[n++] = (struct pollfd){.fd = r->chan, .events = POLLIN};
+		dnsw_pollfds(r, fds, &n, (int)ARRAY_SIZE(fds), &timeout);
+		if (poll(fds, (nfds_t)n, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (fds[0].revents & (POLLIN | POLLHUP | POLLERR))
+			chan_read(r);
+		dnsw_process(r, fds + 1, n - 1);
+	}
+	return 0;
 }

@@ -1,7 +1,9 @@
 /* The DNS responder of one session: on the session's gateway, UDP and TCP
  * port 53, it decides which names exist, resolves allowed ones upstream with
  * c-ares, drops forbidden addresses, programs the session's allow map and
- * only then answers. */
+ * only then answers. The packets are parsed and answered by an unprivileged
+ * worker process (agent/dns.c); the calls below are the agent's side of it
+ * (agent/dnspriv.c), which checks and programs what the worker asks for. */
 #ifndef ERRAND_DNS_H
 #define ERRAND_DNS_H
 
@@ -47,12 +49,13 @@ void dns_responder_set_grants(struct dns_responder *r, const struct grant_set *g
  * responder, or be replaced) is never given out from the next answer on, and
  * the cache is emptied of answers that may hold one. */
 void dns_responder_set_self(struct dns_responder *r, const struct addr *self, size_t n_self);
-/* Adds the fds to poll to fds[*n..max) and lowers *timeout_ms to when the
- * responder next needs to run (upstream timeouts, idle TCP clients). */
+/* Adds the fds to poll (the worker's channel) to fds[*n..max) and lowers
+ * *timeout_ms to when the responder next needs to run (a worker to restart). */
 void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, int max,
 			   int *timeout_ms);
-/* Handles whatever is ready among fds, and timeouts. Never fails: a bad
- * query is answered or dropped, and the responder goes on. */
+/* Handles whatever is ready among fds (the worker's requests), and restarts
+ * a worker that ended. Never fails: a bad request is refused, a worker that
+ * misbehaves is replaced, and the responder goes on. */
 void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, int n);
 
 #endif

@@ -449,6 +449,10 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 	struct timespec ts;
 	uint64_t now;
 
+	/* Only the session's start writes pins (enforce_allow): an answer can
+	 * neither make one nor replace one. */
+	if (flags & ENTRY_F_PINNED)
+		return -EINVAL;
 	memcpy(k.addr, a->b, 16);
 	if (bpf_map_lookup_elem(fd, &k, &old) == 0) {
 		if (old.flags & ENTRY_F_PINNED)

@@ -41,8 +41,9 @@ struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t
 int enforce_allow(struct enforce *e, const struct addr *a, uint16_t port, uint64_t expires_ns,
 		  uint32_t flags);
 /* Programs an entry from a DNS answer: like enforce_allow, but a pinned entry
- * for the same address and port is left as it is, and a full map is first
- * cleared of expired entries. 0 or -errno. */
+ * for the same address and port is left as it is, flags may not hold
+ * ENTRY_F_PINNED (-EINVAL), and a full map is first cleared of expired
+ * entries. 0 or -errno. */
 int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 			 uint64_t expires_ns, uint32_t flags, uint32_t grant);
 /* Refuses one more of the agent namespace's own addresses (one it gained

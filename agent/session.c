@@ -741,6 +741,8 @@ static void session_grant_used(struct session *s, const struct egress_event *bev
 	if (enforce_entry_grant(s->enf, &x, bev->port, &id) || !id)
 		return;
 	rc = grants_mark_used(s->record_dir, id, &s->grants);
+	if (s->dns)
+		dns_responder_set_grants(s->dns, &s->grants);
 	if (rc && rc != -ENOENT)
 		log_warnx("session %s: cannot mark grant %u used: %s", s->id, id, strerror(-rc));
 	log_info("session %s: a once grant was used by a connection to %s:%u", s->id,
@@ -811,6 +813,8 @@ int session_grants_reload(struct session *s)
 	if (s->enf)
 		enforce_grants_set(s->enf, &gs);
 	s->grants = gs;
+	if (s->dns)
+		dns_responder_set_grants(s->dns, &s->grants);
 	return 0;
 }
 

@@ -147,10 +147,12 @@ build_userland() {
 	cp -a /etc/ld.so.conf "$STAGE/etc/"
 	[ -d /etc/ld.so.conf.d ] && cp -a /etc/ld.so.conf.d "$STAGE/etc/"
 	ldconfig -r "$STAGE" 2>/dev/null || true
-	grep -E '^(root|nobody|errand-session):' /etc/passwd >"$STAGE/etc/passwd"
-	grep -E '^(root|nogroup|errand-session):' /etc/group >"$STAGE/etc/group"
-	grep -q '^errand-session:' "$STAGE/etc/passwd" ||
-		err "the errand-session account does not exist on this host (make accounts makes it)"
+	grep -E '^(root|nobody|errand-session|errand-dns):' /etc/passwd >"$STAGE/etc/passwd"
+	grep -E '^(root|nogroup|errand-session|errand-dns):' /etc/group >"$STAGE/etc/group"
+	for u in errand-session errand-dns; do
+		grep -q "^$u:" "$STAGE/etc/passwd" ||
+			err "the $u account does not exist on this host (make accounts makes it)"
+	done
 	# useradd and userdel (launcher/project makes an owner for its project).
 	[ -f /etc/login.defs ] && cp /etc/login.defs "$STAGE/etc/"
 	[ -d /etc/default ] && mkdir -p "$STAGE/etc/default" && cp -a /etc/default/useradd "$STAGE/etc/default/" 2>/dev/null

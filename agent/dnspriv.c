@@ -1,0 +1,839 @@
+/* The agent's side of the DNS responder (see dns.h and dnspriv.h): it binds
+ * the session's port 53, forks the unprivileged worker that serves it, checks
+ * each of the worker's requests against the session's policy, programs what
+ * passes, and restarts a worker that dies. The worker's side is agent/dns.c. */
+#include <ares.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/dns.h"
+#include "agent/dnspriv.h"
+#include "lib/escape.h"
+#include "lib/log.h"
+#include "lib/util.h"
+
+#define NS_PER_S 1000000000ull
+/* A worker that dies is restarted after DNS_RESPAWN_MIN_MS, doubling up to
+ * DNS_RESPAWN_MAX_MS while it keeps dying within DNS_RESPAWN_STABLE_NS. */
+#define DNS_RESPAWN_MIN_MS 100
+#define DNS_RESPAWN_MAX_MS 10000
+#define DNS_RESPAWN_STABLE_NS (10ull * NS_PER_S)
+/* Messages handled for one session in one loop turn. */
+#define DNS_CHAN_BUDGET 64
+/* Refusals of a worker's request logged at most once a second. */
+#define DNS_REFUSAL_LOG_NS NS_PER_S
+
+/* ---- the policy, shared by the worker and the agent ---- */
+
+static uint32_t name_hash(const char *name)
+{
+	uint32_t h = 2166136261u;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return h;
+}
+
+static void port_add(struct dnsp_port *ports, size_t *n, size_t max, const struct dnsp_port *p)
+{
+	for (size_t j = 0; j < *n; j++)
+		if (ports[j].port == p->port)
+			return; /* the policy's rule comes first and wins */
+	if (*n < max)
+		ports[(*n)++] = *p;
+}
+
+size_t dnsp_name_ports(const struct errand_config *cfg, const struct grant_set *grants, int64_t now,
+		       const char *name, struct dnsp_port *ports, size_t max, int *wild)
+{
+	size_t n = 0;
+	bool exact = false;
+
+	*wild = -1;
+	for (size_t i = 0; i < cfg->n_allow; i++) {
+		const struct host_rule *h = &cfg->allow[i];
+
+		if (!host_rule_match(h, name))
+			continue;
+		if (h->wildcard && *wild < 0)
+			*wild = (int)i;
+		if (!h->wildcard)
+			exact = true;
+		port_add(ports, &n, max, &(struct dnsp_port){.port = h->port});
+	}
+	for (size_t i = 0; grants && i < grants->n; i++) {
+		const struct grant *g = &grants->v[i];
+
+		if (!grant_live(g, now) || !host_rule_match(&g->rule, name))
+			continue;
+		if (!g->rule.wildcard)
+			exact = true;
+		port_add(ports, &n, max,
+			 &(struct dnsp_port){.port = g->rule.port,
+					     .grant = g->id,
+					     .flags = g->kind == GRANT_ONCE ? ENTRY_F_ONCE : 0,
+					     .until = g->kind == GRANT_UNTIL ? g->until : 0});
+	}
+	if (exact)
+		*wild = -1;
+	return n;
+}
+
+/* A name the session has been allowed to resolve, for the caps. */
+struct seen_name {
+	char name[DNS_NAME_MAX + 1];
+	int wild; /* index of the wildcard rule that admitted it, or -1 */
+};
+
+struct dnsp_names {
+	const struct errand_config *cfg;
+	struct seen_name *seen;
+	size_t n_seen;
+	uint32_t *idx;	      /* open addressing over seen: index + 1; 0: empty */
+	size_t slots;	      /* a power of two, at least twice dns.maxNames */
+	uint32_t *wild_count; /* names admitted under each rule of cfg->allow */
+};
+
+struct dnsp_names *dnsp_names_new(const struct errand_config *cfg)
+{
+	struct dnsp_names *t = calloc(1, sizeof(*t));
+	size_t slots = 16;
+
+	while (slots < 2 * (size_t)cfg->dns_max_names)
+		slots *= 2;
+	if (!t || !(t->seen = calloc(cfg->dns_max_names + 1, sizeof(*t->seen))) ||
+	    !(t->idx = calloc(slots, sizeof(*t->idx))) ||
+	    !(t->wild_count = calloc(cfg->n_allow + 1, sizeof(*t->wild_count)))) {
+		dnsp_names_free(t);
+		return NULL;
+	}
+	t->cfg = cfg;
+	t->slots = slots;
+	return t;
+}
+
+void dnsp_names_free(struct dnsp_names *t)
+{
+	if (!t)
+		return;
+	free(t->seen);
+	free(t->idx);
+	free(t->wild_count);
+	free(t);
+}
+
+bool dnsp_names_admit(struct dnsp_names *t, const char *name, int wild)
+{
+	size_t mask = t->slots - 1, i = name_hash(name) & mask;
+
+	for (; t->idx[i]; i = (i + 1) & mask)
+		if (!strcmp(t->seen[t->idx[i] - 1].name, name))
+			return true;
+	if (t->n_seen >= t->cfg->dns_max_names)
+		return false;
+	if (wild >= 0 && t->wild_count[wild] >= t->cfg->dns_max_wildcard_names)
+		return false;
+	snprintf(t->seen[t->n_seen].name, sizeof(t->seen[t->n_seen].name), "%s", name);
+	t->seen[t->n_seen].wild = wild;
+	t->n_seen++;
+	t->idx[i] = (uint32_t)t->n_seen;
+	if (wild >= 0)
+		t->wild_count[wild]++;
+	return true;
+}
+
+static uint32_t ttl_clamp(const struct errand_config *cfg, uint32_t ttl)
+{
+	if (ttl < cfg->dns_ttl_floor)
+		return cfg->dns_ttl_floor;
+	return ttl > cfg->dns_ttl_cap ? cfg->dns_ttl_cap : ttl;
+}
+
+int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_ns,
+	       int64_t unix_now, struct dnsp_entry *out, size_t max, size_t *n_out,
+	       uint32_t *ttl_out)
+{
+	const struct errand_config *cfg = p->cfg;
+	struct dnsp_program m;
+	struct dnsp_port ports[64];
+	char norm[HOST_NAME_MAX_LEN + 1];
+	size_t n_ports, k = 0;
+	uint64_t expires;
+	uint32_t ttl;
+	int wild;
+
+	*n_out = 0;
+	if (len != sizeof(m))
+		return -EBADMSG;
+	memcpy(&m, msg, sizeof(m));
+	/* No flag exists: in particular, none that asks for a pin. */
+	if (m.type != DNSP_PROGRAM || m.flags || m.n == 0 || m.n > DNSP_ADDRS_MAX ||
+	    (m.qtype != DNS_TYPE_A && m.qtype != DNS_TYPE_AAAA) ||
+	    !memchr(m.name, '\0', sizeof(m.name)) || host_name_normalize(m.name, norm, NULL, 0))
+		return -EBADMSG;
+	n_ports = dnsp_name_ports(cfg, p->grants, unix_now, norm, ports, ARRAY_SIZE(ports), &wild);
+	if (!n_ports)
+		return -EPERM;
+	if (m.n > cfg->dns_max_addrs)
+		return -EDQUOT;
+	for (size_t i = 0; i < m.n; i++) {
+		const struct addr *a = &m.addrs[i];
+
+		/* A v4-mapped address in an AAAA answer is IPv4 in disguise. */
+		if (addr_is_v4(a) != (m.qtype == DNS_TYPE_A) ||
+		    addr_forbidden(a, cfg->public_ranges, cfg->n_public))
+			return -EACCES;
+		for (size_t j = 0; j < p->n_self; j++)
+			if (!memcmp(&p->self[j], a, sizeof(*a)))
+				return -EACCES;
+	}
+	if (!dnsp_names_admit(p->names, norm, wild))
+		return -EDQUOT;
+	ttl = ttl_clamp(cfg, m.ttl);
+	expires = now_ns + ((uint64_t)ttl + cfg->dns_grace) * NS_PER_S;
+	for (size_t j = 0; j < n_ports; j++) {
+		/* A grant with an end: neither the answer nor its entries outlive it. */
+		if (ports[j].until && ports[j].until > unix_now) {
+			uint64_t left = (uint64_t)(ports[j].until - unix_now);
+
+			if (ttl > left)
+				ttl = (uint32_t)left;
+		}
+	}
+	for (size_t i = 0; i < m.n; i++) {
+		for (size_t j = 0; j < n_ports; j++) {
+			uint64_t exp = expires;
+
+			if (ports[j].until)
+				exp = now_ns + (uint64_t)(ports[j].until - unix_now) * NS_PER_S;
+			if (k == max)
+				return -E2BIG;
+			out[k++] = (struct dnsp_entry){.addr = m.addrs[i],
+						       .port = ports[j].port,
+						       .expires_ns = exp < expires ? exp : expires,
+						       .flags = ports[j].flags & ENTRY_F_ONCE,
+						       .grant = ports[j].grant};
+		}
+	}
+	*n_out = k;
+	*ttl_out = ttl;
+	return 0;
+}
+
+/* ---- the worker's confinement ---- */
+
+int dnsp_seccomp_load(void)
+{
+	/* What the responder, c-ares and malloc call; anything else kills. */
+	static const int allow[] = {
+		SCMP_SYS(read),	       SCMP_SYS(write),		SCMP_SYS(readv),
+		SCMP_SYS(writev),      SCMP_SYS(recvfrom),	SCMP_SYS(recvmsg),
+		SCMP_SYS(recvmmsg),    SCMP_SYS(sendto),	SCMP_SYS(sendmsg),
+		SCMP_SYS(sendmmsg),    SCMP_SYS(connect),	SCMP_SYS(accept4),
+		SCMP_SYS(close),       SCMP_SYS(poll),		SCMP_SYS(ppoll),
+		SCMP_SYS(getsockname), SCMP_SYS(getpeername),	SCMP_SYS(getsockopt),
+		SCMP_SYS(setsockopt),  SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday),
+		SCMP_SYS(time),	       SCMP_SYS(getrandom),	SCMP_SYS(brk),
+		SCMP_SYS(munmap),      SCMP_SYS(mremap),	SCMP_SYS(madvise),
+		SCMP_SYS(futex),       SCMP_SYS(rt_sigreturn),	SCMP_SYS(restart_syscall),
+		SCMP_SYS(exit),	       SCMP_SYS(exit_group),	SCMP_SYS(getpid),
+	};
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+	int rc = ctx ? 0 : -ENOMEM;
+
+	for (size_t i = 0; !rc && i < ARRAY_SIZE(allow); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allow[i], 0);
+	/* Memory, never executable. */
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	/* Sockets for upstream: IPv4 and IPv6, UDP and TCP (protocol 0, as
+	 * c-ares asks), nothing else: no ping, raw, netlink or Unix socket. */
+	for (int f = 0; !rc && f < 2; f++)
+		for (int t = 0; !rc && t < 2; t++)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
+					      SCMP_A0(SCMP_CMP_EQ, f ? AF_INET6 : AF_INET),
+					      SCMP_A1(SCMP_CMP_MASKED_EQ,
+						      ~(uint64_t)(SOCK_NONBLOCK | SOCK_CLOEXEC),
+						      t ? SOCK_STREAM : SOCK_DGRAM),
+					      SCMP_A2(SCMP_CMP_EQ, 0));
+	/* c-ares makes its sockets non-blocking. */
+	for (size_t i = 0; !rc && i < 4; i++) {
+		static const int cmds[] = {F_GETFL, F_SETFL, F_GETFD, F_SETFD};
+
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
+				      SCMP_A1(SCMP_CMP_EQ, (uint64_t)cmds[i]));
+	}
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+				      SCMP_A1(SCMP_CMP_EQ, (uint64_t)FIONBIO));
+	if (!rc)
+		rc = seccomp_load(ctx);
+	seccomp_release(ctx);
+	return rc;
+}
+
+/* ---- the agent's side ---- */
+
+struct dns_responder {
+	const struct errand_config *cfg;
+	struct enforce *enf;
+	char session[16];
+	int listen[DNS_SOCKS]; /* bound here; the worker serves them */
+	uid_t uid;
+	gid_t gid;
+	int chan; /* to the worker; -1: none running */
+	pid_t pid;
+	uint64_t started_ns;
+	uint64_t respawn_ns; /* when to start the next worker, with chan -1 */
+	unsigned respawn_ms;
+	uint64_t refusal_log_ns;
+	uint64_t refused; /* since the last log line */
+	uint64_t log_ns;  /* the worker's log lines: a budget a second */
+	unsigned logs;
+	struct dnsp_policy pol;
+	struct grant_set sent; /* the grants the worker was last sent */
+	dns_event_fn fn;
+	void *fn_arg;
+	void *buf; /* one message from the worker, and a byte more */
+};
+
+/* gw: v4-mapped for the gateway's IPv4 address, else its IPv6 one. */
+static int bind_gw(int type, const struct addr *gw)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(DNS_PORT)};
+	struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6, .sin6_port = htons(DNS_PORT)};
+	bool v4 = addr_is_v4(gw);
+	int one = 1;
+	int fd = socket(v4 ? AF_INET : AF_INET6, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	sa.sin_addr.s_addr = addr_v4(gw);
+	memcpy(&sa6.sin6_addr, gw->b, 16);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (!v4)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, v4 ? (struct sockaddr *)&sa : (struct sockaddr *)&sa6,
+		 v4 ? sizeof(sa) : sizeof(sa6)) ||
+	    (type == SOCK_STREAM && listen(fd, 64))) {
+		int err = errno;
+
+		close(fd);
+		return -err;
+	}
+	return fd;
+}
+
+/* The upstream resolver, set up here (it reads /etc/resolv.conf) and handed
+ * to the worker, which cannot open files. */
+static int upstream_init(const struct errand_config *cfg, ares_channel *ch, char *err,
+			 size_t errlen)
+{
+	struct ares_options opts = {};
+	char csv[1024] = "";
+	int rc;
+
+	rc = ares_library_init(ARES_LIB_INIT_ALL);
+	if (rc != ARES_SUCCESS) {
+		snprintf(err, errlen, "cannot start c-ares: %s", ares_strerror(rc));
+		return -ENOMEM;
+	}
+	opts.timeout = DNS_UPSTREAM_TIMEOUT_MS;
+	opts.tries = 1;
+	/* SERVFAIL and REFUSED reach errand as answers, not as retries. */
+	opts.flags = ARES_FLAG_NOCHECKRESP;
+	rc = ares_init_options(ch, &opts, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS);
+	if (rc != ARES_SUCCESS) {
+		snprintf(err, errlen,
+			 "cannot set up the upstream resolver: %s; check dns.upstream "
+			 "or /etc/resolv.conf",
+			 ares_strerror(rc));
+		return -EINVAL;
+	}
+	for (char **u = cfg->dns_upstream; u && *u; u++) {
+		size_t len = strlen(csv);
+
+		snprintf(csv + len, sizeof(csv) - len, "%s%s", len ? "," : "", *u);
+	}
+	if (csv[0] && (rc = ares_set_servers_ports_csv(*ch, csv)) != ARES_SUCCESS) {
+		snprintf(err, errlen, "dns.upstream %s: %s", csv, ares_strerror(rc));
+		ares_destroy(*ch);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* In the forked child: keeps only the channel (fd 3, and 0-2 as copies of
+ * it, so a stray write reaches the agent as a malformed message) and the DNS
+ * sockets (4...), becomes errand-dns without capabilities, and loads the
+ * filter. Never returns. */
+static __attribute__((noreturn)) void worker_child(struct dns_responder *r, int chan,
+						   ares_channel ch, pid_t parent, bool main_thread)
+{
+	struct dns_worker_args a = {.cfg = r->cfg,
+				    .session = r->session,
+				    .ares = ch,
+				    .grants = r->pol.grants,
+				    .self = r->pol.self,
+				    .n_self = r->pol.n_self};
+	int keep[1 + DNS_SOCKS], n = 0;
+
+	keep[n++] = chan;
+	for (int k = 0; k < DNS_SOCKS; k++)
+		if (r->listen[k] >= 0)
+			keep[n++] = r->listen[k];
+	/* Above every target first, so no dup2 below overwrites one kept. */
+	for (int i = 0; i < n; i++)
+		if ((keep[i] = fcntl(keep[i], F_DUPFD, 3 + n)) < 0)
+			_exit(126);
+	for (int i = 0; i < n; i++)
+		if (dup2(keep[i], 3 + i) < 0)
+			_exit(126);
+	for (int fd = 0; fd < 3; fd++)
+		dup2(3, fd);
+	if (close_range(3 + (unsigned)n, ~0U, 0))
+		_exit(126);
+	a.chan = 3;
+	for (int k = 0, i = 1; k < DNS_SOCKS; k++)
+		a.listen[k] = r->listen[k] >= 0 ? 3 + i++ : -1;
+	/* Its life is the agent's to end (SIGKILL, PDEATHSIG, the channel's
+	 * end): no handler of the agent's or errandctl's runs here, and a
+	 * terminal's ^C reaches the session, not its DNS. */
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	signal(SIGPIPE, SIG_IGN);
+	setsid();
+	setrlimit(RLIMIT_NOFILE, &(struct rlimit){256, 256});
+	prctl(PR_SET_NAME, "errand-dns", 0, 0, 0);
+	for (int c = 0; c <= 63; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) && errno == EINVAL)
+			break;
+	if (setgroups(0, NULL) || setresgid(r->gid, r->gid, r->gid) ||
+	    setresuid(r->uid, r->uid, r->uid))
+		_exit(126);
+	/* Set after the change of credentials, which clears it. It follows the
+	 * thread that forked: from another thread than the agent's main one,
+	 * the channel's end (the worker exits on it) says the agent is gone. */
+	if ((main_thread && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)) || getppid() != parent)
+		_exit(0);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+		_exit(126);
+	if (dnsp_seccomp_load())
+		_exit(126);
+	_exit(dns_worker_main(&a) ? 1 : 0);
+}
+
+static int worker_spawn(struct dns_responder *r, char *err, size_t errlen)
+{
+	ares_channel ch;
+	pid_t parent = getpid(), pid;
+	bool main_thread = gettid() == parent;
+	int sv[2], rc;
+
+	rc = upstream_init(r->cfg, &ch, err, errlen);
+	if (rc)
+		return rc;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot make the DNS worker's channel: %s", strerror(-rc));
+		ares_destroy(ch);
+		return rc;
+	}
+	pid = fork();
+	if (pid == 0)
+		worker_child(r, sv[1], ch, parent, main_thread);
+	rc = -errno;
+	/* The child has its own copy; this one never opened a socket. */
+	ares_destroy(ch);
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		snprintf(err, errlen, "cannot start the DNS worker: %s", strerror(-rc));
+		return rc;
+	}
+	fcntl(sv[0], F_SETFL, O_NONBLOCK);
+	r->chan = sv[0];
+	r->pid = pid;
+	r->started_ns = boottime_ns();
+	return 0;
+}
+
+/* Ends the worker (if any) and reaps it; a new one starts after a delay
+ * that grows while workers keep dying young. */
+static void worker_end(struct dns_responder *r, const char *why)
+{
+	uint64_t now = boottime_ns();
+	int ws = 0;
+
+	if (r->chan < 0)
+		return;
+	close(r->chan);
+	r->chan = -1;
+	kill(r->pid, SIGKILL);
+	while (waitpid(r->pid, &ws, 0) < 0 && errno == EINTR)
+		;
+	if (!why)
+		return;
+	if (now - r->started_ns >= DNS_RESPAWN_STABLE_NS)
+		r->respawn_ms = DNS_RESPAWN_MIN_MS;
+	else if (r->respawn_ms < DNS_RESPAWN_MAX_MS)
+		r->respawn_ms = r->respawn_ms * 2 > DNS_RESPAWN_MAX_MS ? DNS_RESPAWN_MAX_MS
+								       : r->respawn_ms * 2;
+	r->respawn_ns = now + (uint64_t)r->respawn_ms * 1000000ull;
+	log_warnx("session %s: the DNS worker (pid %d) %s; its DNS is unanswered until a new one "
+		  "starts in %u ms",
+		  r->session, (int)r->pid, why, r->respawn_ms);
+}
+
+struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct enforce *enf,
+					uint32_t gw4, const uint8_t *gw6, int socks[DNS_SOCKS],
+					const struct addr *self, size_t n_self, const char *session,
+					dns_event_fn fn, void *arg, char *err, size_t errlen)
+{
+	struct dns_responder *r = calloc(1, sizeof(*r));
+	struct passwd *pw;
+	char a[ADDR_STRLEN];
+	struct addr gw;
+	int rc;
+
+	if (!r || !(r->pol.names = dnsp_names_new(cfg)) ||
+	    !(r->buf = malloc(sizeof(struct dnsp_program) + 1))) {
+		snprintf(err, errlen, "out of memory");
+		for (int k = 0; k < DNS_SOCKS; k++)
+			if (socks[k] >= 0)
+				close(socks[k]);
+		if (r)
+			dnsp_names_free(r->pol.names);
+		free(r);
+		errno = ENOMEM;
+		return NULL;
+	}
+	r->cfg = cfg;
+	r->enf = enf;
+	r->chan = -1;
+	r->respawn_ms = DNS_RESPAWN_MIN_MS;
+	r->pol.cfg = cfg;
+	r->pol.self = self;
+	r->pol.n_self = n_self;
+	r->fn = fn;
+	r->fn_arg = arg;
+	memcpy(r->listen, socks, sizeof(r->listen));
+	snprintf(r->session, sizeof(r->session), "%s", session);
+	errno = 0;
+	pw = getpwnam(DNS_WORKER_ACCOUNT);
+	if (!pw) {
+		rc = errno ? -errno : -ENOENT;
+		snprintf(err, errlen,
+			 "the account %s that errand's DNS worker runs as does not exist; create "
+			 "it with make accounts (useradd --system %s)",
+			 DNS_WORKER_ACCOUNT, DNS_WORKER_ACCOUNT);
+		goto fail;
+	}
+	r->uid = pw->pw_uid;
+	r->gid = pw->pw_gid;
+	for (int k = 0; k < DNS_SOCKS; k++) {
+		bool v6 = k == DNS_SOCK_UDP6 || k == DNS_SOCK_TCP6;
+
+		if (r->listen[k] >= 0 || (v6 && !gw6))
+			continue;
+		if (v6)
+			memcpy(gw.b, gw6, 16);
+		else
+			addr_from_v4(&gw, gw4);
+		r->listen[k] = bind_gw(
+			k == DNS_SOCK_UDP4 || k == DNS_SOCK_UDP6 ? SOCK_DGRAM : SOCK_STREAM, &gw);
+		if (r->listen[k] < 0) {
+			rc = r->listen[k];
+			snprintf(err, errlen, "cannot listen for DNS on %s%s%s:53: %s",
+				 v6 ? "[" : "", addr_str(&gw, a), v6 ? "]" : "", strerror(-rc));
+			goto fail;
+		}
+	}
+	rc = worker_spawn(r, err, errlen);
+	if (rc)
+		goto fail;
+	return r;
+fail:
+	dns_responder_free(r);
+	errno = -rc;
+	return NULL;
+}
+
+void dns_responder_fds(const struct dns_responder *r, int socks[DNS_SOCKS])
+{
+	memcpy(socks, r->listen, sizeof(r->listen));
+}
+
+void dns_responder_free(struct dns_responder *r)
+{
+	if (!r)
+		return;
+	worker_end(r, NULL);
+	for (int k = 0; k < DNS_SOCKS; k++)
+		if (r->listen[k] >= 0)
+			close(r->listen[k]);
+	dnsp_names_free(r->pol.names);
+	free(r->buf);
+	free(r);
+}
+
+/* Sends the worker an update; one it cannot take ends it, and the next
+ * worker starts from the agent's state as it is then. */
+static void worker_update(struct dns_responder *r, const void *msg, size_t len)
+{
+	if (r->chan < 0)
+		return;
+	if (send(r->chan, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)len)
+		worker_end(r, "could not take an update");
+}
+
+/* The worker learns of every change to the session's grants (the caller
+ * may change them in place): before the agent answers whoever made it. */
+static void grants_sync(struct dns_responder *r)
+{
+	static const struct grant_set none;
+	const struct grant_set *g = r->pol.grants ? r->pol.grants : &none;
+
+	if (g->n == r->sent.n && !memcmp(g->v, r->sent.v, g->n * sizeof(g->v[0])))
+		return;
+	dns_responder_set_grants(r, r->pol.grants);
+}
+
+void dns_responder_set_grants(struct dns_responder *r, const struct grant_set *grants)
+{
+	static struct dnsp_grants m;
+
+	r->pol.grants = grants;
+	r->sent.n = grants ? grants->n : 0;
+	if (grants)
+		memcpy(r->sent.v, grants->v, grants->n * sizeof(grants->v[0]));
+	memset(&m, 0, sizeof(m));
+	m.type = DNSP_GRANTS;
+	if (grants) {
+		m.n = (uint32_t)grants->n;
+		memcpy(m.v, grants->v, grants->n * sizeof(grants->v[0]));
+	}
+	worker_update(r, &m, sizeof(m));
+}
+
+void dns_responder_set_self(struct dns_responder *r, const struct addr *self, size_t n_self)
+{
+	static struct dnsp_self m;
+
+	r->pol.self = self;
+	r->pol.n_self = n_self;
+	memset(&m, 0, sizeof(m));
+	m.type = DNSP_SELF;
+	m.n = (uint32_t)(n_self < DNSP_SELF_MAX ? n_self : DNSP_SELF_MAX);
+	memcpy(m.v, self, m.n * sizeof(self[0]));
+	worker_update(r, &m, sizeof(m));
+}
+
+void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, int max,
+			   int *timeout_ms)
+{
+	if (r->chan >= 0) {
+		if (*n < max)
+			fds[(*n)++] = (struct pollfd){.fd = r->chan, .events = POLLIN};
+		return;
+	}
+	uint64_t now = boottime_ns();
+	int ms = now >= r->respawn_ns ? 0 : (int)((r->respawn_ns - now) / 1000000ull) + 1;
+
+	if (*timeout_ms < 0 || ms < *timeout_ms)
+		*timeout_ms = ms;
+}
+
+static const char *qtype_name(uint16_t t, char buf[8])
+{
+	switch (t) {
+	case DNS_TYPE_A:
+		return "A";
+	case DNS_TYPE_AAAA:
+		return "AAAA";
+	case DNS_TYPE_CNAME:
+		return "CNAME";
+	case DNS_TYPE_TXT:
+		return "TXT";
+	case DNS_TYPE_ANY:
+		return "ANY";
+	case 15:
+		return "MX";
+	default:
+		snprintf(buf, 8, "%u", t);
+		return buf;
+	}
+}
+
+/* A name from the worker: NUL-terminated, printable ASCII without spaces,
+ * as the query parser admits. */
+static bool name_valid(const char *name, size_t size)
+{
+	const char *end = memchr(name, '\0', size);
+
+	if (!end)
+		return false;
+	for (const char *p = name; p < end; p++)
+		if (*p < 0x21 || *p > 0x7e)
+			return false;
+	return true;
+}
+
+static void handle_program(struct dns_responder *r, const void *msg, size_t len)
+{
+	static struct dnsp_entry entries[DNSP_ADDRS_MAX * 64];
+	struct dnsp_reply rep = {.type = DNSP_REPLY};
+	const struct dnsp_program *m = msg;
+	uint64_t now = boottime_ns();
+	char a[ADDR_STRLEN], name[DNS_NAME_MAX * 4 + 1];
+	size_t n = 0;
+	int rc;
+
+	rc = dnsp_check(&r->pol, msg, len, now, time(NULL), entries, ARRAY_SIZE(entries), &n,
+			&rep.ttl);
+	if (rc) {
+		r->refused++;
+		if (now - r->refusal_log_ns >= DNS_REFUSAL_LOG_NS) {
+			log_warnx("session %s: refused %llu request(s) of its DNS worker, the last "
+				  "for %s: %s",
+				  r->session, (unsigned long long)r->refused,
+				  esc_textn(m->name, len >= sizeof(*m) ? sizeof(m->name) : 0, name,
+					    sizeof(name)),
+				  strerror(-rc));
+			r->refusal_log_ns = now;
+			r->refused = 0;
+		}
+	}
+	for (size_t i = 0; !rc && i < n; i++) {
+		rc = enforce_allow_answer(r->enf, &entries[i].addr, entries[i].port,
+					  entries[i].expires_ns, entries[i].flags,
+					  entries[i].grant);
+		if (rc)
+			log_warnx("session %s: cannot program %s:%u for %s: %s; answering "
+				  "SERVFAIL",
+				  r->session, addr_str(&entries[i].addr, a), entries[i].port,
+				  m->name, strerror(-rc));
+	}
+	rep.status = rc;
+	if (send(r->chan, &rep, sizeof(rep), MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof(rep))
+		worker_end(r, "did not take its reply");
+}
+
+static void handle_event(struct dns_responder *r, const struct dnsp_event *m)
+{
+	static const char *const reasons[DNSP_R_MAX] = {
+		[DNSP_R_NOT_ALLOWED] = "not-allowed",
+		[DNSP_R_TYPE] = "type",
+		[DNSP_R_CAP] = "cap",
+		[DNSP_R_FORBIDDEN] = "forbidden",
+		[DNSP_R_UPSTREAM] = "upstream",
+	};
+	struct event_rec ev = {.denied = true};
+	char tb[8];
+
+	ev.session = r->session;
+	ev.name = m->name;
+	ev.qtype = qtype_name(m->qtype, tb);
+	ev.reason = reasons[m->reason];
+	if (r->fn)
+		r->fn(&ev, r->fn_arg);
+}
+
+/* The worker's own log lines, at most DNS_WORKER_LOGS a second, so that a
+ * compromised worker cannot flood the agent's log. */
+#define DNS_WORKER_LOGS 10
+
+static void handle_log(struct dns_responder *r, const struct dnsp_log *m)
+{
+	uint64_t now = boottime_ns();
+
+	if (now - r->log_ns >= NS_PER_S) {
+		r->log_ns = now;
+		r->logs = 0;
+	}
+	if (r->logs++ >= DNS_WORKER_LOGS)
+		return;
+	if (m->what == DNSP_LOG_RATE)
+		log_warnx("session %s: %llu DNS queries over the upstream rate limit (%d a second) "
+			  "answered SERVFAIL without asking upstream (%llu in all)",
+			  r->session, (unsigned long long)m->a, DNS_UPSTREAM_RATE,
+			  (unsigned long long)m->b);
+	else
+		log_debug("session %s: upstream failed for %s: %s", r->session, m->name,
+			  ares_strerror((int)(int64_t)m->a));
+}
+
+/* Reads the worker's messages, each whole (SOCK_SEQPACKET) and of exactly
+ * its type's size; anything else ends the worker. */
+static void chan_process(struct dns_responder *r)
+{
+	for (int i = 0; i < DNS_CHAN_BUDGET && r->chan >= 0; i++) {
+		ssize_t len = recv(r->chan, r->buf, sizeof(struct dnsp_program) + 1,
+				   MSG_DONTWAIT | MSG_TRUNC);
+		uint32_t type;
+
+		if (len < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (len <= 0) {
+			worker_end(r, len == 0 ? "ended" : "broke its channel");
+			return;
+		}
+		memcpy(&type, r->buf, len >= 4 ? sizeof(type) : 0);
+		if (len >= 4 && type == DNSP_PROGRAM &&
+		    (size_t)len == sizeof(struct dnsp_program)) {
+			handle_program(r, r->buf, (size_t)len);
+		} else if (len >= 4 && type == DNSP_EVENT &&
+			   (size_t)len == sizeof(struct dnsp_event) &&
+			   ((struct dnsp_event *)r->buf)->reason < DNSP_R_MAX &&
+			   name_valid(((struct dnsp_event *)r->buf)->name, DNS_NAME_MAX + 1)) {
+			handle_event(r, r->buf);
+		} else if (len >= 4 && type == DNSP_LOG && (size_t)len == sizeof(struct dnsp_log) &&
+			   ((struct dnsp_log *)r->buf)->what < DNSP_LOG_MAX &&
+			   name_valid(((struct dnsp_log *)r->buf)->name, DNS_NAME_MAX + 1)) {
+			handle_log(r, r->buf);
+		} else {
+			worker_end(r, "sent a malformed message");
+			return;
+		}
+	}
+}
+
+void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, int n)
+{
+	char err[256];
+
+	if (r->chan >= 0)
+		grants_sync(r);
+	for (int j = 0; j < n && r->chan >= 0; j++)
+		if (fds[j].fd == r->chan && fds[j].revents)
+			chan_process(r);
+	if (r->chan < 0 && boottime_ns() >= r->respawn_ns) {
+		if (worker_spawn(r, err, sizeof(err))) {
+			r->respawn_ns = boottime_ns() + (uint64_t)DNS_RESPAWN_MAX_MS * 1000000ull;
+			log_warnx("session %s: %s", r->session, err);
+		} else {
+			log_info("session %s: a new DNS worker (pid %d) serves its DNS", r->session,
+				 (int)r->pid);
+		}
+	}
+}

@@ -1,0 +1,171 @@
+/* Privilege separation of the DNS responder. Every session's DNS packets are
+ * parsed, answered and resolved upstream by a worker process (agent/dns.c)
+ * that runs as the errand-dns account, with no capabilities, no_new_privs, a
+ * seccomp allow-list of its own and no descriptors but its sockets and a
+ * SOCK_SEQPACKET channel to the agent. The agent (root) keeps every kernel
+ * object and accepts only the fixed binary messages below from the worker,
+ * checking each request against the session's own policy before it programs
+ * anything: a worker that is fully compromised opens nothing the policy does
+ * not. */
+#ifndef ERRAND_DNSPRIV_H
+#define ERRAND_DNSPRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/dnsmsg.h"
+#include "agent/grant.h"
+#include "lib/addr.h"
+#include "lib/config.h"
+
+/* The account the worker runs as; created by make accounts. */
+#define DNS_WORKER_ACCOUNT "errand-dns"
+#define DNSP_ADDRS_MAX 64
+#define DNSP_SELF_MAX 512
+/* Upstream: queries a session may make a second, and how long one waits. */
+#define DNS_UPSTREAM_RATE 50
+#define DNS_UPSTREAM_TIMEOUT_MS 5000
+
+/* Every message starts with its type; its size must be exactly its struct's. */
+enum dnsp_type {
+	/* worker to agent */
+	DNSP_PROGRAM = 1, /* struct dnsp_program: open these addresses, answer if ok */
+	DNSP_EVENT,	  /* struct dnsp_event: a denied name */
+	DNSP_LOG,	  /* struct dnsp_log */
+	/* agent to worker */
+	DNSP_REPLY = 16, /* struct dnsp_reply: the outcome of a DNSP_PROGRAM */
+	DNSP_GRANTS,	 /* struct dnsp_grants: the session's grants now */
+	DNSP_SELF,	 /* struct dnsp_self: the host's own addresses now */
+};
+
+/* "Program session S (the channel's): name N, addresses A, TTL T." */
+struct dnsp_program {
+	uint32_t type;
+	uint16_t qtype;		     /* A or AAAA: every address of its family */
+	uint16_t n;		     /* 1..DNSP_ADDRS_MAX, and at most dns.maxAddresses */
+	uint32_t ttl;		     /* the upstream's; the agent clamps it */
+	uint32_t flags;		     /* none exist: must be 0 (a worker cannot ask for a pin) */
+	char name[DNS_NAME_MAX + 1]; /* normalised, NUL-terminated */
+	struct addr addrs[DNSP_ADDRS_MAX];
+};
+
+struct dnsp_reply {
+	uint32_t type;
+	int32_t status; /* 0: programmed, answer; else -errno: answer SERVFAIL */
+	uint32_t ttl;	/* the TTL to answer with */
+};
+
+enum dnsp_reason {
+	DNSP_R_NOT_ALLOWED,
+	DNSP_R_TYPE,
+	DNSP_R_CAP,
+	DNSP_R_FORBIDDEN,
+	DNSP_R_UPSTREAM,
+	DNSP_R_MAX,
+};
+
+struct dnsp_event {
+	uint32_t type;
+	uint16_t qtype;
+	uint16_t reason; /* enum dnsp_reason */
+	char name[DNS_NAME_MAX + 1];
+};
+
+enum dnsp_log_what {
+	DNSP_LOG_RATE,	   /* a: queries over the upstream rate since the last; b: in all */
+	DNSP_LOG_UPSTREAM, /* name: an upstream query failed with c-ares status a */
+	DNSP_LOG_MAX,
+};
+
+struct dnsp_log {
+	uint32_t type;
+	uint32_t what; /* enum dnsp_log_what */
+	uint64_t a, b;
+	char name[DNS_NAME_MAX + 1];
+};
+
+struct dnsp_grants {
+	uint32_t type;
+	uint32_t n;
+	struct grant v[GRANT_MAX];
+};
+
+struct dnsp_self {
+	uint32_t type;
+	uint32_t n;
+	struct addr v[DNSP_SELF_MAX];
+};
+
+/* One port a name may be reached on, and what opened it: a host rule of the
+ * policy (grant 0) or a grant, whose entries carry its id and end with it. */
+struct dnsp_port {
+	uint16_t port;
+	uint32_t grant;
+	uint32_t flags; /* ENTRY_F_ONCE at most */
+	int64_t until;	/* unix seconds; 0: no end of its own */
+};
+
+/* The ports the session's host rules admitting name give it, then its live
+ * grants' (at unix time now); 0 when none admits it. *wild is the first
+ * wildcard rule that admits it, when no exact rule does, else -1. Shared by
+ * the worker (which name exists) and the agent (what it programs). */
+size_t dnsp_name_ports(const struct errand_config *cfg, const struct grant_set *grants, int64_t now,
+		       const char *name, struct dnsp_port *ports, size_t max, int *wild);
+
+/* The names a session has been allowed to resolve, under dns.maxNames and
+ * dns.maxWildcardNames: a hash lookup and counters, constant time. */
+struct dnsp_names;
+struct dnsp_names *dnsp_names_new(const struct errand_config *cfg);
+void dnsp_names_free(struct dnsp_names *t);
+/* True when name is admitted (again, or newly under the caps). */
+bool dnsp_names_admit(struct dnsp_names *t, const char *name, int wild);
+
+/* What the agent checks a worker's request against: the session's own. */
+struct dnsp_policy {
+	const struct errand_config *cfg; /* host rules, pins, caps, treatAsPublic */
+	const struct grant_set *grants;	 /* NULL: none */
+	const struct addr *self;	 /* the host's own addresses */
+	size_t n_self;
+	struct dnsp_names *names; /* the agent's own count, not the worker's */
+};
+
+/* One allow entry to program. */
+struct dnsp_entry {
+	struct addr addr;
+	uint16_t port;
+	uint64_t expires_ns;
+	uint32_t flags;
+	uint32_t grant;
+};
+
+/* The agent's checker: msg (len bytes, from the worker) must be a
+ * well-formed struct dnsp_program whose name the session's rules or live
+ * grants admit, under its caps, each address of the asked family, not
+ * forbidden and not the host's own. Fills out (up to max) with what to
+ * program, never a pinned entry, and *ttl with the TTL to answer with.
+ * 0, or -EBADMSG (malformed), -EPERM (name not allowed), -EACCES (an address
+ * forbidden or the host's), -EDQUOT (over a cap), -E2BIG (out too small). */
+int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_ns,
+	       int64_t unix_now, struct dnsp_entry *out, size_t max, size_t *n_out, uint32_t *ttl);
+
+/* The worker's seccomp allow-list, loaded into the calling process (and its
+ * threads). 0 or -errno. */
+int dnsp_seccomp_load(void);
+
+/* The worker's main loop (agent/dns.c), in the forked child once it is
+ * confined: chan is its channel to the agent, listen its DNS sockets, ch a
+ * c-ares channel set up by the agent. Returns when the agent goes away. */
+struct dns_worker_args {
+	const struct errand_config *cfg;
+	const char *session;
+	int chan;
+	int listen[4];
+	void *ares; /* ares_channel */
+	const struct grant_set *grants;
+	const struct addr *self;
+	size_t n_self;
+};
+int dns_worker_main(const struct dns_worker_args *a);
+
+#endif

@@ -1,0 +1,412 @@
+/* Guarantee: the agent programs from a DNS worker's request only what the
+ * session's policy admits: a well-formed message of exactly its size, no
+ * flag, a name its host rules or live grants admit, under dns.maxAddresses,
+ * dns.maxNames and dns.maxWildcardNames, every address of the asked family,
+ * none forbidden (in any IPv4-carrying form) and none the host's own; what
+ * it programs is never a pinned entry. The worker's seccomp filter kills it
+ * on any system call outside its allow-list (files, exec, fork, ptrace, bpf,
+ * executable memory, sockets other than IPv4/IPv6 UDP/TCP). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <termios.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/dnspriv.h"
+#include "agent/enforce.h"
+#include "lib/util.h"
+#include "selftests/unit/test.h"
+
+#define NOW_NS (1000ull * 1000000000ull)
+#define NOW_UNIX 1700000000
+
+static struct errand_config cfg;
+static struct grant_set grants;
+static struct addr self[2];
+static struct dnsp_policy pol;
+static struct dnsp_entry out[4096];
+static size_t n_out;
+static uint32_t ttl_out;
+static bool pinned_seen;
+
+static void policy_reset(void)
+{
+	dnsp_names_free(pol.names);
+	pol = (struct dnsp_policy){.cfg = &cfg, .grants = &grants, .self = self, .n_self = 2};
+	pol.names = dnsp_names_new(&cfg);
+}
+
+static struct dnsp_program req(const char *name, uint16_t qtype, const char *addrs)
+{
+	struct dnsp_program m = {.type = DNSP_PROGRAM, .qtype = qtype, .ttl = 60};
+	char buf[1024], *save;
+
+	snprintf(m.name, sizeof(m.name), "%s", name);
+	snprintf(buf, sizeof(buf), "%s", addrs);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		if (addr_parse(t, &m.addrs[m.n++]))
+			abort();
+	return m;
+}
+
+static int check_len(const struct dnsp_program *m, size_t len)
+{
+	int rc = dnsp_check(&pol, m, len, NOW_NS, NOW_UNIX, out, ARRAY_SIZE(out), &n_out, &ttl_out);
+
+	for (size_t i = 0; !rc && i < n_out; i++)
+		if (out[i].flags & ENTRY_F_PINNED)
+			pinned_seen = true;
+	return rc;
+}
+
+static int check(const struct dnsp_program *m)
+{
+	return check_len(m, sizeof(*m));
+}
+
+static void rule(const char *s)
+{
+	char err[256];
+
+	if (host_rule_parse(s, &cfg.allow[cfg.n_allow++], err, sizeof(err)))
+		abort();
+}
+
+static void grant(uint32_t id, const char *host, enum grant_kind kind, int64_t until)
+{
+	struct grant *g = &grants.v[grants.n++];
+	char err[256];
+
+	*g = (struct grant){.id = id, .kind = kind, .until = until};
+	if (host_rule_parse(host, &g->rule, err, sizeof(err)))
+		abort();
+}
+
+static void test_malformed(void)
+{
+	struct dnsp_program m = req("api.example.com", DNS_TYPE_A, "93.184.216.34");
+	struct dnsp_program bad;
+
+	CHECK_INT(check(&m), 0, "control: a well-formed request is admitted");
+	CHECK_INT(check_len(&m, sizeof(m) - 1), -EBADMSG, "one byte short: refused");
+	CHECK_INT(check_len(&m, sizeof(m) + 1), -EBADMSG, "one byte long: refused");
+	CHECK_INT(check_len(&m, 4), -EBADMSG, "a type alone: refused");
+	CHECK_INT(check_len(&m, 0), -EBADMSG, "empty: refused");
+	bad = m;
+	bad.type = DNSP_REPLY;
+	CHECK_INT(check(&bad), -EBADMSG, "another message's type: refused");
+	bad = m;
+	bad.flags = ENTRY_F_PINNED;
+	CHECK_INT(check(&bad), -EBADMSG,
+		  "the pinned flag: refused (a worker cannot ask for a pin)");
+	bad.flags = 1u << 31;
+	CHECK_INT(check(&bad), -EBADMSG, "any other flag: refused");
+	bad = m;
+	bad.n = 0;
+	CHECK_INT(check(&bad), -EBADMSG, "no address: refused");
+	bad.n = DNSP_ADDRS_MAX + 1;
+	CHECK_INT(check(&bad), -EBADMSG, "more addresses than the message holds: refused");
+	bad.n = 0xffff;
+	CHECK_INT(check(&bad), -EBADMSG, "n 65535: refused");
+	bad = m;
+	memset(bad.name, 'a', sizeof(bad.name));
+	CHECK_INT(check(&bad), -EBADMSG, "a name without its NUL: refused");
+	bad = m;
+	snprintf(bad.name, sizeof(bad.name), "api.example.com\001");
+	CHECK_INT(check(&bad), -EBADMSG, "a control byte in the name: refused");
+	snprintf(bad.name, sizeof(bad.name), "api example.com");
+	CHECK_INT(check(&bad), -EBADMSG, "a space in the name: refused");
+	snprintf(bad.name, sizeof(bad.name), "*.example.com");
+	CHECK_INT(check(&bad), -EBADMSG, "a wildcard as a name: refused");
+	bad = m;
+	bad.qtype = DNS_TYPE_TXT;
+	CHECK_INT(check(&bad), -EBADMSG, "a type other than A or AAAA: refused");
+}
+
+static void test_names(void)
+{
+	struct dnsp_program m;
+
+	m = req("evil.example.net", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), -EPERM, "a name no rule or grant admits: refused");
+	m = req("example.com", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), -EPERM, "the parent of a wildcard's domain: refused");
+	m = req("api.example.com.evil.net", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), -EPERM, "an allowed name as a prefix of another: refused");
+	m = req("API.Example.COM", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), 0, "an allowed name in another case: admitted as the same name");
+	m = req("expired.example.org", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), -EPERM, "a name whose grant has ended: refused");
+	m = req("granted.example.org", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), 0, "a name a live grant admits: admitted");
+	CHECK_INT(n_out, 1, "... on the grant's port alone");
+	CHECK_INT(out[0].port, 8443, "... 8443");
+	CHECK_INT(out[0].grant, 7, "... carrying the grant's id");
+	m = req("once.example.org", DNS_TYPE_A, "93.184.216.35");
+	CHECK_INT(check(&m), 0, "a name a once grant admits: admitted");
+	CHECK_INT(out[0].flags, ENTRY_F_ONCE, "... as a once entry, nothing more");
+	m = req("until.example.org", DNS_TYPE_A, "93.184.216.36");
+	m.ttl = 3600;
+	CHECK_INT(check(&m), 0, "a name a grant with an end admits: admitted");
+	CHECK_INT(ttl_out, 30, "... answered with a TTL that ends with the grant");
+	CHECK_TRUE(out[0].expires_ns <= NOW_NS + 30ull * 1000000000ull,
+		   "... and its entry ends with the grant too");
+}
+
+static void test_addresses(void)
+{
+	static const struct {
+		const char *addr;
+		uint16_t qtype;
+		const char *what;
+	} bad[] = {
+		{"10.0.0.1", DNS_TYPE_A, "a private address (10.0.0.1)"},
+		{"192.168.1.1", DNS_TYPE_A, "a private address (192.168.1.1)"},
+		{"172.16.0.1", DNS_TYPE_A, "a private address (172.16.0.1)"},
+		{"127.0.0.1", DNS_TYPE_A, "loopback"},
+		{"0.0.0.0", DNS_TYPE_A, "0.0.0.0"},
+		{"169.254.169.254", DNS_TYPE_A, "the cloud metadata address"},
+		{"168.63.129.16", DNS_TYPE_A, "Azure's wire server"},
+		{"100.64.0.1", DNS_TYPE_A, "a shared (CGNAT) address, where session gateways live"},
+		{"224.0.0.1", DNS_TYPE_A, "multicast"},
+		{"255.255.255.255", DNS_TYPE_A, "broadcast"},
+		{"::ffff:10.0.0.1", DNS_TYPE_AAAA, "10.0.0.1 mapped into AAAA"},
+		{"::ffff:93.184.216.34", DNS_TYPE_AAAA, "a public IPv4 address mapped into AAAA"},
+		{"::ffff:0:a00:1", DNS_TYPE_AAAA, "10.0.0.1 IPv4-translated (SIIT)"},
+		{"::a00:1", DNS_TYPE_AAAA, "10.0.0.1 IPv4-compatible"},
+		{"64:ff9b::a00:1", DNS_TYPE_AAAA, "10.0.0.1 through NAT64"},
+		{"64:ff9b::a9fe:a9fe", DNS_TYPE_AAAA, "the metadata address through NAT64"},
+		{"2002:a00:1::1", DNS_TYPE_AAAA, "10.0.0.1 inside 6to4"},
+		{"::1", DNS_TYPE_AAAA, "IPv6 loopback"},
+		{"fe80::1", DNS_TYPE_AAAA, "IPv6 link-local"},
+		{"fc00::1", DNS_TYPE_AAAA, "IPv6 unique local"},
+		{"fd00:ec2::254", DNS_TYPE_AAAA, "EC2's IPv6 metadata address"},
+		{"2606:2800:220:1::1", DNS_TYPE_A, "an IPv6 address in an A request"},
+		{"93.184.216.99", DNS_TYPE_A, "the host's own public IPv4 address"},
+		{"2001:db8:1::99", DNS_TYPE_AAAA, "the host's own IPv6 address"},
+	};
+	struct dnsp_program m;
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		m = req("api.example.com", bad[i].qtype, bad[i].addr);
+		CHECK_INT(check(&m), -EACCES, "%s: refused", bad[i].what);
+	}
+	m = req("api.example.com", DNS_TYPE_A, "93.184.216.34,10.0.0.1");
+	CHECK_INT(check(&m), -EACCES,
+		  "one forbidden address among public ones refuses the request");
+	m = req("api.example.com", DNS_TYPE_AAAA, "2606:2800:220:1::1");
+	CHECK_INT(check(&m), 0, "control: a public IPv6 address is admitted");
+}
+
+static void test_caps(void)
+{
+	struct dnsp_program m;
+	char a[1024] = "";
+
+	for (int i = 0; i < 5; i++)
+		snprintf(a + strlen(a), sizeof(a) - strlen(a), "%s93.184.216.%d", i ? "," : "",
+			 i + 1);
+	m = req("api.example.com", DNS_TYPE_A, a);
+	CHECK_INT(check(&m), -EDQUOT, "5 addresses, over dns.maxAddresses (4): refused");
+	m.n = 4;
+	CHECK_INT(check(&m), 0, "4 addresses: admitted");
+	CHECK_INT(n_out, 8, "... each on both of the name's ports");
+	policy_reset();
+	m = req("w1.wild.example", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), 0, "a first name under *.wild.example");
+	m = req("w2.wild.example", DNS_TYPE_A, "10.0.0.1");
+	CHECK_INT(check(&m), -EACCES, "a refused request ...");
+	m = req("w2.wild.example", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), 0, "... counts no name: a second name is admitted");
+	m = req("w3.wild.example", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), -EDQUOT, "a third is over dns.maxWildcardNames (2): refused");
+	m = req("w1.wild.example", DNS_TYPE_A, "93.184.216.35");
+	CHECK_INT(check(&m), 0, "a name admitted before stays admitted");
+	m = req("api.example.com", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), 0, "a third name (exact rule)");
+	m = req("granted.example.org", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), 0, "a fourth name");
+	m = req("once.example.org", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), -EDQUOT, "a fifth is over dns.maxNames (4): refused");
+	policy_reset();
+	m = req("api.example.com", DNS_TYPE_A, "93.184.216.34,93.184.216.35");
+	CHECK_INT(dnsp_check(&pol, &m, sizeof(m), NOW_NS, NOW_UNIX, out, 3, &n_out, &ttl_out),
+		  -E2BIG, "more entries than the caller has room for: refused, not cut");
+}
+
+static void test_ttl(void)
+{
+	struct dnsp_program m = req("api.example.com", DNS_TYPE_A, "93.184.216.34");
+
+	m.ttl = 0xffffffffu;
+	CHECK_INT(check(&m), 0, "a huge TTL is admitted ...");
+	CHECK_INT(ttl_out, 300, "... clamped to dns.ttlCap");
+	CHECK_TRUE(out[0].expires_ns == NOW_NS + 305ull * 1000000000ull,
+		   "... and its entries end at the cap plus dns.grace");
+	m.ttl = 0;
+	CHECK_INT(check(&m), 0, "TTL 0 is admitted ...");
+	CHECK_INT(ttl_out, 5, "... raised to dns.ttlFloor");
+}
+
+/* Runs fn in a child under the worker's filter: its exit status, or 128 +
+ * the signal that ended it. */
+static int filtered(void (*fn)(void))
+{
+	int ws;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		if (dnsp_seccomp_load())
+			_exit(99);
+		fn();
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &ws, 0) != pid)
+		return -1;
+	return WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
+}
+
+#define SYS_CASE(name, body)                                                                       \
+	static void name(void)                                                                     \
+	{                                                                                          \
+		body;                                                                              \
+	}
+
+SYS_CASE(sc_open, open("/etc/passwd", O_RDONLY))
+SYS_CASE(sc_openat, syscall(SYS_openat, AT_FDCWD, "/etc/passwd", O_RDONLY))
+SYS_CASE(sc_unix, socket(AF_UNIX, SOCK_STREAM, 0))
+SYS_CASE(sc_netlink, socket(AF_NETLINK, SOCK_RAW, 0))
+SYS_CASE(sc_packet, socket(AF_PACKET, SOCK_RAW, 0))
+SYS_CASE(sc_raw4, socket(AF_INET, SOCK_RAW, IPPROTO_RAW))
+SYS_CASE(sc_ping, socket(AF_INET, SOCK_DGRAM, IPPROTO_ICMP))
+SYS_CASE(sc_seqpacket, socket(AF_INET, SOCK_SEQPACKET, 0))
+SYS_CASE(sc_execve, execl("/bin/true", "true", (char *)NULL))
+SYS_CASE(sc_fork, syscall(SYS_fork))
+SYS_CASE(sc_clone, syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0))
+SYS_CASE(sc_ptrace, ptrace(PTRACE_TRACEME, 0, 0, 0))
+SYS_CASE(sc_bpf, syscall(SYS_bpf, BPF_MAP_CREATE, 0, 0))
+SYS_CASE(sc_mmap_exec, mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))
+SYS_CASE(sc_kill, kill(getppid(), 0))
+SYS_CASE(sc_setuid, syscall(SYS_setuid, 0))
+SYS_CASE(sc_dup, syscall(SYS_dup, 0))
+SYS_CASE(sc_fcntl_dup, fcntl(0, F_DUPFD, 10))
+SYS_CASE(sc_ioctl, ioctl(0, TIOCSTI, "x"))
+SYS_CASE(sc_bind, {
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+})
+
+static void sc_allowed(void)
+{
+	struct timespec ts;
+	int fds[4];
+	void *p;
+
+	fds[0] = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fds[1] = socket(AF_INET6, SOCK_DGRAM, 0);
+	fds[2] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	fds[3] = socket(AF_INET6, SOCK_STREAM, 0);
+	for (int i = 0; i < 4; i++) {
+		if (fds[i] < 0)
+			_exit(1);
+		if (fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK))
+			_exit(2);
+		close(fds[i]);
+	}
+	p = malloc(16 << 20); /* mmap */
+	if (!p)
+		_exit(3);
+	memset(p, 1, 16 << 20);
+	free(p);
+	if (clock_gettime(CLOCK_BOOTTIME, &ts))
+		_exit(4);
+}
+
+static void test_seccomp(void)
+{
+	static const struct {
+		void (*fn)(void);
+		const char *what;
+	} killed[] = {
+		{sc_open, "open a file"},
+		{sc_openat, "openat a file"},
+		{sc_unix, "a Unix socket"},
+		{sc_netlink, "a netlink socket"},
+		{sc_packet, "a packet socket"},
+		{sc_raw4, "a raw IPv4 socket"},
+		{sc_ping, "an ICMP (ping) socket"},
+		{sc_seqpacket, "a SOCK_SEQPACKET IPv4 socket"},
+		{sc_execve, "execve"},
+		{sc_fork, "fork"},
+		{sc_clone, "clone"},
+		{sc_ptrace, "ptrace"},
+		{sc_bpf, "bpf"},
+		{sc_mmap_exec, "executable memory"},
+		{sc_kill, "kill"},
+		{sc_setuid, "setuid"},
+		{sc_dup, "dup"},
+		{sc_fcntl_dup, "fcntl F_DUPFD"},
+		{sc_ioctl, "ioctl TIOCSTI"},
+		{sc_bind, "bind"},
+	};
+
+	CHECK_INT(
+		filtered(sc_allowed), 0,
+		"under the worker's filter: IPv4/IPv6 UDP/TCP sockets, fcntl, malloc, clocks work");
+	for (size_t i = 0; i < ARRAY_SIZE(killed); i++)
+		CHECK_INT(filtered(killed[i].fn), 128 + SIGSYS,
+			  "under the worker's filter: %s kills", killed[i].what);
+}
+
+int main(void)
+{
+	config_defaults(&cfg);
+	cfg.allow = calloc(8, sizeof(*cfg.allow));
+	rule("api.example.com:443");
+	rule("api.example.com:8080");
+	rule("*.wild.example:443");
+	cfg.dns_max_addrs = 4;
+	cfg.dns_max_names = 4;
+	cfg.dns_max_wildcard_names = 2;
+	cfg.dns_ttl_floor = 5;
+	cfg.dns_ttl_cap = 300;
+	cfg.dns_grace = 5;
+	grant(7, "granted.example.org:8443", GRANT_ALWAYS, 0);
+	grant(8, "expired.example.org:443", GRANT_UNTIL, NOW_UNIX - 10);
+	grant(9, "once.example.org:443", GRANT_ONCE, 0);
+	grant(10, "until.example.org:443", GRANT_UNTIL, NOW_UNIX + 30);
+	if (addr_parse("93.184.216.99", &self[0]) || addr_parse("2001:db8:1::99", &self[1]))
+		abort();
+	/* 2001:db8::/32 is documentation space: forbidden unless declared public. */
+	cfg.public_ranges = calloc(1, sizeof(*cfg.public_ranges));
+	if (cidr_parse("2001:db8::/32", &cfg.public_ranges[0]))
+		abort();
+	cfg.n_public = 1;
+
+	policy_reset();
+	test_malformed();
+	policy_reset();
+	test_names();
+	policy_reset();
+	test_addresses();
+	policy_reset();
+	test_caps();
+	policy_reset();
+	test_ttl();
+	CHECK_FALSE(pinned_seen, "no admitted request produced a pinned entry");
+	test_seccomp();
+	return test_exit();
+}
