@@ -1222,6 +1222,17 @@ static int session_broker(struct session *s)
 	struct addr a;
 	int fd, rc;
 
+	/* Checked here, so the client's line names the file; the broker,
+	 * which reads it, could only say that it did not start. */
+	for (size_t i = 0; i < s->cfg->n_providers; i++) {
+		const struct config_provider *p = &s->cfg->providers[i];
+
+		if (access(p->credential_file, R_OK))
+			return session_fail(s, -errno,
+					    "agent.providers.%s.credentialFile %s: %s; put the "
+					    "provider's key there or name the file that holds it",
+					    p->name, p->credential_file, strerror(errno));
+	}
 	addr_from_v4(&a, s->link.gw4);
 	addr_str(&a, gw);
 	snprintf(listen, sizeof(listen), "%s:%u", gw, BROKER_DEFAULT_PORT);
