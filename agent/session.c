@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -172,6 +173,12 @@ static int bpffs_ensure(const char *bpf_dir)
 	return mkdir_p(bpf_dir, 0700);
 }
 
+/* The daemon starts sessions and sweeps in threads at once: a sweep never
+ * looks at a lock file between its creation and its flock, when it would
+ * take the new session for a leftover (or hold the lock itself for that
+ * moment, refusing the session). */
+static pthread_mutex_t sweep_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int lock_held(const char *run_dir, const char *id)
 {
 	char path[PATH_MAX];
@@ -242,6 +249,7 @@ int session_sweep(const struct errand_config *cfg)
 	char dir[PATH_MAX], mnt[PATH_MAX];
 	int n = 0, rc;
 
+	pthread_mutex_lock(&sweep_lock);
 	rc = veth_sweep(VETH_HOST_PREFIX, keep_live, (void *)cfg);
 	n += rc > 0 ? rc : 0;
 	rc = nat_sweep(keep_live, (void *)cfg);
@@ -262,6 +270,7 @@ int session_sweep(const struct errand_config *cfg)
 	sweep_dir(dir, ".exit", cfg, unlink_stale);
 	sweep_dir(dir, ".broker", cfg, unlink_path);
 	sweep_dir(dir, ".lock", cfg, unlink_path);
+	pthread_mutex_unlock(&sweep_lock);
 	if (n)
 		log_info("swept %d object(s) left by sessions that did not end cleanly", n);
 	return n;
@@ -281,13 +290,15 @@ static int session_new_id(struct session *s)
  * running in another errand never takes a live session for a leftover. */
 static int session_lock(struct session *s)
 {
+	int rc = 0;
+
 	snprintf(s->lock_path, sizeof(s->lock_path), "%s/sessions/%s.lock", s->cfg->run_dir, s->id);
+	pthread_mutex_lock(&sweep_lock);
 	s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (s->lock_fd < 0)
-		return -errno;
-	if (flock(s->lock_fd, LOCK_EX | LOCK_NB))
-		return -errno;
-	return 0;
+	if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB))
+		rc = -errno;
+	pthread_mutex_unlock(&sweep_lock);
+	return rc;
 }
 
 /* A /30 from the pool whose gateway no link here uses. The pool lock is held
