@@ -551,17 +551,23 @@ static struct doctor_report *probe_host(const struct errand_config *cfg)
 	return r;
 }
 
+/* Under the lock: two probes at once would make and remove the same probe
+ * objects, and each could take the other's for a gap. */
 int doctor_refresh(const struct errand_config *cfg)
 {
-	struct doctor_report *r = probe_host(cfg);
+	struct doctor_report *r;
+	int rc = 0;
 
-	if (!r)
-		return -errno;
 	pthread_mutex_lock(&host_lock);
-	free(host_cache);
-	host_cache = r;
+	r = probe_host(cfg);
+	if (r) {
+		free(host_cache);
+		host_cache = r;
+	} else {
+		rc = -errno;
+	}
 	pthread_mutex_unlock(&host_lock);
-	return 0;
+	return rc;
 }
 
 struct doctor_report *doctor_probe(const struct errand_config *cfg)
