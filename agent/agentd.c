@@ -33,10 +33,14 @@
 #define ERRAND_VERSION "0.1.0"
 #define MAX_CLIENTS 64
 #define MAX_SESSIONS 256
+/* Sessions started at once, each in its thread; more wait their turn. */
+#define START_JOBS_MAX 4
 /* A client has this long to send a whole request, and to read a whole
  * answer: one that reads slowly or never is dropped, never waited for. */
 #define CLIENT_DEADLINE_NS (5ull * 1000000000ull)
 #define REPLY_DEADLINE_NS (10ull * 1000000000ull)
+/* How long a stopping agent waits for its jobs. */
+#define QUIT_WAIT_NS (30ull * 1000000000ull)
 /* The orphan sweep runs at start, on reload, and this often. */
 #define SWEEP_INTERVAL_NS (60ull * 1000000000ull)
 
@@ -77,6 +81,8 @@ struct agent {
 	struct session *sessions[MAX_SESSIONS];
 	size_t n_sessions;
 	size_t starting; /* sessions being started by jobs, counted against the limit */
+	struct start_job *start_queue; /* waiting for one of START_JOBS_MAX threads */
+	unsigned start_running;
 	size_t max_sessions;
 	unsigned stopping; /* teardown jobs running */
 	uint64_t next_sweep_ns;
@@ -341,13 +347,39 @@ struct start_job {
 	int stdio[3];
 	char err[CONFIG_ERRLEN];
 	struct session *s;
+	bool ran;
+	struct start_job *next;
 };
+
+static void start_done(void *arg);
 
 static void start_work(void *arg)
 {
 	struct start_job *j = arg;
 
 	j->s = session_start(&j->p, j->err, sizeof(j->err));
+}
+
+/* Starts queued sessions while threads are free. One whose errandctl run
+ * went away while it waited is not started at all. */
+static void start_next(struct agent *a)
+{
+	while (a->start_running < START_JOBS_MAX && a->start_queue) {
+		struct start_job *j = a->start_queue;
+
+		a->start_queue = j->next;
+		if (j->c->gone) {
+			start_done(j);
+			continue;
+		}
+		j->ran = true;
+		a->start_running++;
+		if (loop_job(a->loop, start_work, start_done, j)) {
+			snprintf(j->err, sizeof(j->err),
+				 "the agent cannot start a thread for the session; try again");
+			start_done(j);
+		}
+	}
 }
 
 static void start_done(void *arg)
@@ -360,6 +392,8 @@ static void start_done(void *arg)
 	int pidfd;
 
 	a->starting--;
+	if (j->ran)
+		a->start_running--;
 	for (int i = 0; i < 3; i++)
 		close(j->stdio[i]);
 	c->starting = false;
@@ -400,6 +434,7 @@ out:
 	json_decref(j->request);
 	free(j->config_text);
 	free(j);
+	start_next(a);
 }
 
 static void handle_run(struct agent *a, struct client *c, const json_t *req)
@@ -448,12 +483,13 @@ static void handle_run(struct agent *a, struct client *c, const json_t *req)
 	};
 	c->starting = true;
 	a->starting++;
-	if (loop_job(a->loop, start_work, start_done, j)) {
-		j->s = NULL;
-		snprintf(j->err, sizeof(j->err),
-			 "the agent cannot start a thread for the session; try again");
-		start_done(j);
+	for (struct start_job **q = &a->start_queue;; q = &(*q)->next) {
+		if (!*q) {
+			*q = j;
+			break;
+		}
 	}
+	start_next(a);
 }
 
 static void handle_grant(struct agent *a, struct client *c, const json_t *req)
@@ -915,10 +951,17 @@ static void agent_loop(struct agent *a)
 			fatal("epoll_wait");
 	loop_del(a->loop, a->listen_fd);
 	/* Sessions being started or torn down are finished first: nothing is
-	 * left half-made. */
-	while (loop_jobs(a->loop))
+	 * left half-made. A job stuck past the bound is left to the next
+	 * agent's sweep (its session's lock goes with this process). */
+	for (uint64_t end = boottime_ns() + QUIT_WAIT_NS; loop_jobs(a->loop);) {
+		if (boottime_ns() > end) {
+			log_warnx("%u job(s) did not finish within 30 s; stopping anyway",
+				  loop_jobs(a->loop));
+			break;
+		}
 		if (loop_once(a->loop, 100))
 			break;
+	}
 }
 
 static void usage(FILE *f)
