@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,9 +21,11 @@
 #include <unistd.h>
 
 #include "agent/control.h"
+#include "agent/doctor.h"
 #include "agent/events.h"
 #include "agent/grant.h"
 #include "agent/inspect.h"
+#include "agent/loop.h"
 #include "agent/session.h"
 #include "agent/state.h"
 #include "lib/log.h"
@@ -33,13 +34,22 @@
 #define ERRAND_VERSION "0.1.0"
 #define MAX_CLIENTS 64
 #define MAX_SESSIONS 256
-#define POLL_MAX 4096
-/* A client has this long to send a whole request. */
+/* Sessions started at once, each in its thread; more wait their turn. */
+#define START_JOBS_MAX 4
+/* A client has this long to send a whole request, and to read a whole
+ * answer: one that reads slowly or never is dropped, never waited for. */
 #define CLIENT_DEADLINE_NS (5ull * 1000000000ull)
+#define REPLY_DEADLINE_NS (10ull * 1000000000ull)
+/* How long a stopping agent waits for its jobs. */
+#define QUIT_WAIT_NS (30ull * 1000000000ull)
 /* The orphan sweep runs at start, on reload, and this often. */
 #define SWEEP_INTERVAL_NS (60ull * 1000000000ull)
 
+struct agent;
+
 struct client {
+	struct agent *a;
+	struct client *next;
 	int fd;
 	uint8_t hdr[CONTROL_HEADER_LEN];
 	size_t got; /* bytes of header, then of payload */
@@ -48,7 +58,12 @@ struct client {
 	uint8_t *frame; /* header and payload, once the header passed its checks */
 	int fds[CONTROL_FDS_MAX];
 	int nfds;
-	uint64_t deadline_ns;
+	uint64_t deadline_ns; /* for the whole request, then for the whole answer */
+	uint8_t *out;	      /* the answer not written yet */
+	size_t out_len, out_off;
+	bool closing;	       /* closed once out is written */
+	bool starting;	       /* its session is being started by a job */
+	bool gone;	       /* closed while starting: the job frees it */
 	struct session *waits; /* a run client waiting for its session's end */
 };
 
@@ -57,36 +72,127 @@ struct agent {
 	char *config_text; /* as of the last load or reload: new sessions parse it */
 	struct errand_config cfg;
 	struct state *st;
+	struct loop *loop;
 	gid_t group;
 	int listen_fd, sig_fd;
 	char sock_path[PATH_MAX];
-	struct client clients[MAX_CLIENTS];
+	struct client *clients;
+	size_t n_clients;
+	struct client *dead; /* closed in this turn: freed at its end */
 	struct session *sessions[MAX_SESSIONS];
 	size_t n_sessions;
+	size_t starting; /* sessions being started by jobs, counted against the limit */
+	struct start_job *start_queue; /* waiting for one of START_JOBS_MAX threads */
+	unsigned start_running;
+	size_t max_sessions;
+	unsigned stopping; /* teardown jobs running */
 	uint64_t next_sweep_ns;
+	bool sweeping;
 	bool quit;
 };
 
-static void client_close(struct client *c)
+static void client_handler(void *arg, int fd, uint32_t events);
+
+static void client_free(struct client *c)
 {
-	if (c->fd < 0)
-		return;
-	close(c->fd);
-	for (int i = 0; i < c->nfds; i++)
-		close(c->fds[i]);
 	free(c->frame);
-	*c = (struct client){.fd = -1};
+	free(c->out);
+	free(c);
 }
 
-/* Answers are written whole: the client's socket blocks for them, for at
- * most a few seconds, so a client that stops reading is dropped. */
+/* The client is closed at once; its memory stays while a job refers to it. */
+static void client_close(struct client *c)
+{
+	struct agent *a = c->a;
+
+	if (c->fd < 0)
+		return;
+	loop_del(a->loop, c->fd);
+	close(c->fd);
+	c->fd = -1;
+	for (int i = 0; i < c->nfds; i++)
+		close(c->fds[i]);
+	c->nfds = 0;
+	for (struct client **p = &a->clients; *p; p = &(*p)->next) {
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	}
+	a->n_clients--;
+	if (c->starting) {
+		c->gone = true;
+		return;
+	}
+	/* Callers up the stack may still look at c->fd. */
+	c->next = a->dead;
+	a->dead = c;
+}
+
+/* The request is answered: the connection ends once the answer is out. */
+static void client_answered(struct client *c)
+{
+	c->closing = true;
+	if (c->fd >= 0 && !c->out)
+		client_close(c);
+}
+
+/* Writes what it can of the answer without blocking; the rest waits for the
+ * socket to drain, until the client's deadline. 0 while the client stays,
+ * -errno once it was closed. */
+static int client_flush(struct client *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			loop_mod(c->a->loop, c->fd, EPOLLOUT);
+			return 0;
+		}
+		if (n <= 0) {
+			log_debug("cannot answer a client: %s", strerror(n ? errno : EPIPE));
+			client_close(c);
+			return -EPIPE;
+		}
+		c->out_off += (size_t)n;
+	}
+	free(c->out);
+	c->out = NULL;
+	c->out_len = c->out_off = 0;
+	if (c->closing) {
+		client_close(c);
+		return -EPIPE;
+	}
+	loop_mod(c->a->loop, c->fd, EPOLLIN);
+	return 0;
+}
+
+/* Queues an answer frame; it leaves as fast as the client reads it. */
 static int reply_write(struct client *c, uint16_t type, const json_t *payload)
 {
-	struct timeval tv = {.tv_sec = 3};
+	uint8_t *frame, *out;
+	size_t len;
+	int rc;
 
-	fcntl(c->fd, F_SETFL, 0);
-	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	return control_write(c->fd, type, payload);
+	if (c->fd < 0)
+		return -EPIPE;
+	rc = control_frame(type, payload, &frame, &len);
+	if (rc)
+		return rc;
+	out = realloc(c->out, c->out_len + len);
+	if (!out) {
+		free(frame);
+		return -ENOMEM;
+	}
+	memcpy(out + c->out_len, frame, len);
+	free(frame);
+	c->out = out;
+	c->out_len += len;
+	c->deadline_ns = boottime_ns() + REPLY_DEADLINE_NS;
+	return client_flush(c);
 }
 
 static void reply_error(struct client *c, const char *fmt, ...)
@@ -113,18 +219,18 @@ static void reply(struct client *c, uint16_t type, json_t *payload)
 {
 	int rc = reply_write(c, type, payload);
 
-	if (rc)
+	if (rc && rc != -EPIPE)
 		log_debug("cannot answer a client: %s", strerror(-rc));
 	json_decref(payload);
 }
 
-static int config_reload(struct agent *a)
+static int config_reload(struct agent *a, char *err, size_t errlen)
 {
-	char err[CONFIG_ERRLEN], *text = NULL;
+	char *text = NULL;
 	struct errand_config cfg;
 
-	if (config_read_text(a->config_path, a->config_path != NULL, &text, err, sizeof(err)) ||
-	    config_load_text(text, a->config_path, &cfg, err, sizeof(err))) {
+	if (config_read_text(a->config_path, a->config_path != NULL, &text, err, errlen) ||
+	    config_load_text(text, a->config_path, &cfg, err, errlen)) {
 		log_warnx("%s", err);
 		free(text);
 		return -EINVAL;
@@ -137,6 +243,90 @@ static int config_reload(struct agent *a)
 	return 0;
 }
 
+/* The doctor's host probe, off the loop: sessions started from now on are
+ * gated by its cached report. */
+struct probe_job {
+	struct errand_config cfg;
+	char *text;
+};
+
+static void probe_work(void *arg)
+{
+	struct probe_job *j = arg;
+
+	doctor_refresh(&j->cfg);
+}
+
+static void probe_done(void *arg)
+{
+	struct probe_job *j = arg;
+
+	config_free(&j->cfg);
+	free(j->text);
+	free(j);
+}
+
+static void probe_start(struct agent *a)
+{
+	struct probe_job *j = calloc(1, sizeof(*j));
+	char err[CONFIG_ERRLEN];
+
+	if (!j || !(j->text = strdup(a->config_text)) ||
+	    config_load_text(j->text, a->config_path, &j->cfg, err, sizeof(err))) {
+		if (j)
+			free(j->text);
+		free(j);
+		return;
+	}
+	if (loop_job(a->loop, probe_work, probe_done, j))
+		probe_done(j);
+}
+
+/* The orphan sweep walks cgroups, netns and pins: a job too. */
+struct sweep_job {
+	struct agent *a;
+	struct errand_config cfg;
+	char *text;
+};
+
+static void sweep_work(void *arg)
+{
+	struct sweep_job *j = arg;
+
+	session_sweep(&j->cfg);
+}
+
+static void sweep_done(void *arg)
+{
+	struct sweep_job *j = arg;
+
+	j->a->sweeping = false;
+	config_free(&j->cfg);
+	free(j->text);
+	free(j);
+}
+
+static void sweep_start(struct agent *a)
+{
+	struct sweep_job *j;
+	char err[CONFIG_ERRLEN];
+
+	if (a->sweeping)
+		return;
+	j = calloc(1, sizeof(*j));
+	if (!j || !(j->text = strdup(a->config_text)) ||
+	    config_load_text(j->text, a->config_path, &j->cfg, err, sizeof(err))) {
+		if (j)
+			free(j->text);
+		free(j);
+		return;
+	}
+	j->a = a;
+	a->sweeping = true;
+	if (loop_job(a->loop, sweep_work, sweep_done, j))
+		sweep_done(j);
+}
+
 static struct session *find_session(struct agent *a, const char *id)
 {
 	for (size_t i = 0; i < a->n_sessions; i++)
@@ -145,28 +335,124 @@ static struct session *find_session(struct agent *a, const char *id)
 	return NULL;
 }
 
-static void handle_run(struct agent *a, struct client *c, const json_t *req)
-{
-	struct session_params p = {
-		.config_text = a->config_text,
-		.config_path = a->config_path,
-		.request = req,
-		.stdio = c->fds,
-		.st = a->st,
-	};
+static void session_ended(struct session *s, void *arg);
+
+/* A session's start runs in a job thread: it makes only objects of the new
+ * session, which the loop does not see until the job is done. */
+struct start_job {
+	struct agent *a;
+	struct client *c;
+	struct session_params p;
+	char *config_text;
+	json_t *request;
+	int stdio[3];
 	char err[CONFIG_ERRLEN];
 	struct session *s;
+	bool ran;
+	struct start_job *next;
+};
+
+static void start_done(void *arg);
+
+static void start_work(void *arg)
+{
+	struct start_job *j = arg;
+
+	j->s = session_start(&j->p, j->err, sizeof(j->err));
+}
+
+/* Starts queued sessions while threads are free. One whose errandctl run
+ * went away while it waited is not started at all. */
+static void start_next(struct agent *a)
+{
+	while (a->start_running < START_JOBS_MAX && a->start_queue) {
+		struct start_job *j = a->start_queue;
+
+		a->start_queue = j->next;
+		if (j->c->gone) {
+			start_done(j);
+			continue;
+		}
+		j->ran = true;
+		a->start_running++;
+		if (loop_job(a->loop, start_work, start_done, j)) {
+			snprintf(j->err, sizeof(j->err),
+				 "the agent cannot start a thread for the session; try again");
+			start_done(j);
+		}
+	}
+}
+
+static void start_done(void *arg)
+{
+	struct start_job *j = arg;
+	struct agent *a = j->a;
+	struct client *c = j->c;
+	struct session *s = j->s;
 	json_t *started;
+	int pidfd;
+
+	a->starting--;
+	if (j->ran)
+		a->start_running--;
+	for (int i = 0; i < 3; i++)
+		close(j->stdio[i]);
+	c->starting = false;
+	if (!s) {
+		if (c->gone) {
+			client_free(c);
+		} else {
+			reply_error(c, "%s", j->err);
+			client_answered(c);
+		}
+		goto out;
+	}
+	session_record_state(s, a->st);
+	a->sessions[a->n_sessions++] = s;
+	if (session_attach(s, a->loop, session_ended, a)) {
+		/* Still enforced; its end is the sweep's. */
+		log_warnx("session %s: cannot serve it: out of descriptors or memory; stopped",
+			  session_id(s));
+		session_stop(s);
+	}
+	log_info("session %s started", session_id(s));
+	if (c->gone) {
+		/* errandctl run went away: the session goes on. */
+		client_free(c);
+		goto out;
+	}
+	started = json_pack("{s:s}", "session", session_id(s));
+	pidfd = session_pidfd(s);
+	/* The first answer on this connection: the socket takes it whole. */
+	if (control_write_fds(c->fd, CONTROL_RUN_STARTED, started, &pidfd, 1) == 0) {
+		c->waits = s;
+		c->deadline_ns = 0;
+	} else {
+		client_close(c);
+	}
+	json_decref(started);
+out:
+	json_decref(j->request);
+	free(j->config_text);
+	free(j);
+	start_next(a);
+}
+
+static void handle_run(struct agent *a, struct client *c, const json_t *req)
+{
+	struct start_job *j;
 	struct ucred cr;
 	socklen_t crlen = sizeof(cr);
-	int pidfd;
 
 	if (c->nfds != 3) {
 		reply_error(c, "run needs the command's stdin, stdout and stderr passed along");
 		return;
 	}
-	if (a->n_sessions >= MAX_SESSIONS) {
-		reply_error(c, "this agent runs %d sessions already; stop one first", MAX_SESSIONS);
+	if (a->n_sessions + a->starting >= a->max_sessions) {
+		reply_error(c,
+			    "this agent runs %zu sessions already, its limit (errand-agent "
+			    "--max-sessions); stop one first",
+			    a->max_sessions);
 		return;
 	}
 	/* Who asked, as the kernel knows it: the project is written as its
@@ -176,22 +462,35 @@ static void handle_run(struct agent *a, struct client *c, const json_t *req)
 		reply_error(c, "cannot read who asked for the session");
 		return;
 	}
-	s = session_start(&p, err, sizeof(err));
-	/* The launcher has its own copies now. */
-	for (int i = 0; i < c->nfds; i++)
-		close(c->fds[i]);
-	c->nfds = 0;
-	if (!s) {
-		reply_error(c, "%s", err);
+	j = calloc(1, sizeof(*j));
+	if (!j || !(j->config_text = strdup(a->config_text)) ||
+	    !(j->request = json_deep_copy(req))) {
+		if (j)
+			free(j->config_text);
+		free(j);
+		reply_error(c, "the agent is out of memory; try again");
 		return;
 	}
-	a->sessions[a->n_sessions++] = s;
-	log_info("session %s started", session_id(s));
-	started = json_pack("{s:s}", "session", session_id(s));
-	pidfd = session_pidfd(s);
-	if (control_write_fds(c->fd, CONTROL_RUN_STARTED, started, &pidfd, 1) == 0)
-		c->waits = s;
-	json_decref(started);
+	j->a = a;
+	j->c = c;
+	/* The job owns the command's stdio from here on. */
+	memcpy(j->stdio, c->fds, sizeof(j->stdio));
+	c->nfds = 0;
+	j->p = (struct session_params){
+		.config_text = j->config_text,
+		.config_path = a->config_path,
+		.request = j->request,
+		.stdio = j->stdio,
+	};
+	c->starting = true;
+	a->starting++;
+	for (struct start_job **q = &a->start_queue;; q = &(*q)->next) {
+		if (!*q) {
+			*q = j;
+			break;
+		}
+	}
+	start_next(a);
 }
 
 static void handle_grant(struct agent *a, struct client *c, const json_t *req)
@@ -238,7 +537,7 @@ static void handle_revoke(struct agent *a, struct client *c, const json_t *req)
 static void handle(struct agent *a, struct client *c, const struct control_msg *m)
 {
 	const char *id = json_string_value(json_object_get(m->payload, "id"));
-	char err[512];
+	char err[CONFIG_ERRLEN];
 	json_t *j;
 
 	switch (m->type) {
@@ -283,11 +582,12 @@ static void handle(struct agent *a, struct client *c, const struct control_msg *
 		      json_pack("{s:o}", "receipts", inspect_receipts(&a->cfg, id)));
 		return;
 	case CONTROL_RELOAD:
-		if (config_reload(a)) {
-			reply_error(c, "%s; the agent keeps its configuration", log_last_warning());
+		if (config_reload(a, err, sizeof(err))) {
+			reply_error(c, "%s; the agent keeps its configuration", err);
 			return;
 		}
-		session_sweep(&a->cfg);
+		sweep_start(a);
+		probe_start(a);
 		log_info("configuration reloaded from %s; sessions started from now on use it",
 			 a->config_path);
 		reply(c, CONTROL_OK, json_pack("{s:s}", "message", "reloaded"));
@@ -351,64 +651,143 @@ static void client_read(struct agent *a, struct client *c)
 		client_close(c);
 		return;
 	}
-	handle(a, c, &m);
-	control_msg_free(&m);
 	free(c->frame);
 	c->frame = NULL;
 	c->got = 0;
+	/* One request a connection, but run's, which waits for the end: nothing
+	 * more is read from it while its answer is written. */
+	c->closing = m.type != CONTROL_RUN;
+	if (c->closing)
+		loop_mod(a->loop, c->fd, 0);
+	handle(a, c, &m);
+	control_msg_free(&m);
+	if (c->fd < 0)
+		return;
 	for (int i = 0; i < c->nfds; i++)
 		close(c->fds[i]);
 	c->nfds = 0;
-	/* One request a connection, but run's, which waits for the end. */
-	if (!c->waits)
-		client_close(c);
+	if (c->starting)
+		loop_mod(a->loop, c->fd, EPOLLIN); /* to notice run going away */
 	else
-		c->deadline_ns = 0;
+		client_answered(c);
 }
 
-static void client_accept(struct agent *a)
+static void client_handler(void *arg, int fd, uint32_t events)
 {
-	int fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	struct client *c = NULL;
+	struct client *c = arg;
 
+	(void)fd;
+	if (events & EPOLLOUT) {
+		if (client_flush(c))
+			return;
+	}
+	if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) || c->fd < 0)
+		return;
+	if (c->waits || c->starting) {
+		/* errandctl run went away (it sends nothing more): the session
+		 * goes on. */
+		c->waits = NULL;
+		client_close(c);
+		return;
+	}
+	if (c->out || c->closing) {
+		if (events & (EPOLLHUP | EPOLLERR))
+			client_close(c);
+		return;
+	}
+	client_read(c->a, c);
+}
+
+/* Over the limit, a client gets one line saying so, and the connection ends:
+ * never a half-served request. */
+static void client_refuse(int fd, const char *line)
+{
+	json_t *p = json_pack("{s:s}", "error", line);
+	uint8_t *frame;
+	size_t len;
+
+	if (p && control_frame(CONTROL_ERROR, p, &frame, &len) == 0) {
+		if (send(fd, frame, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len)
+			log_debug("a refused client did not take its answer");
+		free(frame);
+	}
+	json_decref(p);
+	close(fd);
+}
+
+static void client_accept(void *arg, int lfd, uint32_t events)
+{
+	struct agent *a = arg;
+	struct client *c;
+	int fd;
+
+	(void)events;
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (fd < 0)
 		return;
 	if (control_peer_allowed(fd, a->group)) {
 		close(fd);
 		return;
 	}
-	for (size_t i = 0; i < MAX_CLIENTS && !c; i++)
-		if (a->clients[i].fd < 0)
-			c = &a->clients[i];
-	if (!c) {
+	if (a->n_clients >= MAX_CLIENTS) {
 		log_warnx("too many clients at once (%d); one refused", MAX_CLIENTS);
+		client_refuse(fd, "the agent serves 64 clients at once already; try again "
+				  "shortly");
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
 		close(fd);
 		return;
 	}
-	*c = (struct client){.fd = fd, .deadline_ns = boottime_ns() + CLIENT_DEADLINE_NS};
+	*c = (struct client){.a = a, .fd = fd, .deadline_ns = boottime_ns() + CLIENT_DEADLINE_NS};
+	if (loop_add(a->loop, fd, EPOLLIN, client_handler, c)) {
+		close(fd);
+		free(c);
+		return;
+	}
+	c->next = a->clients;
+	a->clients = c;
+	a->n_clients++;
 }
 
-static void session_ended(struct agent *a, size_t i)
+/* A session's teardown (the broker's stop, every kernel object) is a job. */
+static void teardown_work(void *arg)
 {
-	struct session *s = a->sessions[i];
+	session_end(arg);
+}
+
+static void teardown_done(void *arg)
+{
+	(void)arg;
+}
+
+static void session_ended(struct session *s, void *arg)
+{
+	struct agent *a = arg;
 	int status = session_status(s);
+	size_t i;
 
 	log_info("session %s ended with status %d", session_id(s), status);
-	for (size_t k = 0; k < MAX_CLIENTS; k++) {
-		struct client *c = &a->clients[k];
-
-		if (c->fd >= 0 && c->waits == s) {
+	for (struct client *c = a->clients, *next; c; c = next) {
+		next = c->next;
+		if (c->waits == s) {
 			json_t *p = json_pack("{s:s,s:i}", "session", session_id(s), "status",
 					      status < 0 ? 125 : status & 0xff);
 
-			control_write(c->fd, CONTROL_RUN_EXIT, p);
-			json_decref(p);
 			c->waits = NULL;
-			client_close(c);
+			c->closing = true;
+			reply(c, CONTROL_RUN_EXIT, p);
 		}
 	}
-	session_end(s);
-	a->sessions[i] = a->sessions[--a->n_sessions];
+	for (i = 0; i < a->n_sessions && a->sessions[i] != s; i++)
+		;
+	if (i < a->n_sessions)
+		a->sessions[i] = a->sessions[--a->n_sessions];
+	session_unattach(s);
+	session_record_end(s);
+	if (loop_job(a->loop, teardown_work, teardown_done, s))
+		session_end(s);
 }
 
 struct adopt_ctx {
@@ -477,7 +856,8 @@ static void adopt_all(struct agent *a)
 			continue;
 		}
 		s = session_adopt(row, a->cfg.state_dir, a->st, err, sizeof(err));
-		if (s && a->n_sessions < MAX_SESSIONS) {
+		if (s && a->n_sessions < MAX_SESSIONS &&
+		    session_attach(s, a->loop, session_ended, a) == 0) {
 			a->sessions[a->n_sessions++] = s;
 			log_info("session %s adopted", row->id);
 		} else {
@@ -505,18 +885,21 @@ static int agent_signals(struct agent *a)
 	return a->sig_fd < 0 ? -errno : 0;
 }
 
-static void on_signal(struct agent *a)
+static void on_signal(void *arg, int fd, uint32_t events)
 {
+	struct agent *a = arg;
 	struct signalfd_siginfo si;
+	char err[CONFIG_ERRLEN];
 
-	while (read(a->sig_fd, &si, sizeof(si)) == sizeof(si)) {
+	(void)events;
+	while (read(fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			sd_notify(0, "RELOADING=1");
-			if (config_reload(a) == 0) {
-				session_sweep(&a->cfg);
+			if (config_reload(a, err, sizeof(err)) == 0) {
+				sweep_start(a);
+				probe_start(a);
 				log_info("configuration reloaded (SIGHUP); sessions started from "
-					 "now "
-					 "on use it");
+					 "now on use it");
 			}
 			sd_notify(0, "READY=1");
 		} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
@@ -526,61 +909,67 @@ static void on_signal(struct agent *a)
 	}
 }
 
+/* Deadlines of clients and the sweep's pace, once a turn. */
+static void agent_prepare(void *arg, int *timeout)
+{
+	(void)arg;
+	if (*timeout < 0 || *timeout > 1000)
+		*timeout = 1000;
+}
+
+static void agent_check(void *arg)
+{
+	struct agent *a = arg;
+	uint64_t now = boottime_ns();
+
+	while (a->dead) {
+		struct client *c = a->dead;
+
+		a->dead = c->next;
+		client_free(c);
+	}
+	if (now >= a->next_sweep_ns) {
+		sweep_start(a);
+		a->next_sweep_ns = now + SWEEP_INTERVAL_NS;
+	}
+	for (struct client *c = a->clients, *next; c; c = next) {
+		next = c->next;
+		if (c->deadline_ns && now > c->deadline_ns && !c->starting) {
+			log_warnx("client dropped: %s",
+				  c->out ? "it did not read its whole answer within 10 s"
+					 : "no whole request within 5 s");
+			client_close(c);
+		}
+	}
+}
+
 static void agent_loop(struct agent *a)
 {
-	static struct pollfd fds[POLL_MAX];
-
-	while (!a->quit) {
-		uint64_t now = boottime_ns();
-		int n = 0, timeout = 1000;
-
-		if (now >= a->next_sweep_ns) {
-			session_sweep(&a->cfg);
-			a->next_sweep_ns = now + SWEEP_INTERVAL_NS;
+	if (loop_add(a->loop, a->sig_fd, EPOLLIN, on_signal, a) ||
+	    loop_add(a->loop, a->listen_fd, EPOLLIN, client_accept, a) ||
+	    loop_hook_add(a->loop, agent_prepare, agent_check, a))
+		fatalx("cannot set up the event loop");
+	while (!a->quit)
+		if (loop_once(a->loop, -1))
+			fatal("epoll_wait");
+	loop_del(a->loop, a->listen_fd);
+	/* Sessions being started or torn down are finished first: nothing is
+	 * left half-made. A job stuck past the bound is left to the next
+	 * agent's sweep (its session's lock goes with this process). */
+	for (uint64_t end = boottime_ns() + QUIT_WAIT_NS; loop_jobs(a->loop);) {
+		if (boottime_ns() > end) {
+			log_warnx("%u job(s) did not finish within 30 s; stopping anyway",
+				  loop_jobs(a->loop));
+			break;
 		}
-		fds[n++] = (struct pollfd){.fd = a->sig_fd, .events = POLLIN};
-		fds[n++] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
-		for (size_t i = 0; i < MAX_CLIENTS; i++) {
-			struct client *c = &a->clients[i];
-
-			if (c->fd >= 0 && c->deadline_ns && now > c->deadline_ns) {
-				log_warnx("client dropped: no whole request within 5 s");
-				client_close(c);
-			}
-			fds[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
-		}
-		for (size_t i = 0; i < a->n_sessions; i++)
-			session_pollfds(a->sessions[i], fds, &n, POLL_MAX, &timeout);
-		if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR)
-			fatal("poll");
-		if (fds[0].revents)
-			on_signal(a);
-		if (fds[1].revents)
-			client_accept(a);
-		for (size_t i = 0; i < MAX_CLIENTS; i++) {
-			struct client *c = &a->clients[i];
-
-			if (c->fd < 0 || !fds[2 + i].revents || fds[2 + i].fd != c->fd)
-				continue;
-			if (c->waits) {
-				/* errandctl run went away (it sends nothing more): the
-				 * session goes on. */
-				c->waits = NULL;
-				client_close(c);
-				continue;
-			}
-			client_read(a, c);
-		}
-		/* Each launcher is reaped by its session, for its exit status. */
-		for (size_t i = a->n_sessions; i-- > 0;)
-			if (session_process(a->sessions[i], fds))
-				session_ended(a, i);
+		if (loop_once(a->loop, 100))
+			break;
 	}
 }
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: errand-agent [--config FILE] [--foreground] [-v]\n");
+	fprintf(f, "usage: errand-agent [--config FILE] [--foreground] [--max-sessions N] [-v]\n");
 }
 
 /* Without --foreground: into the background once the socket listens, so
@@ -612,15 +1001,17 @@ int main(int argc, char **argv)
 		{"config", required_argument, NULL, 'c'},
 		{"foreground", no_argument, NULL, 'f'},
 		{"verbose", no_argument, NULL, 'v'},
+		{"max-sessions", required_argument, NULL, 'm'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
-	struct agent a = {.listen_fd = -1, .sig_fd = -1};
+	struct agent a = {.listen_fd = -1, .sig_fd = -1, .max_sessions = MAX_SESSIONS};
+	char err[CONFIG_ERRLEN], *end;
 	bool foreground = false, verbose = false;
 	int opt, ready = -1;
 	char dir[PATH_MAX];
 
-	while ((opt = getopt_long(argc, argv, "c:fvh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:fvhm:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			a.config_path = optarg;
@@ -630,6 +1021,16 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			verbose = true;
+			break;
+		case 'm':
+			errno = 0;
+			a.max_sessions = strtoul(optarg, &end, 10);
+			if (errno || *end || !a.max_sessions || a.max_sessions > MAX_SESSIONS) {
+				fprintf(stderr,
+					"errand-agent: --max-sessions takes 1 to %d, not %s\n",
+					MAX_SESSIONS, optarg);
+				return 125;
+			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -649,13 +1050,11 @@ int main(int argc, char **argv)
 		       "root");
 	if (!a.config_path)
 		a.config_path = CONFIG_DEFAULT_PATH;
-	if (config_reload(&a))
+	if (config_reload(&a, err, sizeof(err)))
 		return 125;
 	/* Before any connection exists (SQLite's must not cross a fork). */
 	if (!foreground && daemonize(&ready))
 		fatal("cannot go into the background");
-	for (size_t i = 0; i < MAX_CLIENTS; i++)
-		a.clients[i].fd = -1;
 	if (mkdir(a.cfg.run_dir, 0755) && errno != EEXIST)
 		fatal("cannot create %s", a.cfg.run_dir);
 	snprintf(dir, sizeof(dir), "%s/sessions", a.cfg.run_dir);
@@ -675,9 +1074,14 @@ int main(int argc, char **argv)
 		fatalx("cannot listen on %s: %s%s", a.sock_path, strerror(-a.listen_fd),
 		       a.listen_fd == -EADDRINUSE ? "; another errand-agent answers there" : "");
 	fcntl(a.listen_fd, F_SETFL, O_NONBLOCK);
-	/* Sessions of a previous agent: swept if dead, adopted if alive. */
+	a.loop = loop_new();
+	if (!a.loop)
+		fatal("cannot make the event loop");
+	/* Sessions of a previous agent: swept if dead, adopted if alive; the
+	 * host's probe is cached for the sessions to come. */
 	session_sweep(&a.cfg);
 	adopt_all(&a);
+	probe_start(&a);
 	a.next_sweep_ns = boottime_ns() + SWEEP_INTERVAL_NS;
 	log_info("listening on %s (%s), %zu session(s) adopted", a.sock_path,
 		 a.group == CONTROL_NO_GROUP ? "root only" : "root and group " CONTROL_GROUP,
@@ -695,10 +1099,21 @@ int main(int argc, char **argv)
 	 * adopts them. */
 	log_info("stopping; %zu session(s) keep running and will be adopted by the next agent",
 		 a.n_sessions);
-	for (size_t i = 0; i < a.n_sessions; i++)
+	for (size_t i = 0; i < a.n_sessions; i++) {
+		session_unattach(a.sessions[i]);
 		session_detach(a.sessions[i]);
-	for (size_t i = 0; i < MAX_CLIENTS; i++)
-		client_close(&a.clients[i]);
+	}
+	while (a.clients)
+		client_close(a.clients);
+	while (a.dead) {
+		struct client *c = a.dead;
+
+		a.dead = c->next;
+		client_free(c);
+	}
+	loop_hook_del(a.loop, &a);
+	loop_del(a.loop, a.sig_fd);
+	loop_free(a.loop);
 	close(a.listen_fd);
 	unlink(a.sock_path);
 	state_close(a.st);

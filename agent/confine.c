@@ -37,8 +37,9 @@ static void put_list(struct argv_out *o, const char *opt, const struct config_st
 int confine_launch_args(const struct errand_config *cfg, const char *project_dir,
 			const char *state_dir, const char **args, size_t *n, size_t max)
 {
-	static char fsize[24], tmp[24], shm[24], memory[24], cpu[24], pids[24], landlock[8],
-		requester[16];
+	/* Per thread: the daemon starts sessions in several at once. */
+	static __thread char fsize[24], tmp[24], shm[24], memory[24], cpu[24], pids[24],
+		landlock[8], requester[16];
 	struct argv_out o = {.args = args, .n = *n, .max = max};
 
 	if (project_dir)

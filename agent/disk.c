@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,32 +88,15 @@ static uint64_t usage_of(const struct disk_watch *w)
 	return sum;
 }
 
-int disk_watch_start(struct disk_watch *w, const char *project, const char *state, uint64_t budget)
-{
-	w->paths[0] = project;
-	w->paths[1] = state;
-	w->budget = budget;
-	w->used = 0;
-	w->baseline = budget ? usage_of(w) : 0;
-	w->last_ns = boottime_ns();
-	w->next_ns = w->last_ns + 100 * NS_PER_MS;
-	return 0;
-}
-
-int disk_watch_timeout(const struct disk_watch *w, uint64_t now_ns)
-{
-	if (!w->budget)
-		return -1;
-	return w->next_ns <= now_ns ? 0 : (int)((w->next_ns - now_ns) / NS_PER_MS) + 1;
-}
-
-int disk_watch_check(struct disk_watch *w, uint64_t now_ns)
+/* One measurement; 1 once past the budget. Sets when the next one is due:
+ * paced by how fast the session writes, the next look comes by half the time
+ * the budget would last at the rate just seen, within 100 ms .. 1 s, and
+ * never so often that measuring takes more than about a tenth of the time. */
+static int disk_measure(struct disk_watch *w, uint64_t now_ns)
 {
 	uint64_t took, now, interval, sum, prev = w->used, left;
 	uint64_t since = w->last_ns ? now_ns - w->last_ns : 0;
 
-	if (!w->budget || now_ns < w->next_ns)
-		return 0;
 	sum = usage_of(w);
 	now = boottime_ns();
 	took = now - now_ns;
@@ -120,10 +104,6 @@ int disk_watch_check(struct disk_watch *w, uint64_t now_ns)
 	w->last_ns = now_ns;
 	if (w->used > w->budget)
 		return 1;
-	/* Paced by how fast the session writes: the next look comes by half
-	 * the time the budget would last at the rate just seen, within
-	 * 100 ms .. 1 s, and never so often that measuring takes more than
-	 * about a tenth of the time. */
 	left = w->budget - w->used;
 	interval = 1000 * NS_PER_MS;
 	if (w->used > prev && since) {
@@ -139,4 +119,106 @@ int disk_watch_check(struct disk_watch *w, uint64_t now_ns)
 		interval = 10 * took;
 	w->next_ns = now + interval;
 	return 0;
+}
+
+static void *disk_thread(void *arg)
+{
+	struct disk_watch *w = arg;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->stop) {
+		uint64_t now = boottime_ns();
+		struct timespec ts;
+
+		if (now < w->next_ns) {
+			/* CLOCK_MONOTONIC for the wait (the condition's clock); the
+			 * pace itself is kept in CLOCK_BOOTTIME. */
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += (time_t)((w->next_ns - now) / 1000000000ull);
+			ts.tv_nsec += (long)((w->next_ns - now) % 1000000000ull);
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&w->wake, &w->lock, &ts);
+			continue;
+		}
+		pthread_mutex_unlock(&w->lock);
+		if (disk_measure(w, now) == 1) {
+			if (write(w->efd, &one, sizeof(one)) != sizeof(one))
+				return NULL;
+			return NULL;
+		}
+		pthread_mutex_lock(&w->lock);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+int disk_watch_start(struct disk_watch *w, const char *project, const char *state, uint64_t budget)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	w->paths[0] = project;
+	w->paths[1] = state;
+	w->budget = budget;
+	w->used = 0;
+	w->efd = -1;
+	w->running = false;
+	w->stop = false;
+	if (!budget)
+		return 0;
+	w->baseline = usage_of(w);
+	w->last_ns = boottime_ns();
+	w->next_ns = w->last_ns + 100 * NS_PER_MS;
+	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w->efd < 0)
+		return -errno;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	rc = pthread_create(&w->thread, NULL, disk_thread, w);
+	if (rc) {
+		close(w->efd);
+		w->efd = -1;
+		pthread_cond_destroy(&w->wake);
+		pthread_mutex_destroy(&w->lock);
+		return -rc;
+	}
+	w->running = true;
+	return 0;
+}
+
+int disk_watch_fd(const struct disk_watch *w)
+{
+	return w->running ? w->efd : -1;
+}
+
+int disk_watch_check(struct disk_watch *w)
+{
+	uint64_t v;
+
+	if (!w->running || read(w->efd, &v, sizeof(v)) != sizeof(v))
+		return 0;
+	return 1;
+}
+
+void disk_watch_stop(struct disk_watch *w)
+{
+	if (!w->running)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_signal(&w->wake);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	pthread_cond_destroy(&w->wake);
+	pthread_mutex_destroy(&w->lock);
+	close(w->efd);
+	w->efd = -1;
+	w->running = false;
 }

@@ -5,6 +5,8 @@
 #ifndef ERRAND_DISK_H
 #define ERRAND_DISK_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Bytes allocated below path (st_blocks), not following links nor crossing
@@ -18,13 +20,26 @@ struct disk_watch {
 	uint64_t used;	      /* growth at the last measurement */
 	uint64_t next_ns;     /* CLOCK_BOOTTIME of the next measurement */
 	uint64_t last_ns;     /* of the last one */
+	/* The walks run in a thread of their own, never on the agent's loop:
+	 * it writes efd once the budget is passed, and ends. */
+	pthread_t thread;
+	bool running;
+	int efd;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	bool stop;
 };
 
-/* Takes the baseline. 0 or -errno. */
+/* Takes the baseline and starts the watching thread when there is a budget.
+ * 0 or -errno. */
 int disk_watch_start(struct disk_watch *w, const char *project, const char *state, uint64_t budget);
-/* Milliseconds until the next measurement is due (-1: none), for poll(). */
-int disk_watch_timeout(const struct disk_watch *w, uint64_t now_ns);
-/* Measures when due. 1 when the session is past its budget, else 0. */
-int disk_watch_check(struct disk_watch *w, uint64_t now_ns);
+/* Readable once the session is past its budget; -1: no budget. */
+int disk_watch_fd(const struct disk_watch *w);
+/* After disk_watch_fd was readable: 1 when the session is past its budget
+ * (used says by how much), else 0. */
+int disk_watch_check(struct disk_watch *w);
+/* Ends the thread (a walk under way finishes first). Safe on a watch never
+ * started, and twice. */
+void disk_watch_stop(struct disk_watch *w);
 
 #endif

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <linux/bpf.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -549,7 +550,13 @@ static void probe_idmap(struct doctor_report *r, const struct errand_config *cfg
 	    r->idmap[1].path, r->idmap[1].fs, r->idmap[1].fs, r->idmap[1].err ? "not " : "");
 }
 
-struct doctor_report *doctor_probe(const struct errand_config *cfg)
+/* The host's part of the report (kernel features, cgroup, BPF), probed at
+ * most once per doctor_refresh: the daemon refreshes it at start and on
+ * reload, off its loop; sessions take a copy and probe only their paths. */
+static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct doctor_report *host_cache;
+
+static struct doctor_report *probe_host(const struct errand_config *cfg)
 {
 	struct doctor_report *r = calloc(1, sizeof(*r));
 	libbpf_print_fn_t prev;
@@ -565,8 +572,46 @@ struct doctor_report *doctor_probe(const struct errand_config *cfg)
 	probe_bpf(r, cfg);
 	probe_kernel_bpf(r);
 	probe_bpf_lsm(r);
-	probe_idmap(r, cfg);
 	libbpf_set_print(prev);
+	return r;
+}
+
+/* Under the lock: two probes at once would make and remove the same probe
+ * objects, and each could take the other's for a gap. */
+int doctor_refresh(const struct errand_config *cfg)
+{
+	struct doctor_report *r;
+	int rc = 0;
+
+	pthread_mutex_lock(&host_lock);
+	r = probe_host(cfg);
+	if (r) {
+		free(host_cache);
+		host_cache = r;
+	} else {
+		rc = -errno;
+	}
+	pthread_mutex_unlock(&host_lock);
+	return rc;
+}
+
+struct doctor_report *doctor_probe(const struct errand_config *cfg)
+{
+	struct doctor_report *r = malloc(sizeof(*r));
+
+	if (!r)
+		return NULL;
+	pthread_mutex_lock(&host_lock);
+	if (!host_cache)
+		host_cache = probe_host(cfg);
+	if (host_cache)
+		*r = *host_cache;
+	pthread_mutex_unlock(&host_lock);
+	if (!host_cache) {
+		free(r);
+		return NULL;
+	}
+	probe_idmap(r, cfg);
 	if (cfg->limits.disk)
 		set(r, C_DISK, OK,
 		    "disk use measured, not enforced by a filesystem: a session whose project and "
@@ -772,7 +817,8 @@ static void gate_list(const char *label, const struct config_strv *l, bool names
 	fputc('\n', stderr);
 }
 
-int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg)
+int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg, char *err,
+		size_t errlen)
 {
 	bool refused = false;
 
@@ -780,6 +826,9 @@ int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg)
 		if (r->c[i].state == UNAVAILABLE) {
 			fprintf(stderr, "errandctl: unavailable: %s; %s\n", r->c[i].detail,
 				r->c[i].fix);
+			if (!refused)
+				snprintf(err, errlen, "unavailable: %s; %s", r->c[i].detail,
+					 r->c[i].fix);
 			refused = true;
 		}
 	}
@@ -792,6 +841,11 @@ int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg)
 				"false "
 				"to run anyway\n",
 				r->c[i].detail);
+			if (!refused)
+				snprintf(err, errlen,
+					 "refused: %s; set sandbox.requireFullEnforcement to false "
+					 "to run anyway (errandctl doctor names every gap)",
+					 r->c[i].detail);
 			refused = true;
 		} else if (!refused) {
 			fprintf(stderr, "errand: gap: %s\n", r->c[i].detail);

@@ -20,6 +20,10 @@ struct doctor_report;
  * /sys/kernel/security if nothing is there). Returns a report the caller
  * frees with doctor_report_free(), or NULL with errno set. */
 struct doctor_report *doctor_probe(const struct errand_config *cfg);
+/* The host's part of the probe (kernel features, cgroup, BPF) is cached:
+ * probed by the first doctor_probe, and again by each doctor_refresh (the
+ * daemon's, at start and on reload). Thread-safe. 0 or -errno. */
+int doctor_refresh(const struct errand_config *cfg);
 void doctor_report_free(struct doctor_report *r);
 /* Prints the report to f: lines for a person, or one JSON object. */
 void doctor_print(const struct doctor_report *r, const struct errand_config *cfg, bool json,
@@ -28,8 +32,10 @@ void doctor_print(const struct doctor_report *r, const struct errand_config *cfg
  * allowed, printed as "errand: gap: ..." on stderr, and the grants beyond
  * the floor named. -EPERM when refused, each reason one line on stderr:
  * "errandctl: refused: <gap>; set sandbox.requireFullEnforcement to false to
- * run anyway" or "errandctl: unavailable: <what>; <what to do>". */
-int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg);
+ * run anyway" or "errandctl: unavailable: <what>; <what to do>"; the first reason also in
+ * err, for the client. */
+int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg, char *err,
+		size_t errlen);
 
 /* The gaps as a JSON array of lines (a session's record keeps them). */
 json_t *doctor_gaps(const struct doctor_report *r);

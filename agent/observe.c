@@ -108,10 +108,19 @@ void observe_server_process(struct observe_server *s, const struct pollfd *fds, 
 				continue;
 			for (i = 0; i < OBSERVE_MAX_CLIENTS && s->clients[i] >= 0; i++)
 				;
-			if (i == OBSERVE_MAX_CLIENTS)
+			if (i == OBSERVE_MAX_CLIENTS) {
+				/* Refused in one line, never served half. */
+				static const char full[] =
+					"{\"error\":\"this session has " OBSERVE_MAX_CLIENTS_STR
+					" observers already; stop one\"}\n";
+
+				if (send(c, full, sizeof(full) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) <
+				    0)
+					log_debug("a refused observer did not take its line");
 				close(c);
-			else
+			} else {
 				s->clients[i] = c;
+			}
 			continue;
 		}
 		for (int i = 0; i < OBSERVE_MAX_CLIENTS; i++) {
@@ -204,6 +213,13 @@ static void print_json_line(const char *line, bool json)
 
 	if (!o)
 		return;
+	if (json_is_string(json_object_get(o, "error"))) {
+		fprintf(stderr, "errandctl: observe: %s\n",
+			esc_text(json_string_value(json_object_get(o, "error")), text,
+				 sizeof(text)));
+		json_decref(o);
+		return;
+	}
 	if (json) {
 		dump = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER);
 		if (dump)

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #define OBSERVE_MAX_CLIENTS 16
+#define OBSERVE_MAX_CLIENTS_STR "16"
 
 struct observe_server;
 

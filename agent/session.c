@@ -11,8 +11,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,7 @@
 #include "agent/events.h"
 #include "agent/doctor.h"
 #include "agent/grant.h"
+#include "agent/loop.h"
 #include "agent/nat.h"
 #include "agent/netlink.h"
 #include "agent/netns.h"
@@ -92,7 +95,6 @@ struct session {
 	struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
 	struct netlink_watch *addr_watch; /* follows them while the session runs */
-	int watch_slot;			  /* its pollfd, from poll_first; -1: none */
 	int held[DNS_SOCKS]; /* DNS sockets taken back from the launcher, for the responder */
 	enum egress_mode mode;
 	struct grant_set grants;
@@ -104,12 +106,40 @@ struct session {
 	bool stopped;
 	int status; /* once ended */
 	char exit_path[PATH_MAX];
-	int poll_first, poll_n; /* where session_pollfds put its fds */
-	pid_t broker_pid;	/* the session's own errand-broker; 0: none */
-	char **broker_env;	/* its stand-ins and base URLs, NAME=VALUE */
+	struct loop *loop; /* serving the session: session_attach */
+	session_ended_fn ended;
+	void *ended_arg;
+	struct pollfd *pfd; /* the observer's, then the responder's, as they last asked */
+	size_t n_pfd, n_obs_pfd, cap_pfd;
+	uint64_t dyn_due_ns; /* when they need to run without an event (0: never) */
+	bool dyn_ready, pid_ready, events_ready;
+	char err[CONFIG_ERRLEN]; /* why it could not start: see session_fail */
+	pid_t broker_pid;	 /* the session's own errand-broker; 0: none */
+	char **broker_env;	 /* its stand-ins and base URLs, NAME=VALUE */
 	char broker_sock[PATH_MAX];
 	int broker_keeper; /* the registry connection the broker asks rereads on; -1: none */
 };
+
+/* The one error of a session that cannot start: set where the call failed,
+ * naming what failed and what to change. The first one set is kept (callers
+ * up the chain add nothing that would hide the cause); it is logged once and
+ * handed to the client whole, by the embedded agent and the daemon alike.
+ * Returns rc. */
+static int session_fail(struct session *s, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int session_fail(struct session *s, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (s->err[0])
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf(s->err, sizeof(s->err), fmt, ap);
+	va_end(ap);
+	log_warnx("%s", s->err);
+	return rc;
+}
 
 static int mkdir_p(const char *path, mode_t mode)
 {
@@ -143,6 +173,12 @@ static int bpffs_ensure(const char *bpf_dir)
 	}
 	return mkdir_p(bpf_dir, 0700);
 }
+
+/* The daemon starts sessions and sweeps in threads at once: a sweep never
+ * looks at a lock file between its creation and its flock, when it would
+ * take the new session for a leftover (or hold the lock itself for that
+ * moment, refusing the session). */
+static pthread_mutex_t sweep_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int lock_held(const char *run_dir, const char *id)
 {
@@ -214,6 +250,7 @@ int session_sweep(const struct errand_config *cfg)
 	char dir[PATH_MAX], mnt[PATH_MAX];
 	int n = 0, rc;
 
+	pthread_mutex_lock(&sweep_lock);
 	rc = veth_sweep(VETH_HOST_PREFIX, keep_live, (void *)cfg);
 	n += rc > 0 ? rc : 0;
 	rc = nat_sweep(keep_live, (void *)cfg);
@@ -242,6 +279,7 @@ int session_sweep(const struct errand_config *cfg)
 	sweep_dir(dir, ".exit", cfg, unlink_stale);
 	sweep_dir(dir, ".broker", cfg, unlink_path);
 	sweep_dir(dir, ".lock", cfg, unlink_path);
+	pthread_mutex_unlock(&sweep_lock);
 	if (n)
 		log_info("swept %d object(s) left by sessions that did not end cleanly", n);
 	return n;
@@ -261,13 +299,15 @@ static int session_new_id(struct session *s)
  * running in another errand never takes a live session for a leftover. */
 static int session_lock(struct session *s)
 {
+	int rc = 0;
+
 	snprintf(s->lock_path, sizeof(s->lock_path), "%s/sessions/%s.lock", s->cfg->run_dir, s->id);
+	pthread_mutex_lock(&sweep_lock);
 	s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (s->lock_fd < 0)
-		return -errno;
-	if (flock(s->lock_fd, LOCK_EX | LOCK_NB))
-		return -errno;
-	return 0;
+	if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB))
+		rc = -errno;
+	pthread_mutex_unlock(&sweep_lock);
+	return rc;
 }
 
 /* A /30 from the pool whose gateway no link here uses. The pool lock is held
@@ -327,17 +367,19 @@ static int session_network(struct session *s)
 	if (s->mode == EGRESS_MODE_NONE) {
 		rc = netns_run(s->netns_path, lo_up, NULL);
 		if (rc)
-			log_warnx("session %s: cannot bring up lo: %s", s->id, strerror(-rc));
+			session_fail(s, rc, "session %s: cannot bring up lo: %s", s->id,
+				     strerror(-rc));
 		return rc;
 	}
 	rc = pool_pick(s, &pool_fd);
 	if (rc) {
 		struct addr pa = s->cfg->pool.a;
 
-		log_warnx("session %s: no free address in sandbox.addressPool %s/%d: %s; "
-			  "widen the pool or stop sessions",
-			  s->id, addr_str(&pa, a), s->cfg->pool.prefixlen - 96, strerror(-rc));
-		return rc;
+		return session_fail(s, rc,
+				    "session %s: no free address in sandbox.addressPool %s/%d: %s; "
+				    "widen the pool or stop sessions",
+				    s->id, addr_str(&pa, a), s->cfg->pool.prefixlen - 96,
+				    strerror(-rc));
 	}
 	snprintf(s->link.host_if, sizeof(s->link.host_if), VETH_HOST_PREFIX "%s", s->id);
 	snprintf(s->link.sess_if, sizeof(s->link.sess_if), VETH_SESS_PREFIX "%s", s->id);
@@ -346,16 +388,15 @@ static int session_network(struct session *s)
 		session_link_v6(&s->link);
 	rc = veth_setup(&s->link, s->netns_path);
 	if (rc) {
-		log_warnx("session %s: cannot set up veth %s: %s", s->id, s->link.host_if,
-			  strerror(-rc));
-		return rc;
+		return session_fail(s, rc, "session %s: cannot set up veth %s: %s", s->id,
+				    s->link.host_if, strerror(-rc));
 	}
 	s->have_veth = true;
 	rc = nat_add(s->id, s->link.sess4, s->link.host_if);
 	if (rc) {
-		log_warnx("session %s: cannot add nftables table " NAT_TABLE_PREFIX "%s: %s", s->id,
-			  s->id, strerror(-rc));
-		return rc;
+		return session_fail(
+			s, rc, "session %s: cannot add nftables table " NAT_TABLE_PREFIX "%s: %s",
+			s->id, s->id, strerror(-rc));
 	}
 	s->have_nat = true;
 	return 0;
@@ -375,11 +416,11 @@ static int session_pins(struct session *s, const struct addr *self, size_t n_sel
 
 		for (size_t j = 0; j < n_self; j++) {
 			if (!memcmp(&self[j], &p->addr, sizeof(p->addr))) {
-				log_warnx("pin %s=%s names one of this host's own addresses; "
-					  "errand never lets a session reach the host: remove the "
-					  "pin",
-					  p->name, addr_str(&p->addr, a));
-				return -EPERM;
+				return session_fail(
+					s, -EPERM,
+					"pin %s=%s names one of this host's own addresses; errand "
+					"never lets a session reach the host: remove the pin",
+					p->name, addr_str(&p->addr, a));
 			}
 		}
 		if (s->mode == EGRESS_MODE_NONE)
@@ -392,9 +433,8 @@ static int session_pins(struct session *s, const struct addr *self, size_t n_sel
 				continue;
 			rc = enforce_allow(s->enf, &p->addr, r->port, 0, ENTRY_F_PINNED);
 			if (rc) {
-				log_warnx("session %s: cannot program pin %s: %s", s->id, p->name,
-					  strerror(-rc));
-				return rc;
+				return session_fail(s, rc, "session %s: cannot program pin %s: %s",
+						    s->id, p->name, strerror(-rc));
 			}
 			used = true;
 		}
@@ -571,6 +611,7 @@ static void session_teardown(struct session *s)
 {
 	int rc;
 
+	disk_watch_stop(&s->disk);
 	broker_stop(s);
 	dns_responder_free(s->dns);
 	s->dns = NULL;
@@ -611,6 +652,8 @@ static void session_teardown(struct session *s)
 /* Closes what this process holds; the session's kernel objects stay. */
 static void session_release(struct session *s)
 {
+	disk_watch_stop(&s->disk);
+	free(s->pfd);
 	for (int k = 0; k < DNS_SOCKS; k++)
 		if (s->held[k] >= 0)
 			close(s->held[k]);
@@ -854,10 +897,10 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		return -ENOMEM;
 	rc = sibling_path("errand-launch", launcher, sizeof(launcher));
 	if (rc) {
-		log_warnx(
+		return session_fail(
+			s, rc,
 			"cannot find errand-launch next to this program (%s): %s; reinstall errand",
 			launcher, strerror(-rc));
-		return rc;
 	}
 	if (path_fmt(state, sizeof(state), "%s/work", s->record_dir))
 		return -ENAMETOOLONG;
@@ -901,11 +944,11 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	/* Confinement first: the session's own --env come after and win. */
 	rc = confine_launch_args(s->cfg, s->project, state, args, &n, LAUNCH_ARGS_MAX - 4);
 	if (rc) {
-		log_warnx(
+		return session_fail(
+			s, rc,
 			"session %s: the confinement options do not fit on the launcher's command "
 			"line; shorten sandbox.policyExtra or sandbox.env",
 			s->id);
-		return rc;
 	}
 	args[n++] = "--env";
 	args[n++] = sessenv;
@@ -926,9 +969,9 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	json_array_foreach(argv, i, it)
 	{
 		if (n >= LAUNCH_ARGS_MAX - 1) {
-			log_warnx("too many arguments for the command (at most %d in all)",
-				  LAUNCH_ARGS_MAX);
-			return -E2BIG;
+			return session_fail(
+				s, -E2BIG, "too many arguments for the command (at most %d in all)",
+				LAUNCH_ARGS_MAX);
 		}
 		args[n++] = json_string_value(it);
 	}
@@ -965,8 +1008,8 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (s->pidfd < 0) {
 		rc = -errno;
-		log_warnx("session %s: cannot watch its launcher (pidfd_open): %s", s->id,
-			  strerror(-rc));
+		session_fail(s, rc, "session %s: cannot watch its launcher (pidfd_open): %s", s->id,
+			     strerror(-rc));
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		return rc;
@@ -1062,13 +1105,17 @@ static int session_services(struct session *s)
 
 	s->limiter = event_limiter_new();
 	if (!s->limiter)
-		return -ENOMEM;
+		return session_fail(s, -ENOMEM, "session %s: out of memory", s->id);
 	if (path_fmt(path, sizeof(path), "%s/sessions/%s.events", s->cfg->run_dir, s->id))
-		return -ENAMETOOLONG;
+		return session_fail(s, -ENAMETOOLONG,
+				    "session %s: its event socket's path is too long; shorten "
+				    "paths.run",
+				    s->id);
 	s->obs = observe_server_new(path);
 	if (!s->obs) {
-		log_warn("session %s: cannot serve events on %s", s->id, path);
-		return -errno;
+		rc = -errno;
+		return session_fail(s, rc, "session %s: cannot serve events on %s: %s", s->id, path,
+				    strerror(-rc));
 	}
 	if ((rc = grants_load(s->record_dir, &s->grants)))
 		log_warnx("session %s: cannot read its grants: %s", s->id, strerror(-rc));
@@ -1077,25 +1124,25 @@ static int session_services(struct session *s)
 	s->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (s->inotify_fd < 0 ||
 	    inotify_add_watch(s->inotify_fd, s->record_dir, IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
-		log_warn("session %s: cannot watch %s for grants", s->id, s->record_dir);
-		return -errno;
+		rc = -errno;
+		return session_fail(s, rc, "session %s: cannot watch %s for grants: %s", s->id,
+				    s->record_dir, strerror(-rc));
 	}
 	if (s->mode == EGRESS_MODE_NONE)
 		return 0;
 	s->addr_watch = netlink_addr_watch_new();
 	if (!s->addr_watch) {
-		log_warn("session %s: cannot follow this host's addresses", s->id);
-		return -errno;
+		rc = -errno;
+		return session_fail(s, rc, "session %s: cannot follow this host's addresses: %s",
+				    s->id, strerror(-rc));
 	}
 	s->dns = dns_responder_new(s->cfg, s->enf, s->link.gw4, s->link.v6 ? s->link.gw6 : NULL,
 				   s->held, s->self, s->n_self, s->id, session_event, s, err,
 				   sizeof(err));
 	for (int k = 0; k < DNS_SOCKS; k++)
 		s->held[k] = -1; /* the responder's now */
-	if (!s->dns) {
-		log_warnx("session %s: %s", s->id, err);
-		return -errno;
-	}
+	if (!s->dns)
+		return session_fail(s, -errno, "session %s: %s", s->id, err);
 	dns_responder_set_grants(s->dns, &s->grants);
 	/* What changed between the first listing and the watch. */
 	session_self_sync(s);
@@ -1137,16 +1184,16 @@ static int broker_spawn(struct session *s, const char *listen)
 	pid_t pid;
 
 	if (!getpwnam(BROKER_ACCOUNT)) {
-		log_warnx("session %s: agent.providers needs the account %s, which errand-broker "
-			  "runs as; create it (make accounts)",
-			  s->id, BROKER_ACCOUNT);
-		return -ENOENT;
+		return session_fail(s, -ENOENT,
+				    "session %s: agent.providers needs the account %s, which "
+				    "errand-broker runs as; create it (make accounts)",
+				    s->id, BROKER_ACCOUNT);
 	}
 	if ((rc = sibling_path("errand-broker", bin, sizeof(bin)))) {
-		log_warnx("cannot find errand-broker next to this program (%s): %s; reinstall "
-			  "errand",
-			  bin, strerror(-rc));
-		return rc;
+		return session_fail(s, rc,
+				    "cannot find errand-broker next to this program (%s): %s; "
+				    "reinstall errand",
+				    bin, strerror(-rc));
 	}
 	if (path_fmt(config, sizeof(config), "%s/config.json", s->record_dir))
 		return -ENAMETOOLONG;
@@ -1188,8 +1235,9 @@ static int broker_spawn(struct session *s, const char *listen)
 	rc = broker_wait_ready(out[0]);
 	close(out[0]);
 	if (rc)
-		log_warnx("session %s: errand-broker did not start (%s); its log says why", s->id,
-			  strerror(-rc));
+		session_fail(s, rc,
+			     "session %s: errand-broker did not start (%s); its log says why",
+			     s->id, strerror(-rc));
 	return rc;
 }
 
@@ -1210,14 +1258,14 @@ static int session_broker(struct session *s)
 	if ((rc = broker_spawn(s, listen)))
 		return rc;
 	if ((rc = broker_standins_mint(s->cfg, &st, &n))) {
-		log_warnx("session %s: cannot mint stand-ins: %s", s->id, strerror(-rc));
-		return rc;
+		return session_fail(s, rc, "session %s: cannot mint stand-ins: %s", s->id,
+				    strerror(-rc));
 	}
 	addr_from_v4(&a, s->link.sess4);
 	fd = broker_connect(s->broker_sock);
 	rc = fd < 0 ? fd : broker_keys_hand(fd, s->cfg, true, err, sizeof(err));
 	if (rc && fd >= 0) {
-		log_warnx("session %s: %s", s->id, err);
+		session_fail(s, rc, "session %s: %s", s->id, err);
 		close(fd);
 		goto out;
 	}
@@ -1232,8 +1280,8 @@ static int session_broker(struct session *s)
 		rc = broker_session_env(s->cfg, gw, BROKER_DEFAULT_PORT, st, n, &s->broker_env,
 					&n_env);
 	if (rc)
-		log_warnx("session %s: cannot register it with its broker: %s", s->id,
-			  strerror(-rc));
+		session_fail(s, rc, "session %s: cannot register it with its broker: %s", s->id,
+			     strerror(-rc));
 out:
 	explicit_bzero(st, n * sizeof(*st));
 	free(st);
@@ -1244,6 +1292,8 @@ out:
 static void broker_keeper(struct session *s)
 {
 	if (broker_keeper_serve(s->broker_keeper, s->cfg) < 0) {
+		if (s->loop)
+			loop_del(s->loop, s->broker_keeper);
 		close(s->broker_keeper);
 		s->broker_keeper = -1;
 	}
@@ -1298,52 +1348,49 @@ static int session_setup(struct session *s)
 
 	snprintf(dir, sizeof(dir), "%s/sessions", cfg->run_dir);
 	if ((rc = mkdir_p(dir, 0700)) || (rc = bpffs_ensure(cfg->bpf_dir))) {
-		log_warnx("cannot prepare %s and %s: %s", dir, cfg->bpf_dir, strerror(-rc));
-		return rc;
+		return session_fail(s, rc, "cannot prepare %s and %s: %s", dir, cfg->bpf_dir,
+				    strerror(-rc));
 	}
 	session_sweep(cfg);
 	if ((rc = session_new_id(s)) || (rc = session_lock(s))) {
-		log_warnx("cannot take a session id under %s: %s", dir, strerror(-rc));
-		return rc;
+		return session_fail(s, rc, "cannot take a session id under %s: %s", dir,
+				    strerror(-rc));
 	}
 	if ((rc = session_paths(s))) {
-		log_warnx("session %s: its paths are too long; shorten paths.run, paths.state or "
-			  "paths.bpf",
-			  s->id);
-		return rc;
+		return session_fail(s, rc,
+				    "session %s: its paths are too long; shorten paths.run, "
+				    "paths.state or paths.bpf",
+				    s->id);
 	}
 	rc = cgroup2_mount(s->cgroup_mount, sizeof(s->cgroup_mount));
 	if (rc) {
-		log_warnx("no cgroup v2 mount found; mount cgroup2 at /sys/fs/cgroup (or "
-			  "/sys/fs/cgroup/unified on a hybrid host)");
-		return rc;
+		return session_fail(s, rc,
+				    "no cgroup v2 mount found; mount cgroup2 at /sys/fs/cgroup (or "
+				    "/sys/fs/cgroup/unified on a hybrid host)");
 	}
 	rc = cgroup_sessions_parent(s->cgroup_mount, cfg->cgroup_name, true, parent,
 				    sizeof(parent));
 	if (rc) {
-		log_warnx("session %s: systemd did not delegate a cgroup to errand's sessions "
-			  "(%s): %s",
-			  s->id, CGROUP_SCOPE, strerror(-rc));
-		return rc;
+		return session_fail(s, rc,
+				    "session %s: systemd did not delegate a cgroup to errand's "
+				    "sessions (%s): %s",
+				    s->id, CGROUP_SCOPE, strerror(-rc));
 	}
 	rc = cgroup_session_create(s->cgroup_mount, parent, s->id, s->cgroup_path,
 				   sizeof(s->cgroup_path));
 	if (rc) {
-		log_warnx("session %s: cannot create cgroup %s/%s/%s: %s", s->id, s->cgroup_mount,
-			  parent, s->id, strerror(-rc));
-		return rc;
+		return session_fail(s, rc, "session %s: cannot create cgroup %s/%s/%s: %s", s->id,
+				    s->cgroup_mount, parent, s->id, strerror(-rc));
 	}
 	s->have_cgroup = true;
 	if ((rc = cgroup_id(s->cgroup_path, &cgid))) {
-		log_warnx("session %s: cannot read the id of cgroup %s: %s", s->id, s->cgroup_path,
-			  strerror(-rc));
-		return rc;
+		return session_fail(s, rc, "session %s: cannot read the id of cgroup %s: %s", s->id,
+				    s->cgroup_path, strerror(-rc));
 	}
 	rc = netns_create(s->netns_path);
 	if (rc) {
-		log_warnx("session %s: cannot create network namespace %s: %s", s->id,
-			  s->netns_path, strerror(-rc));
-		return rc;
+		return session_fail(s, rc, "session %s: cannot create network namespace %s: %s",
+				    s->id, s->netns_path, strerror(-rc));
 	}
 	s->have_netns = true;
 	if ((rc = session_network(s)))
@@ -1351,8 +1398,8 @@ static int session_setup(struct session *s)
 
 	n_self = netlink_self_addrs(&s->self);
 	if (n_self < 0) {
-		log_warnx("cannot list this namespace's own addresses: %s", strerror(-n_self));
-		return n_self;
+		return session_fail(s, n_self, "cannot list this namespace's own addresses: %s",
+				    strerror(-n_self));
 	}
 	ep.pin_dir = s->pin_dir;
 	ep.cgroup_path = s->cgroup_path;
@@ -1376,16 +1423,13 @@ static int session_setup(struct session *s)
 	ep.self = s->self;
 	ep.n_self = s->n_self;
 	s->enf = enforce_attach(&ep, err, sizeof(err));
-	if (!s->enf) {
-		log_warnx("session %s: %s", s->id, err);
-		return -errno;
-	}
+	if (!s->enf)
+		return session_fail(s, -errno, "session %s: %s", s->id, err);
 	if ((rc = session_pins(s, s->self, s->n_self)))
 		return rc;
 	if ((rc = session_record(s))) {
-		log_warnx("session %s: cannot write its record under %s: %s", s->id, s->record_dir,
-			  strerror(-rc));
-		return rc;
+		return session_fail(s, rc, "session %s: cannot write its record under %s: %s",
+				    s->id, s->record_dir, strerror(-rc));
 	}
 	if (s->mode != EGRESS_MODE_NONE && cfg->n_providers && (rc = session_broker(s)))
 		return rc;
@@ -1450,7 +1494,7 @@ static struct session *session_alloc(void)
 	if (!s)
 		return NULL;
 	s->cfg = &s->config;
-	s->lock_fd = s->pidfd = s->inotify_fd = s->watch_slot = s->broker_keeper = -1;
+	s->lock_fd = s->pidfd = s->inotify_fd = s->broker_keeper = -1;
 	for (int k = 0; k < DNS_SOCKS; k++)
 		s->held[k] = -1;
 	s->status = -1;
@@ -1516,39 +1560,41 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 		log_warnx("%s", err);
 		goto fail;
 	}
-	/* What this host cannot enforce refuses the session, or is stated. */
+	/* What this host cannot enforce refuses the session, or is stated:
+	 * the host's probe is cached (the daemon refreshes it at start and on
+	 * reload), the session's own paths are probed here. */
 	rep = doctor_probe(s->cfg);
 	if (!rep) {
 		snprintf(err, errlen, "cannot probe this host's enforcement: %s", strerror(errno));
 		log_warnx("%s", err);
 		goto fail;
 	}
-	rc = doctor_gate(rep, s->cfg);
+	rc = doctor_gate(rep, s->cfg, err, errlen);
 	s->gaps = doctor_gaps(rep);
 	doctor_report_free(rep);
-	if (rc) {
-		snprintf(err, errlen,
-			 "this host cannot enforce everything the session needs (errandctl doctor "
-			 "names the gaps); fix them, or set sandbox.requireFullEnforcement to "
-			 "false");
+	if (rc)
 		goto fail;
-	}
 	warn_weakened(s->cfg);
 	if (session_keys_check(s, err, errlen)) {
 		log_warnx("%s", err);
 		goto fail;
 	}
-	if (session_setup(s))
+	if ((rc = session_setup(s)))
 		goto fail_teardown;
-	if (path_fmt(state, sizeof(state), "%s/work", s->record_dir) == 0)
-		disk_watch_start(&s->disk, s->project, state, s->cfg->limits.disk);
-	if (session_spawn(s, p->stdio, p->sigmask))
+	if (path_fmt(state, sizeof(state), "%s/work", s->record_dir) == 0 &&
+	    (rc = disk_watch_start(&s->disk, s->project, state, s->cfg->limits.disk))) {
+		session_fail(s, rc, "session %s: cannot measure its disk use: %s", s->id,
+			     strerror(-rc));
+		goto fail_teardown;
+	}
+	if ((rc = session_spawn(s, p->stdio, p->sigmask)))
 		goto fail_teardown;
 	session_state_add(s);
 	return s;
 
 fail_teardown:
-	snprintf(err, errlen, "%s", log_last_warning());
+	session_fail(s, rc, "session %s: cannot start it: %s", s->id, strerror(-rc));
+	snprintf(err, errlen, "%s", s->err);
 	session_teardown(s);
 fail:
 	session_release(s);
@@ -1751,7 +1797,7 @@ struct session *session_adopt(const struct state_session *row, const char *state
 				  s->id, addr_str(&s->self[i], a), strerror(-e));
 	}
 	if (session_services(s)) {
-		snprintf(err, errlen, "%s", log_last_warning());
+		snprintf(err, errlen, "%s", s->err);
 		goto fail;
 	}
 	broker_readopt(s);
@@ -1798,79 +1844,199 @@ const struct errand_config *session_config(const struct session *s)
 	return s->cfg;
 }
 
-void session_pollfds(struct session *s, struct pollfd *fds, int *n, int max, int *timeout)
+void session_record_state(struct session *s, struct state *st)
 {
-	int disk_due;
+	s->st = st;
+	session_state_add(s);
+}
 
-	s->poll_first = *n;
-	if (*n + 3 > max)
-		return;
-	fds[(*n)++] = (struct pollfd){.fd = s->pidfd, .events = POLLIN};
-	fds[(*n)++] = (struct pollfd){.fd = enforce_events_fd(s->enf), .events = POLLIN};
-	fds[(*n)++] = (struct pollfd){.fd = s->inotify_fd, .events = POLLIN};
-	if (s->obs)
-		observe_server_pollfds(s->obs, fds, n, max);
-	if (s->dns)
-		dns_responder_pollfds(s->dns, fds, n, max, timeout);
-	s->watch_slot = -1;
-	if (s->addr_watch && *n < max) {
-		s->watch_slot = *n - s->poll_first;
-		fds[(*n)++] = (struct pollfd){.fd = netlink_addr_watch_fd(s->addr_watch),
-					      .events = POLLIN};
+void session_record_end(struct session *s)
+{
+	if (s->st && s->pid > 0 && state_session_end(s->st, s->id, s->status) == -ENOENT)
+		log_debug("session %s: not in state.db", s->id);
+	s->st = NULL;
+}
+
+static uint32_t epoll_events(short ev)
+{
+	return (ev & POLLIN ? EPOLLIN : 0) | (ev & POLLOUT ? EPOLLOUT : 0);
+}
+
+static void session_dyn_fd(void *arg, int fd, uint32_t events)
+{
+	struct session *s = arg;
+
+	for (size_t i = 0; i < s->n_pfd; i++) {
+		if (s->pfd[i].fd != fd)
+			continue;
+		s->pfd[i].revents = (short)((events & EPOLLIN ? POLLIN : 0) |
+					    (events & EPOLLOUT ? POLLOUT : 0) |
+					    (events & EPOLLERR ? POLLERR : 0) |
+					    (events & EPOLLHUP ? POLLHUP : 0));
+		s->dyn_ready = true;
 	}
-	if (s->broker_keeper >= 0 && *n < max)
-		fds[(*n)++] = (struct pollfd){.fd = s->broker_keeper, .events = POLLIN};
-	s->poll_n = *n - s->poll_first;
+}
+
+/* The observer's and the responder's descriptors change as they serve
+ * (clients, TCP connections, upstream sockets): each time they ran, the set
+ * they ask for now replaces the one registered, in a buffer that grows as
+ * needed. */
+static void session_dyn_sync(struct session *s)
+{
+	struct pollfd *old = s->pfd, *now;
+	size_t n_old = s->n_pfd, cap = s->cap_pfd ? s->cap_pfd : 16;
+	int n, timeout = -1;
+
+	for (;;) {
+		now = calloc(cap, sizeof(*now));
+		if (!now)
+			return; /* the old set stays registered */
+		n = 0;
+		timeout = -1;
+		if (s->obs)
+			observe_server_pollfds(s->obs, now, &n, (int)cap);
+		s->n_obs_pfd = (size_t)n;
+		if (s->dns)
+			dns_responder_pollfds(s->dns, now, &n, (int)cap, &timeout);
+		if ((size_t)n < cap)
+			break;
+		free(now);
+		cap *= 2;
+	}
+	for (size_t i = 0; i < n_old; i++) {
+		bool kept = false;
+
+		for (int j = 0; j < n && !kept; j++)
+			kept = now[j].fd == old[i].fd;
+		if (!kept)
+			loop_del(s->loop, old[i].fd);
+	}
+	for (int j = 0; j < n; j++) {
+		bool known = false;
+
+		for (size_t i = 0; i < n_old && !known; i++)
+			known = now[j].fd == old[i].fd;
+		/* A kept number may be a new descriptor (one closed, another
+		 * opened in its place): modifying it fails then, and it is
+		 * registered anew. */
+		if (known && loop_mod(s->loop, now[j].fd, epoll_events(now[j].events)) == 0)
+			continue;
+		loop_del(s->loop, now[j].fd);
+		if (loop_add(s->loop, now[j].fd, epoll_events(now[j].events), session_dyn_fd, s))
+			log_warnx("session %s: cannot watch a descriptor of its DNS or event "
+				  "stream",
+				  s->id);
+	}
+	free(old);
+	s->pfd = now;
+	s->n_pfd = (size_t)n;
+	s->cap_pfd = cap;
+	s->dyn_due_ns = timeout >= 0 ? boottime_ns() + (uint64_t)timeout * 1000000ull : 0;
+}
+
+static void session_on_pid(void *arg, int fd, uint32_t events)
+{
+	struct session *s = arg;
+
+	(void)fd;
+	(void)events;
+	s->pid_ready = true;
+}
+
+static void session_on_events(void *arg, int fd, uint32_t events)
+{
+	struct session *s = arg;
+
+	(void)fd;
+	(void)events;
+	s->events_ready = true;
+}
+
+static void session_on_grants(void *arg, int fd, uint32_t events)
+{
+	struct session *s = arg;
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	(void)events;
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	session_grants_reload(s);
+}
+
+/* Before any DNS work of this turn (that runs in the check hook), so no
+ * answer given in it holds a new own address. */
+static void session_on_addrs(void *arg, int fd, uint32_t events)
+{
+	struct session *s = arg;
+
+	(void)fd;
+	(void)events;
+	if (netlink_addr_watch_drain(s->addr_watch))
+		session_self_sync(s);
+}
+
+/* The session's broker asks for a key again (a provider answered 401). */
+static void session_on_keeper(void *arg, int fd, uint32_t events)
+{
+	(void)fd;
+	(void)events;
+	broker_keeper(arg);
+}
+
+static void session_on_disk(void *arg, int fd, uint32_t events)
+{
+	struct session *s = arg;
+
+	(void)fd;
+	(void)events;
+	if (s->stopped || disk_watch_check(&s->disk) != 1)
+		return;
+	log_warnx("session %s stopped: its project and state directories grew by %llu "
+		  "bytes, past sandbox.limits.disk (%llu); raise the budget or write less",
+		  s->id, (unsigned long long)s->disk.used, (unsigned long long)s->disk.budget);
+	session_kill(s);
+}
+
+static void session_prepare(void *arg, int *timeout)
+{
+	struct session *s = arg;
+	uint64_t now = boottime_ns();
+
 	/* Events left past the budget are served next turn, after the rest;
 	 * the suppressed count is read once a second. */
 	if (enforce_events_backlog(s->enf))
 		*timeout = 0;
 	else if (*timeout < 0 || *timeout > 1000)
 		*timeout = 1000;
-	disk_due = disk_watch_timeout(&s->disk, boottime_ns());
-	if (disk_due >= 0 && (*timeout < 0 || disk_due < *timeout))
-		*timeout = disk_due;
+	if (s->dyn_due_ns) {
+		int ms = s->dyn_due_ns <= now ? 0 : (int)((s->dyn_due_ns - now) / 1000000ull) + 1;
+
+		if (*timeout < 0 || ms < *timeout)
+			*timeout = ms;
+	}
 }
 
-bool session_process(struct session *s, const struct pollfd *fds)
+static void session_check(void *arg)
 {
-	const struct pollfd *f = fds + s->poll_first;
-	int n = s->poll_n;
+	struct session *s = arg;
 
-	if (n < 3)
-		return false;
-	if (!s->stopped && disk_watch_check(&s->disk, boottime_ns()) == 1) {
-		log_warnx("session %s stopped: its project and state directories grew by %llu "
-			  "bytes, past sandbox.limits.disk (%llu); raise the budget or write less",
-			  s->id, (unsigned long long)s->disk.used,
-			  (unsigned long long)s->disk.budget);
-		session_kill(s);
-	}
-	/* First, so no answer given in this round holds a new own address. */
-	if (s->watch_slot >= 0 && f[s->watch_slot].revents &&
-	    netlink_addr_watch_drain(s->addr_watch))
-		session_self_sync(s);
-	if (f[1].revents || enforce_events_backlog(s->enf))
+	if (s->events_ready || enforce_events_backlog(s->enf))
 		enforce_events_drain(s->enf, print_event, s);
+	s->events_ready = false;
 	session_suppressed(s);
 	if (s->st)
 		state_denied_flush(s->st);
-	if (f[2].revents & POLLIN) {
-		char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-
-		while (read(s->inotify_fd, buf, sizeof(buf)) > 0)
-			;
-		session_grants_reload(s);
+	if (s->dyn_ready || (s->dyn_due_ns && boottime_ns() >= s->dyn_due_ns)) {
+		if (s->obs)
+			observe_server_process(s->obs, s->pfd, (int)s->n_obs_pfd);
+		if (s->dns)
+			dns_responder_process(s->dns, s->pfd + s->n_obs_pfd,
+					      (int)(s->n_pfd - s->n_obs_pfd));
+		s->dyn_ready = false;
+		session_dyn_sync(s);
 	}
-	if (s->obs)
-		observe_server_process(s->obs, f + 3, n - 3);
-	if (s->dns)
-		dns_responder_process(s->dns, f + 3, n - 3);
-	for (int j = 3; j < n && s->broker_keeper >= 0; j++)
-		if (f[j].fd == s->broker_keeper && f[j].revents)
-			broker_keeper(s);
-	if (!f[0].revents)
-		return false;
+	if (!s->pid_ready)
+		return;
 	/* Refusals made just before the end are still in the ring: the kernel's
 	 * bucket keeps them under one budget's worth. */
 	enforce_events_drain(s->enf, print_event, s);
@@ -1879,13 +2045,86 @@ bool session_process(struct session *s, const struct pollfd *fds)
 	if (s->st)
 		state_denied_flush(s->st);
 	s->status = session_collect(s);
-	return true;
+	s->pid_ready = false;
+	s->ended(s, s->ended_arg);
+}
+
+int session_attach(struct session *s, struct loop *l, session_ended_fn fn, void *arg)
+{
+	int rc;
+
+	s->loop = l;
+	s->ended = fn;
+	s->ended_arg = arg;
+	if ((rc = loop_add(l, s->pidfd, EPOLLIN, session_on_pid, s)) ||
+	    (rc = loop_add(l, enforce_events_fd(s->enf), EPOLLIN, session_on_events, s)) ||
+	    (rc = loop_add(l, s->inotify_fd, EPOLLIN, session_on_grants, s)) ||
+	    (s->addr_watch && (rc = loop_add(l, netlink_addr_watch_fd(s->addr_watch), EPOLLIN,
+					     session_on_addrs, s))) ||
+	    (disk_watch_fd(&s->disk) >= 0 &&
+	     (rc = loop_add(l, disk_watch_fd(&s->disk), EPOLLIN, session_on_disk, s))) ||
+	    (s->broker_keeper >= 0 &&
+	     (rc = loop_add(l, s->broker_keeper, EPOLLIN, session_on_keeper, s))) ||
+	    (rc = loop_hook_add(l, session_prepare, session_check, s))) {
+		session_unattach(s);
+		return rc;
+	}
+	session_dyn_sync(s);
+	return 0;
+}
+
+void session_unattach(struct session *s)
+{
+	struct loop *l = s->loop;
+
+	if (!l)
+		return;
+	loop_hook_del(l, s);
+	loop_del(l, s->pidfd);
+	if (s->enf)
+		loop_del(l, enforce_events_fd(s->enf));
+	loop_del(l, s->inotify_fd);
+	if (s->addr_watch)
+		loop_del(l, netlink_addr_watch_fd(s->addr_watch));
+	loop_del(l, disk_watch_fd(&s->disk));
+	if (s->broker_keeper >= 0)
+		loop_del(l, s->broker_keeper);
+	for (size_t i = 0; i < s->n_pfd; i++)
+		loop_del(l, s->pfd[i].fd);
+	free(s->pfd);
+	s->pfd = NULL;
+	s->n_pfd = s->cap_pfd = s->n_obs_pfd = 0;
+	s->loop = NULL;
+}
+
+struct run_ctx {
+	struct session *s;
+	bool ended;
+};
+
+static void run_ended(struct session *s, void *arg)
+{
+	struct run_ctx *r = arg;
+
+	(void)s;
+	r->ended = true;
+}
+
+static void run_signal(void *arg, int fd, uint32_t events)
+{
+	struct run_ctx *r = arg;
+	struct signalfd_siginfo si;
+
+	(void)events;
+	if (read(fd, &si, sizeof(si)) == sizeof(si))
+		kill(r->s->pid, (int)si.ssi_signo);
 }
 
 int session_run(const struct session_params *p)
 {
 	struct session_params sp = *p;
-	struct session *s;
+	struct run_ctx r = {};
+	struct loop *l;
 	char err[CONFIG_ERRLEN];
 	sigset_t mask, oldmask;
 	int sfd, status;
@@ -1901,33 +2140,34 @@ int session_run(const struct session_params *p)
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	sp.sigmask = &oldmask;
 	sp.embedded = true;
-	s = session_start(&sp, err, sizeof(err));
-	if (!s) {
+	l = loop_new();
+	r.s = l ? session_start(&sp, err, sizeof(err)) : NULL;
+	/* The same session code as the daemon's, on a loop of its own. */
+	if (r.s &&
+	    (loop_add(l, sfd, EPOLLIN, run_signal, &r) || session_attach(r.s, l, run_ended, &r))) {
+		log_warnx("session %s: cannot serve it: out of descriptors or memory", r.s->id);
+		session_kill(r.s);
+		r.s->status = -1;
+		r.ended = true;
+	}
+	if (!r.s) {
 		/* already said on stderr, in one line */
+		if (!l)
+			log_warn("cannot make an event loop");
+		loop_free(l);
 		if (sfd >= 0)
 			close(sfd);
 		sigprocmask(SIG_SETMASK, &oldmask, NULL);
 		return 125;
 	}
-	for (;;) {
-		struct pollfd fds[128];
-		int n = 0, timeout = -1;
-
-		fds[n++] = (struct pollfd){.fd = sfd, .events = POLLIN};
-		session_pollfds(s, fds, &n, (int)ARRAY_SIZE(fds), &timeout);
-		if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR)
+	while (!r.ended)
+		if (loop_once(l, -1))
 			break;
-		if (fds[0].revents & POLLIN) {
-			struct signalfd_siginfo si;
-
-			if (read(sfd, &si, sizeof(si)) == sizeof(si))
-				kill(s->pid, (int)si.ssi_signo);
-		}
-		if (session_process(s, fds))
-			break;
-	}
-	status = s->status < 0 ? 125 : s->status;
-	session_end(s);
+	status = r.s->status < 0 ? 125 : r.s->status;
+	session_unattach(r.s);
+	loop_del(l, sfd);
+	session_end(r.s);
+	loop_free(l);
 	if (sfd >= 0)
 		close(sfd);
 	sigprocmask(SIG_SETMASK, &oldmask, NULL);

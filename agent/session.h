@@ -6,7 +6,6 @@
 #ifndef ERRAND_SESSION_H
 #define ERRAND_SESSION_H
 
-#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,7 +31,9 @@ struct session_params {
 };
 
 /* Makes the session and starts its command. NULL with one line in err
- * naming what to change (nothing is left behind). */
+ * naming what failed and what to change, set where it failed (nothing is left
+ * behind). Touches no object of another session and, with p->st NULL,
+ * nothing the daemon's loop uses: the daemon runs it in a job thread. */
 struct session *session_start(const struct session_params *p, char *err, size_t errlen);
 /* Takes over a live session another agent started, from its row in state.db,
  * its record under state_dir and its pins: DNS answers, events and grants
@@ -40,11 +41,21 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
  * gone, and what is left of it is the sweep's). */
 struct session *session_adopt(const struct state_session *row, const char *state_dir,
 			      struct state *st, char *err, size_t errlen);
-/* Adds the session's fds to fds[*n..max) and lowers *timeout (ms). */
-void session_pollfds(struct session *s, struct pollfd *fds, int *n, int max, int *timeout);
-/* Serves what poll found ready among them; true once the command has ended
- * (session_status then has its exit status). */
-bool session_process(struct session *s, const struct pollfd *fds);
+struct loop;
+/* Called on the loop once the command has ended (session_status then has its
+ * exit status); the session is still attached. */
+typedef void (*session_ended_fn)(struct session *s, void *arg);
+/* Registers every descriptor of the session with l, each with its handler,
+ * and a hook that serves DNS and events once a turn. 0 or -errno. */
+int session_attach(struct session *s, struct loop *l, session_ended_fn fn, void *arg);
+/* Takes them off the loop again (before session_end or session_detach, and
+ * before the session is handed to another thread). */
+void session_unattach(struct session *s);
+/* The daemon starts sessions in a job thread without state.db (which the
+ * loop uses): it records the session there once the job is done, and its
+ * end before the teardown job. */
+void session_record_state(struct session *s, struct state *st);
+void session_record_end(struct session *s);
 /* Kills every process of the session (the launcher reports 137). */
 void session_stop(struct session *s);
 /* Rereads grants.json: the next DNS answer and connect see it. */

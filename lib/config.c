@@ -1375,8 +1375,9 @@ static int parse_root(struct ctx *c, const json_t *root, struct errand_config *c
 
 void config_defaults(struct errand_config *cfg)
 {
-	struct passwd *pw;
-	struct group *gr;
+	struct passwd *pw, pwb;
+	struct group *gr, grb;
+	char pwbuf[4096], grbuf[4096];
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->network = NETWORK_RESTRICTED;
@@ -1395,9 +1396,12 @@ void config_defaults(struct errand_config *cfg)
 	cfg->limits.file_size = 1ULL << 30;
 	cfg->limits.tmp = 512ULL << 20;
 	cfg->limits.shm = 64ULL << 20;
-	pw = getpwnam(SESSION_ACCOUNT);
+	/* The _r forms: the agent loads configurations in several threads. */
+	if (getpwnam_r(SESSION_ACCOUNT, &pwb, pwbuf, sizeof(pwbuf), &pw))
+		pw = NULL;
 	cfg->uid = pw ? pw->pw_uid : NOBODY_ID;
-	gr = getgrnam(SESSION_ACCOUNT);
+	if (getgrnam_r(SESSION_ACCOUNT, &grb, grbuf, sizeof(grbuf), &gr))
+		gr = NULL;
 	cfg->gid = gr ? gr->gr_gid : pw ? pw->pw_gid : NOBODY_ID;
 	/* Owned copies, so that callers may replace any of them with free() and
 	 * strdup(); a failed copy stays NULL and config_load reports it. */

@@ -51,7 +51,12 @@ int idmap_userns(uid_t disk, gid_t disk_gid, uid_t host, gid_t host_gid)
 	if (pid == 0) {
 		char c;
 
-		close(sync[1]);
+		/* Nothing but its own end: the agent makes these in several
+		 * threads at once, and a child holding another's write end
+		 * would keep that one waiting, and its parent with it. */
+		if (sync[0] > 3)
+			syscall(SYS_close_range, 3U, (unsigned int)sync[0] - 1, 0U);
+		syscall(SYS_close_range, (unsigned int)sync[0] + 1, ~0U, 0U);
 		if (read(sync[0], &c, 1) < 0)
 			_exit(1);
 		_exit(0);

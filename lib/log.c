@@ -21,29 +21,21 @@ bool log_verbose(void)
 	return verbose;
 }
 
-/* The last warning, for a caller that must also hand it on (the agent
- * answering errandctl in one line). */
-static char last_warning[1280];
-
-const char *log_last_warning(void)
-{
-	return last_warning;
-}
-
 /* A line names what sessions control (names, paths): escaped whole, so none
- * of their bytes can forge a line or drive the operator's terminal. */
+ * of their bytes can forge a line or drive the operator's terminal. Each
+ * call uses its own buffers: the agent logs from job threads too. */
 static void vlog(const char *fmt, va_list ap, int err)
 {
-	char buf[1024];
+	char buf[1024], line[1280];
 	size_t n;
 
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	/* room kept for the errno text */
-	esc_text(buf, last_warning, sizeof(last_warning) - 64);
-	n = strlen(last_warning);
+	esc_text(buf, line, sizeof(line) - 64);
+	n = strlen(line);
 	if (err)
-		snprintf(last_warning + n, sizeof(last_warning) - n, ": %s", strerror(err));
-	fprintf(stderr, "%s: %s\n", prog, last_warning);
+		snprintf(line + n, sizeof(line) - n, ": %s", strerror(err));
+	fprintf(stderr, "%s: %s\n", prog, line);
 }
 
 void log_warn(const char *fmt, ...)

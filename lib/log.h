@@ -9,8 +9,6 @@
 
 void log_init(const char *progname, bool verbose);
 bool log_verbose(void);
-/* The text of the last line logged (without the program's name). */
-const char *log_last_warning(void);
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -40,6 +40,11 @@ assert_eq "$(in_host nft list tables | grep -c 'errandx-0badc0de\|table ip other
 # Later orphans: gone at the next sweep (reload runs one).
 orphan 0dead002
 ctl reload >/dev/null
+# The sweep runs off the agent's loop, in a thread: done within moments.
+for _ in $(seq 1 50); do
+	leftovers | grep -q 0dead002 || break
+	sleep 0.1
+done
 assert_not_contains "$(leftovers)" 0dead002 "an orphan made while the agent runs is removed at its next sweep"
 errand_stop
 assert_eq "$RUN_RC" 137 "control: the running session was killed by the test, not swept"

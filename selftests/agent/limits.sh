@@ -1,0 +1,68 @@
+#!/bin/bash
+# Guarantee: errand-agent's limits are explicit and refuse cleanly: past 64 control clients at once the next one gets one error line naming the limit (not a silent close) and the agent goes on serving; past 16 observers of a session the next one gets one line saying so; both served again once the others are gone.
+# selftests-timeout: 90
+. "$(dirname "$0")/../lib/world.sh"
+need_errandctl
+world_up
+W_CONFIG=$(world_config limits)
+agent_start || exit 1
+SOCK=$(agent_sock)
+ctl() { in_host "$ERRANDCTL" --config "$W_CONFIG" "$@"; }
+
+errand_start --egress none -- sleep 60 || exit 1
+EVENTS=/run/$W/sessions/$SESSION.events
+
+# Holds N connections to SOCK open (sending nothing) for a while, then one
+# more connects and prints what it got, up to 1 s after connecting.
+out=$(in_host python3 - "$SOCK" "$EVENTS" <<'PY'
+import json, socket, struct, sys, time
+def hold(path, n):
+    held = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        held.append(s)
+    time.sleep(0.5)
+    return held
+def extra(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.settimeout(3)
+    buf = b""
+    try:
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            buf += b
+    except socket.timeout:
+        pass
+    return buf
+held = hold(sys.argv[1], 64)
+buf = extra(sys.argv[1])
+if len(buf) >= 8:
+    _, typ, n = struct.unpack(">HHI", buf[:8])
+    print("control", hex(typ), json.loads(buf[8:8 + n]).get("error"))
+else:
+    print("control nothing")
+for s in held:
+    s.close()
+held = hold(sys.argv[2], 16)
+print("observe", extra(sys.argv[2]).decode().strip() or "nothing")
+for s in held:
+    s.close()
+PY
+)
+echo "$out" | sed 's/^/# /'
+assert_match "$(echo "$out" | grep '^control')" "^control 0x8002 the agent serves 64 clients at once already; try again shortly$" \
+	"the 65th control client gets one error line naming the limit"
+assert_match "$(echo "$out" | grep '^observe')" '^observe \{"error":"this session has 16 observers already; stop one"\}$' \
+	"the 17th observer gets one line naming the limit"
+sleep 0.5
+assert_match "$(ctl version 2>&1)" "^errand-agent [0-9]" "the agent serves again once they are gone"
+observe_start "$SESSION"
+sleep 0.5
+observe_stop
+assert_not_contains "$OBSERVE_TEXT" "observers already" "a new observer is served again"
+errand_stop
+world_finish
