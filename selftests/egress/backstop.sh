@@ -13,6 +13,13 @@ assert_match "$sess" '^10\.213\.' "the session's address is in the pool"
 # Root in the session netns gives eth0 a second address and sends from it.
 spoof=192.0.2.99
 in_session "$SESSION" "$IP" addr add $spoof/32 dev eth0
+# The gateway's neighbour entry made permanent first: the host side's strict
+# rp_filter refuses an ARP request sent from the spoofed address, so without
+# it the spoofed SYN would die in the session's own namespace and the gateway
+# could look unreachable afterwards, and the backstop would not be tested.
+gw_mac=$(in_host "$IP" -o link show "eh$SESSION" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+assert_match "$gw_mac" '^[0-9a-f:]{17}$' "the gateway's link address is known"
+in_session "$SESSION" "$IP" neigh replace "$gw" lladdr "$gw_mac" dev eth0 nud permanent
 assert_eq "$(in_session "$SESSION" "$PROBE" tcp $HOST_A 443 --from $spoof --timeout 2)" ETIMEDOUT \
 	"a connect to the pinned host from another source address ($spoof) is dropped"
 assert_eq "$(in_session "$SESSION" "$PROBE" tcp $HOST_A 443 --from "$sess")" "ok hello $HOST_A:443" \

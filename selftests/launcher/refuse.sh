@@ -27,7 +27,8 @@ for how in default true; do
 	default) W_CONFIG=$(strict_config strict-default "") ;;
 	true) W_CONFIG=$(strict_config strict-true '"requireFullEnforcement": true,') ;;
 	esac
-	gaps=$(in_host "$ERRANDCTL" doctor --config "$W_CONFIG" --json |
+	# doctor probes the current directory as the project: the session's.
+	gaps=$(cd "$PROJ" && in_host "$ERRANDCTL" doctor --config "$W_CONFIG" --json |
 		python3 -c 'import json,sys; print(len(json.load(sys.stdin)["gaps"]))' 2>/dev/null)
 	errand_run --egress none --project "$PROJ" -- sh -c "touch $PROJ/ran-$how; echo ran"
 	assert_eq "$RUN_RC" 125 "requireFullEnforcement $how, a gap: errandctl exits 125"
