@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/mount.h>
@@ -47,6 +48,7 @@
 #include "agent/netns.h"
 #include "agent/observe.h"
 #include "agent/request.h"
+#include "agent/rules.h"
 #include "agent/session.h"
 #include "agent/state.h"
 #include "agent/stdio.h"
@@ -84,6 +86,7 @@ struct session {
 	bool have_cgroup, have_netns, have_veth, have_nat;
 	struct session_link link;
 	struct enforce *enf;
+	struct rules *rules; /* sandbox.rules' BPF LSM programs; NULL: none needed (or a gap) */
 	struct dns_responder *dns;
 	struct observe_server *obs;
 	struct event_limiter *limiter;
@@ -575,6 +578,8 @@ static void session_teardown(struct session *s)
 	s->self = NULL;
 	enforce_free(s->enf);
 	s->enf = NULL;
+	rules_free(s->rules);
+	s->rules = NULL;
 	if (s->have_cgroup && (rc = cgroup_session_remove(s->cgroup_path)))
 		log_warnx("session %s: cannot remove cgroup %s: %s", s->id, s->cgroup_path,
 			  strerror(-rc));
@@ -611,6 +616,7 @@ static void session_release(struct session *s)
 	event_limiter_free(s->limiter);
 	free(s->self);
 	enforce_free(s->enf);
+	rules_free(s->rules);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	if (s->pidfd >= 0)
@@ -1232,6 +1238,48 @@ static int session_paths(struct session *s)
 	return 0;
 }
 
+static void rule_event(const char *json, const char *text, const char *target, void *arg)
+{
+	struct session *s = arg;
+
+	observe_broadcast(s->obs, json);
+	if (s->limiter && !event_limiter_pass(s->limiter, target, boottime_ns()))
+		return;
+	fprintf(stderr, "%s\n", s->json ? json : text);
+}
+
+/* sandbox.rules' deny, lazyAllow and Connect rules on the session's cgroup,
+ * before the command runs; their events ride the egress ring's epoll fd. */
+static int session_rules(struct session *s)
+{
+	char err[512], home[PATH_MAX];
+	struct epoll_event ev = {.events = EPOLLIN};
+
+	if (!rules_any_lsm(s->cfg))
+		return 0;
+	if (path_fmt(home, sizeof(home), "%s/work", s->record_dir))
+		return -ENAMETOOLONG;
+	s->rules = rules_attach(s->cfg, home, s->cgroup_path, s->pin_dir, err, sizeof(err));
+	if (!s->rules && s->cfg->require_full) {
+		log_warnx("session %s: %s; sandbox.rules cannot be enforced (set "
+			  "sandbox.requireFullEnforcement to false to run without them)",
+			  s->id, err);
+		return -EPERM;
+	}
+	if (!s->rules) {
+		log_warnx("session %s: gap: %s; its deny, lazyAllow and Connect rules are NOT "
+			  "enforced",
+			  s->id, err);
+		return 0;
+	}
+	if (epoll_ctl(enforce_events_fd(s->enf), EPOLL_CTL_ADD, rules_events_fd(s->rules), &ev) <
+	    0) {
+		log_warn("session %s: cannot watch the rules' events", s->id);
+		return -errno;
+	}
+	return 0;
+}
+
 static int session_setup(struct session *s)
 {
 	const struct errand_config *cfg = s->cfg;
@@ -1316,7 +1364,7 @@ static int session_setup(struct session *s)
 		log_warnx("session %s: %s", s->id, err);
 		return -errno;
 	}
-	if ((rc = session_pins(s, s->self, s->n_self)))
+	if ((rc = session_pins(s, s->self, s->n_self)) || (rc = session_rules(s)))
 		return rc;
 	if ((rc = session_record(s))) {
 		log_warnx("session %s: cannot write its record under %s: %s", s->id, s->record_dir,
@@ -1750,6 +1798,8 @@ bool session_process(struct session *s, const struct pollfd *fds)
 		session_self_sync(s);
 	if (f[1].revents || enforce_events_backlog(s->enf))
 		enforce_events_drain(s->enf, print_event, s);
+	if (s->rules)
+		rules_events_drain(s->rules, s->id, rule_event, s);
 	session_suppressed(s);
 	if (s->st)
 		state_denied_flush(s->st);
@@ -1769,6 +1819,8 @@ bool session_process(struct session *s, const struct pollfd *fds)
 	/* Refusals made just before the end are still in the ring: the kernel's
 	 * bucket keeps them under one budget's worth. */
 	enforce_events_drain(s->enf, print_event, s);
+	if (s->rules)
+		rules_events_drain(s->rules, s->id, rule_event, s);
 	s->suppressed_check_ns = 0;
 	session_suppressed(s);
 	if (s->st)
