@@ -643,8 +643,7 @@ static json_t *rules_json(const struct errand_config *cfg, bool lsm_ok)
 	return a;
 }
 
-static void print_rules(FILE *f, const char *prefix, const struct errand_config *cfg,
-			bool lsm_ok)
+static void print_rules(FILE *f, const char *prefix, const struct errand_config *cfg, bool lsm_ok)
 {
 	char how[512];
 
@@ -827,14 +826,20 @@ int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg)
 	print_rules(stderr, "errand: rule: ", cfg, r->bpf_lsm);
 	for (size_t i = 0; i < cfg->rules.n; i++) {
 		const struct config_rule *ru = &cfg->rules.v[i];
+		char own[PATH_MAX];
+		bool authority = false;
 
-		for (const char *const *a = config_host_authorities; ru->kind != RULE_DENY && *a;
-		     a++)
-			if (ru->verb == RULE_CONNECT && !strcmp(ru->path, *a))
-				fprintf(stderr,
-					"errand: weakened: %s opens a host authority's socket (%s) "
-					"to the session\n",
-					ru->text, *a);
+		if (ru->kind == RULE_DENY || ru->verb != RULE_CONNECT)
+			continue;
+		for (const char *const *a = config_host_authorities; *a; a++)
+			authority |= !strcmp(ru->path, *a);
+		if (cfg->run_dir && !path_fmt(own, sizeof(own), "%s/agent.sock", cfg->run_dir))
+			authority |= !strcmp(ru->path, own);
+		if (authority)
+			fprintf(stderr,
+				"errand: weakened: %s opens a host authority's socket to the "
+				"session\n",
+				ru->text);
 	}
 	return 0;
 }

@@ -86,10 +86,11 @@ void rules_describe(const struct config_rule *r, bool lsm_ok, char *buf, size_t 
 			snprintf(buf, len, "%s: the socket is bound into the session's root%s",
 				 r->text, r->builtin ? "" : "; weakened: a host authority is open");
 		else if (strcmp(dir, r->path))
-			snprintf(buf, len,
-				 "%s: Landlock grants %s (the pattern's fixed directory, wider than "
-				 "the pattern) with %s's rights",
-				 r->text, dir, config_rule_verb_name(r->verb));
+			snprintf(
+				buf, len,
+				"%s: Landlock grants %s (the pattern's fixed directory, wider than "
+				"the pattern) with %s's rights",
+				r->text, dir, config_rule_verb_name(r->verb));
 		else
 			snprintf(buf, len, "%s: Landlock grants %s's rights", r->text,
 				 config_rule_verb_name(r->verb));
@@ -108,8 +109,9 @@ void rules_describe(const struct config_rule *r, bool lsm_ok, char *buf, size_t 
 			 "socket's identity at start",
 			 r->text);
 	else
-		snprintf(buf, len, "%s: BPF LSM on the session's cgroup, on the path the kernel "
-				   "resolved (%s)",
+		snprintf(buf, len,
+			 "%s: BPF LSM on the session's cgroup, on the path the kernel "
+			 "resolved (%s)",
 			 r->text,
 			 r->kind == RULE_LAZY ? "what the session creates" : "file_open, path_*");
 }
@@ -291,10 +293,11 @@ static int on_event(void *ctx, void *data, size_t size)
 	struct rules *rs = ctx;
 	const struct rule_event *ev = data;
 	static const char *const hooks[] = {
-		[RH_OPEN] = "file_open",     [RH_EXEC] = "exec",	 [RH_UNLINK] = "path_unlink",
-		[RH_RMDIR] = "path_rmdir",   [RH_MKNOD] = "path_mknod",	 [RH_MKDIR] = "path_mkdir",
-		[RH_SYMLINK] = "path_symlink", [RH_RENAME] = "path_rename", [RH_LINK] = "path_link",
-		[RH_CONNECT] = "unix_stream_connect",
+		[RH_OPEN] = "file_open",       [RH_EXEC] = "exec",
+		[RH_UNLINK] = "path_unlink",   [RH_RMDIR] = "path_rmdir",
+		[RH_MKNOD] = "path_mknod",     [RH_MKDIR] = "path_mkdir",
+		[RH_SYMLINK] = "path_symlink", [RH_RENAME] = "path_rename",
+		[RH_LINK] = "path_link",       [RH_CONNECT] = "unix_stream_connect",
 	};
 	char path[RULE_PATH_MAX * 2], json[1200], text[1200], target[600];
 	const char *rule = ev->rule < rs->n		 ? rs->text[ev->rule]
@@ -315,7 +318,8 @@ static int on_event(void *ctx, void *data, size_t size)
 	path[o] = '\0';
 	if (!path[0] && ev->rule < rs->n) {
 		const char *p = strchr(rule, ':');
-		snprintf(path, sizeof(path), "%.*s", p ? (int)strlen(p + 1) - 1 : 0, p ? p + 1 : "");
+		snprintf(path, sizeof(path), "%.*s", p ? (int)strlen(p + 1) - 1 : 0,
+			 p ? p + 1 : "");
 	}
 	snprintf(json, sizeof(json),
 		 "{\"event\":\"rule\",\"session\":\"%s\",\"rule\":\"%s\",\"path\":\"%s\","
@@ -361,8 +365,7 @@ struct rules *rules_attach(const struct errand_config *cfg, const char *home,
 	rs->skel = rules_bpf__open_and_load();
 	if (!rs->skel) {
 		rc = -errno;
-		snprintf(err, errlen, "cannot load the rules' BPF LSM programs: %s",
-			 strerror(-rc));
+		snprintf(err, errlen, "cannot load the rules' BPF LSM programs: %s", strerror(-rc));
 		goto fail;
 	}
 	if ((rc = fill(rs, cfg, home, err, errlen)) ||

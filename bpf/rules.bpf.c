@@ -258,8 +258,7 @@ static int join_path(const struct path *dir, struct dentry *d, char *buf)
 	}
 	if (n >= RULE_PATH_MAX)
 		return -1;
-	m = bpf_probe_read_kernel_str(buf + (n & (RULE_PATH_MAX - 1)), RULE_PATH_MAX,
-				      name);
+	m = bpf_probe_read_kernel_str(buf + (n & (RULE_PATH_MAX - 1)), RULE_PATH_MAX, name);
 	if (m <= 0)
 		return -1;
 	return (int)(n + m - 1);
@@ -312,8 +311,7 @@ int BPF_PROG(rules_open, struct file *file)
 	return refuse(rule, verbs, mode & FMODE_EXEC ? RH_EXEC : RH_OPEN, 0);
 }
 
-static int path_hook(const struct path *dir, struct dentry *d, __u32 verbs, bool lazy,
-		     __u32 hook)
+static int path_hook(const struct path *dir, struct dentry *d, __u32 verbs, bool lazy, __u32 hook)
 {
 	struct scratch *sc;
 	__u32 rule;

@@ -105,12 +105,14 @@ static __u64 verb_rights(int verb)
 	case LRV_EDIT:
 		return FS(WRITE_FILE) | FS(TRUNCATE);
 	case LRV_CREATE:
+		/* a new file is written: Landlock cannot tell that first write
+		 * from an edit of what was there */
 		return FS(MAKE_REG) | FS(MAKE_DIR) | FS(MAKE_SOCK) | FS(MAKE_FIFO) | FS(MAKE_SYM) |
-		       FS(REFER);
+		       FS(REFER) | FS(WRITE_FILE);
 	case LRV_DELETE:
 		return FS(REMOVE_FILE) | FS(REMOVE_DIR) | FS(REFER);
 	case LRV_EXEC:
-		return EXEC;
+		return EXEC | READ; /* a script's interpreter reads it */
 	}
 	return 0;
 }

@@ -58,7 +58,7 @@ struct launch_args {
 	uint64_t memory;		 /* --memory BYTES: memory.max; 0 none */
 	uint64_t cpu_milli;		 /* --cpu-milli N: thousandths of a CPU (cpu.max); 0 none */
 	uint64_t pids;			 /* --pids N: pids.max; 0 none */
-	int landlock_min;	 /* --landlock-min N: refuse below ABI N; 0 runs without Landlock */
+	int landlock_min; /* --landlock-min N: refuse below ABI N; 0 runs without Landlock */
 	/* --rule-allow VERB:PATH: an allow rule's directory (the fixed part of
 	 * its pattern), bound and granted with the verb's Landlock rights */
 	struct launch_list rule_allow;

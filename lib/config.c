@@ -802,7 +802,6 @@ static int parse_limits(struct ctx *c, const json_t *obj, struct config_limits *
 	return 0;
 }
 
-
 /* sandbox.rules: cowboy's rule syntax, Verb(ARGUMENT). */
 static const char *const rule_verbs[] = {
 	[RULE_READ] = "Read",	  [RULE_EDIT] = "Edit", [RULE_CREATE] = "Create",
@@ -861,8 +860,8 @@ static int rule_path_check(const char *where, const char *text, const char *path
 
 		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) {
 			snprintf(err, errlen,
-				 "%s: \"%s\" has an empty, . or .. part; write the plain path", where,
-				 text);
+				 "%s: \"%s\" has an empty, . or .. part; write the plain path",
+				 where, text);
 			return -EINVAL;
 		}
 		if (star && connect) {
@@ -873,7 +872,8 @@ static int rule_path_check(const char *where, const char *text, const char *path
 			return -EINVAL;
 		}
 		/* "**" stands alone in its segment; "***" or "a**" mean nothing more */
-		if (star && strstr(p, "**") && strstr(p, "**") < p + n && !(n == 2 && p[0] == '*')) {
+		if (star && strstr(p, "**") && strstr(p, "**") < p + n &&
+		    !(n == 2 && p[0] == '*')) {
 			snprintf(err, errlen,
 				 "%s: \"%s\": '**' must be a whole path segment, like "
 				 "\"/srv/**/*.log\"; '*' alone matches within one segment",
@@ -1069,9 +1069,8 @@ int config_rules_defaults(struct errand_config *cfg)
 	for (const char *const *a = config_host_authorities; *a; a++)
 		own[n++] = *a;
 	/* errand's own control socket, wherever paths.run puts it */
-	if (cfg->run_dir &&
-	    (size_t)snprintf(control, sizeof(control), "%s/agent.sock", cfg->run_dir) <
-		    sizeof(control) - 16)
+	if (cfg->run_dir && (size_t)snprintf(control, sizeof(control), "%s/agent.sock",
+					     cfg->run_dir) < sizeof(control) - 16)
 		own[n++] = control;
 	own[n] = NULL;
 	for (const char *const *a = own; *a; a++) {

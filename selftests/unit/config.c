@@ -635,7 +635,6 @@ static void test_distance(void)
 	CHECK_INT(config_key_distance("ca", "abc"), 3, "optimal string alignment ca/abc");
 }
 
-
 /* sandbox.rules: every verb parses into its kind, errand's own closures are
  * appended, and what cannot be enforced as written is refused at load. */
 static const struct config_rule *find_rule(const struct errand_config *cfg, const char *text,
@@ -664,7 +663,8 @@ static void test_rules(void)
 		  &cfg, err, sizeof(err));
 	CHECK_INT(rc, 0, "rules of every verb load: %s", err);
 	r = find_rule(&cfg, "Read(~/.ssh/**)", false);
-	CHECK_TRUE(r && r->kind == RULE_DENY && r->verb == RULE_READ && !strcmp(r->path, "~/.ssh/**"),
+	CHECK_TRUE(r && r->kind == RULE_DENY && r->verb == RULE_READ &&
+			   !strcmp(r->path, "~/.ssh/**"),
 		   "a deny Read rule keeps its ~/ path");
 	r = find_rule(&cfg, "Connect(unix:/run/app.sock)", false);
 	CHECK_TRUE(r && r->verb == RULE_CONNECT && !strcmp(r->path, "/run/app.sock"),
@@ -702,7 +702,8 @@ static void test_rules(void)
 		"Exec, Connect",
 		NULL);
 	refused("a relative path", "{\"sandbox\": {\"rules\": {\"deny\": [\"Read(.ssh/**)\"]}}}",
-		"sandbox.rules.deny[0]: \"Read(.ssh/**)\" names a relative path; write it from / or "
+		"sandbox.rules.deny[0]: \"Read(.ssh/**)\" names a relative path; write it from / "
+		"or "
 		"from ~/",
 		NULL);
 	refused("an unparseable rule", "{\"sandbox\": {\"rules\": {\"deny\": [\"Read /x\"]}}}",
@@ -725,8 +726,7 @@ static void test_rules(void)
 		"is refused: a command prefix can only be matched on the arguments in the "
 		"process's memory",
 		NULL);
-	refused("a rules key a letter off",
-		"{\"sandbox\": {\"rules\": {\"lazyalow\": []}}}",
+	refused("a rules key a letter off", "{\"sandbox\": {\"rules\": {\"lazyalow\": []}}}",
 		"did you mean sandbox.rules.lazyAllow?", NULL);
 	refused("allowJournal as a string", "{\"sandbox\": {\"allowJournal\": \"yes\"}}",
 		"sandbox.allowJournal is a string; write true or false", NULL);
