@@ -102,6 +102,10 @@ if [ "$LSM_OK" = True ]; then
 else
 	assert_contains "$human" "deny Read($T/rd/file): NOT ENFORCED: BPF LSM programs do not run on this host (add bpf to the lsm= boot parameter)" "doctor: where BPF LSM does not run, the deny rule is named not enforced"
 	assert_contains "$human" "sandbox.rules' deny, lazyAllow and Connect rules are not enforced" "... and it is a gap"
+	if ! grep -qw bpf /sys/kernel/security/lsm 2>/dev/null; then
+		assert_contains "$human" "bpf is not in the active LSM list" "... because bpf is not in the LSM list"
+		assert_contains "$human" "add it to the lsm= boot parameter" "... naming the boot parameter"
+	fi
 	errand_run --egress none --project "$PROJ" -- sh -c "echo ran"
 	assert_eq "$RUN_RC" 0 "with requireFullEnforcement false the session runs"
 	assert_contains "$RUN_STDERR" "errand: gap: " "... the gap stated"
