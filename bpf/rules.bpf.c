@@ -59,10 +59,13 @@ struct {
 	__type(value, __u8);
 } created SEC(".maps");
 
+/* Path components a walk follows (mknod's, where bpf_d_path is not allowed). */
+#define RULE_DEPTH 32
+
 struct scratch {
 	char path[2 * RULE_PATH_MAX]; /* the path matched; room to append a name */
 	char old[2 * RULE_PATH_MAX];  /* a rename's source */
-	struct rule_event ev;
+	const unsigned char *names[RULE_DEPTH];
 };
 
 struct {
@@ -264,6 +267,70 @@ static int join_path(const struct path *dir, struct dentry *d, char *buf)
 	return (int)(n + m - 1);
 }
 
+/* dir/name by walking dentries and mounts up to the task's root, as d_path
+ * does: for path_mknod, which is not among the hooks bpf_d_path may be
+ * called from (the kernel's sleepable LSM hooks). Length, or < 0 when the
+ * path is deeper than RULE_DEPTH or longer than RULE_PATH_MAX. */
+static int walk_path(const struct path *dir, struct dentry *leaf, struct scratch *sc)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct dentry *root = BPF_CORE_READ(task, fs, root.dentry);
+	struct vfsmount *root_mnt = BPF_CORE_READ(task, fs, root.mnt);
+	struct vfsmount *vmnt = BPF_CORE_READ(dir, mnt);
+	struct mount *mnt = (void *)vmnt - bpf_core_field_offset(struct mount, mnt);
+	struct dentry *d = BPF_CORE_READ(dir, dentry);
+	int n = 0, off = 0;
+	bool top = false;
+
+	sc->names[0] = BPF_CORE_READ(leaf, d_name.name);
+	n = 1;
+	for (int i = 0; i < 2 * RULE_DEPTH; i++) {
+		struct dentry *mroot = BPF_CORE_READ(mnt, mnt.mnt_root);
+		struct mount *parent;
+
+		if (d == root && vmnt == root_mnt) {
+			top = true;
+			break;
+		}
+		if (d == mroot) {
+			parent = BPF_CORE_READ(mnt, mnt_parent);
+			if (parent == mnt) {
+				top = true; /* the namespace's root: d_path's answer too */
+				break;
+			}
+			d = BPF_CORE_READ(mnt, mnt_mountpoint);
+			mnt = parent;
+			vmnt = (void *)mnt + bpf_core_field_offset(struct mount, mnt);
+			continue;
+		}
+		if (n >= RULE_DEPTH)
+			return -1;
+		sc->names[n & (RULE_DEPTH - 1)] = BPF_CORE_READ(d, d_name.name);
+		n++;
+		d = BPF_CORE_READ(d, d_parent);
+	}
+	if (!top)
+		return -1;
+	for (int j = RULE_DEPTH - 1; j >= 0; j--) {
+		long m;
+
+		if (j >= n)
+			continue;
+		if (off >= RULE_PATH_MAX - 1)
+			return -1;
+		sc->path[off & (RULE_PATH_MAX - 1)] = '/';
+		off++;
+		m = bpf_probe_read_kernel_str(sc->path + (off & (RULE_PATH_MAX - 1)), RULE_PATH_MAX,
+					      sc->names[j]);
+		if (m <= 0)
+			return -1;
+		off += (int)m - 1;
+	}
+	if (off >= RULE_PATH_MAX)
+		return -1;
+	return off;
+}
+
 static bool was_created(struct dentry *d)
 {
 	struct inode *ino = BPF_CORE_READ(d, d_inode);
@@ -319,7 +386,7 @@ static int path_hook(const struct path *dir, struct dentry *d, __u32 verbs, bool
 
 	if (!have_rules() || !(sc = scratch_get()))
 		return 1;
-	n = join_path(dir, d, sc->path);
+	n = hook == RH_MKNOD ? walk_path(dir, d, sc) : join_path(dir, d, sc->path);
 	if (n < 0)
 		return refuse(RULE_BUDGET_HIT, verbs, hook, 0); /* unnamable: fail closed */
 	rule = decide(verbs, n, lazy, 0);

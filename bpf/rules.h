@@ -3,6 +3,10 @@
 #ifndef ERRAND_BPF_RULES_H
 #define ERRAND_BPF_RULES_H
 
+#ifndef __bpf__
+#include <linux/types.h>
+#endif
+
 #define RULES_MAX 48
 #define RULE_PAT_MAX 128
 #define RULE_PATH_MAX 256
