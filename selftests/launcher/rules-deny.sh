@@ -94,6 +94,15 @@ assert_contains "$RUN_STDERR" "refused rule=Exec($PROJ/bin/denied) path=$PROJ/bi
 assert_contains "$RUN_STDERR" "refused rule=Connect(unix:$T/sock/app.sock) path=$T/sock/app.sock hook=unix_stream_connect" "... and a Connect refusal"
 assert_contains "$RUN_STDERR" "errand: rule: deny Read($PROJ/secret/**): BPF LSM on the session's cgroup" "the start names how the deny rule is enforced"
 
+# The same refusal as errandctl observe shows it, live.
+errand_start --egress none --project "$PROJ" -- sh -c "sleep 1; echo \"r=\$($P read $PROJ/secret/key)\"; sleep 1"
+observe_start "$SESSION" --json
+bg_wait '^r=' 15
+sleep 0.5
+observe_stop
+errand_stop
+assert_contains "$(cat "$OBSERVE_OUT")" "\"event\":\"rule\",\"session\":\"$SESSION\",\"rule\":\"Read($PROJ/secret/**)\",\"path\":\"$PROJ/secret/key\",\"hook\":\"file_open\",\"errno\":\"EACCES\"" "errandctl observe shows the refusal, naming the rule and the path"
+
 kill "$LISTENER" 2>/dev/null
 wait "$LISTENER" 2>/dev/null
 rm -rf "$T"
