@@ -225,6 +225,11 @@ static int fill(struct rules *rs, const struct errand_config *cfg, const char *h
 				goto map_err;
 			continue;
 		}
+		if (cf.n >= RULES_MAX) {
+			snprintf(err, errlen, "more than %d deny and lazyAllow rules; merge some",
+				 RULES_MAX);
+			return -E2BIG;
+		}
 		e.verbs = verb_bit(r->verb);
 		e.kind = r->kind == RULE_LAZY ? RK_LAZY : RK_DENY;
 		e.id = id;

@@ -7,7 +7,7 @@
 #include <linux/types.h>
 #endif
 
-#define RULES_MAX 48
+#define RULES_MAX 64
 #define RULE_PAT_MAX 128
 #define RULE_PATH_MAX 256
 /* Matcher steps one decision may take; past it the decision refuses. */

@@ -1020,9 +1020,9 @@ static int parse_rule_list(struct ctx *c, const json_t *arr, const char *where,
 			free(r.path);
 			return oom(c);
 		}
-		if (cfg->rules.n > CONFIG_RULES_MAX - 12)
+		if (cfg->rules.n > CONFIG_RULES_MAX - 16)
 			return cfg_error(c, "sandbox.rules holds more than %d rules; merge some",
-					 CONFIG_RULES_MAX - 12);
+					 CONFIG_RULES_MAX - 16);
 	}
 	return 0;
 }

@@ -99,7 +99,7 @@ enum config_rule_verb {
  * Landlock floor). */
 enum config_rule_kind { RULE_LAZY, RULE_DENY, RULE_ALLOW };
 /* At most this many rules a session, errand's own defaults included. */
-#define CONFIG_RULES_MAX 48
+#define CONFIG_RULES_MAX 80
 /* A pattern's length limit (the BPF matcher's buffer, NUL included). */
 #define CONFIG_RULE_PATH_MAX 128
 
