@@ -355,7 +355,7 @@ static int host_grants(const struct launch_args *a)
  * socket there). The session cannot unmount them (seccomp refuses umount). */
 static int masks(const struct launch_args *a)
 {
-	char dst[PATH_MAX];
+	char dst[PATH_MAX], parent[PATH_MAX], real[PATH_MAX];
 	struct stat st;
 	int r;
 
@@ -364,6 +364,14 @@ static int masks(const struct launch_args *a)
 			return -ENAMETOOLONG;
 		if (lstat(dst, &st) < 0)
 			continue; /* not in the session's root: nothing to hide */
+		/* Reached through a link (/var/run to /run): what it leads to is
+		 * hidden under its own name, and the link must not lead this
+		 * mount out of the new root. */
+		if (path_fmt(parent, sizeof(parent), "%s", dst))
+			return -ENAMETOOLONG;
+		*strrchr(parent, '/') = '\0';
+		if (!realpath(parent, real) || strcmp(real, parent))
+			continue;
 		if (S_ISLNK(st.st_mode)) {
 			log_warnx("%s is a link in the session's root; refusing to run with it, "
 				  "since errand hides it and cannot follow the link safely",
