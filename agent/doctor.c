@@ -643,14 +643,37 @@ static json_t *rules_json(const struct errand_config *cfg, bool lsm_ok)
 	return a;
 }
 
-static void print_rules(FILE *f, const char *prefix, const struct errand_config *cfg, bool lsm_ok)
+/* builtins: errand's own closures too (doctor), or the operator's rules only
+ * (the start, which names the closures in one line). */
+static void print_rules(FILE *f, const char *prefix, const struct errand_config *cfg, bool builtins,
+			bool lsm_ok)
 {
 	char how[512];
 
 	for (size_t i = 0; i < cfg->rules.n; i++) {
-		rules_describe(&cfg->rules.v[i], lsm_ok, how, sizeof(how));
-		fprintf(f, "%s%s %s\n", prefix, config_rule_kind_name(cfg->rules.v[i].kind), how);
+		const struct config_rule *ru = &cfg->rules.v[i];
+
+		if (ru->builtin && ru->kind == RULE_DENY && !builtins)
+			continue;
+		rules_describe(ru, lsm_ok, how, sizeof(how));
+		fprintf(f, "%s%s %s\n", prefix, config_rule_kind_name(ru->kind), how);
 	}
+}
+
+static void closed_line(const struct errand_config *cfg)
+{
+	const char *sep = "";
+
+	fprintf(stderr, "errand: closed to the session (hidden by the launcher):");
+	for (size_t i = 0; i < cfg->rules.n; i++) {
+		const struct config_rule *ru = &cfg->rules.v[i];
+
+		if (ru->builtin && ru->kind == RULE_DENY) {
+			fprintf(stderr, "%s %s", sep, ru->path);
+			sep = ",";
+		}
+	}
+	fputc('\n', stderr);
 }
 
 static void print_json(const struct doctor_report *r, const struct errand_config *cfg, FILE *f)
@@ -755,7 +778,7 @@ void doctor_print(const struct doctor_report *r, const struct errand_config *cfg
 	if (cfg->image)
 		fprintf(f, "  sessions run in the image %s\n", cfg->image);
 	fprintf(f, "  sandbox.rules, errand's own included, and how each is enforced:\n");
-	print_rules(f, "    - ", cfg, r->bpf_lsm);
+	print_rules(f, "    - ", cfg, true, r->bpf_lsm);
 	if (unavail) {
 		fprintf(f, "  %zu requirement(s) unavailable, so sessions are refused:\n", unavail);
 		for (size_t i = 0; i < C_COUNT; i++)
@@ -823,7 +846,8 @@ int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg)
 	gate_list("granted WRITABLE outside the project (sandbox.policyExtra.write)",
 		  &cfg->policy_write, false);
 	gate_list("sandbox.env sets (values not shown)", &cfg->env, true);
-	print_rules(stderr, "errand: rule: ", cfg, r->bpf_lsm);
+	print_rules(stderr, "errand: rule: ", cfg, false, r->bpf_lsm);
+	closed_line(cfg);
 	for (size_t i = 0; i < cfg->rules.n; i++) {
 		const struct config_rule *ru = &cfg->rules.v[i];
 		char own[PATH_MAX];
