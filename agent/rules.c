@@ -76,8 +76,11 @@ void rules_describe(const struct config_rule *r, bool lsm_ok, char *buf, size_t 
 	char dir[CONFIG_RULE_PATH_MAX];
 
 	if (r->builtin && r->kind == RULE_DENY) {
-		snprintf(buf, len, "%s: closed by the launcher (hidden in the session's root)",
-			 r->text);
+		snprintf(buf, len, "%s: closed by the launcher (hidden in the session's root)%s",
+			 r->text,
+			 lsm_ok ? " and by BPF LSM (what appears there later, by path and, for "
+				  "a socket, by the name its daemon bound)"
+				: "");
 		return;
 	}
 	if (r->kind == RULE_ALLOW) {
@@ -212,19 +215,19 @@ static int fill(struct rules *rs, const struct errand_config *cfg, const char *h
 		struct rule_inode k;
 		__u32 id = (__u32)i;
 
-		if (!rules_needs_lsm(r))
+		/* errand's own closures too, where BPF LSM runs: the launcher hides
+		 * what is there at start, the kernel also what comes later */
+		if (!rules_needs_lsm(r) && !(r->builtin && r->kind == RULE_DENY))
 			continue;
 		if (rules_expand(r, home, path, sizeof(path))) {
 			snprintf(err, errlen, "rule %s: the path is too long with HOME", r->text);
 			return -ENAMETOOLONG;
 		}
-		if (r->verb == RULE_CONNECT) {
-			/* a socket not there at start: nothing to refuse by identity */
-			if (r->kind == RULE_DENY && key_of(path, &k) == 0 &&
-			    bpf_map_update_elem(socks_fd, &k, &id, BPF_ANY) < 0)
-				goto map_err;
-			continue;
-		}
+		/* a socket there at start is also refused by identity, whatever
+		 * path reaches it */
+		if (r->verb == RULE_CONNECT && r->kind == RULE_DENY && key_of(path, &k) == 0 &&
+		    bpf_map_update_elem(socks_fd, &k, &id, BPF_ANY) < 0)
+			goto map_err;
 		if (cf.n >= RULES_MAX) {
 			snprintf(err, errlen, "more than %d deny and lazyAllow rules; merge some",
 				 RULES_MAX);
@@ -242,7 +245,7 @@ static int fill(struct rules *rs, const struct errand_config *cfg, const char *h
 			goto map_err;
 		cf.n++;
 		rules_fixed_dir(path, dir, sizeof(dir));
-		if (e.kind == RK_DENY && key_of(dir, &k) == 0 &&
+		if (e.kind == RK_DENY && r->verb != RULE_CONNECT && key_of(dir, &k) == 0 &&
 		    bpf_map_update_elem(dirs_fd, &k, &id, BPF_ANY) < 0)
 			goto map_err;
 	}

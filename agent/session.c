@@ -1255,11 +1255,21 @@ static int session_rules(struct session *s)
 	char err[512], home[PATH_MAX];
 	struct epoll_event ev = {.events = EPOLLIN};
 
-	if (!rules_any_lsm(s->cfg))
+	bool needed = rules_any_lsm(s->cfg);
+
+	/* errand's own closures are the launcher's; BPF LSM adds to them
+	 * where it runs */
+	if (!needed && rules_lsm_probe(err, sizeof(err)))
 		return 0;
 	if (path_fmt(home, sizeof(home), "%s/work", s->record_dir))
 		return -ENAMETOOLONG;
 	s->rules = rules_attach(s->cfg, home, s->cgroup_path, s->pin_dir, err, sizeof(err));
+	if (!s->rules && !needed) {
+		log_warnx("session %s: %s; errand's closures of the host's sockets and journal "
+			  "are the launcher's alone",
+			  s->id, err);
+		return 0;
+	}
 	if (!s->rules && s->cfg->require_full) {
 		log_warnx("session %s: %s; sandbox.rules cannot be enforced (set "
 			  "sandbox.requireFullEnforcement to false to run without them)",

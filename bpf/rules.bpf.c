@@ -485,26 +485,42 @@ int BPF_PROG(rules_link, struct dentry *old_dentry, const struct path *new_dir,
 
 /* Stream connects to a bound socket: the peer's inode, which the kernel
  * resolved, against the sockets named at start. */
+/* Stream connects to a bound socket: the peer's inode, which the kernel
+ * resolved, against the sockets named at start, then the name the peer bound
+ * (kernel memory, the daemon's own, so a daemon that re-created its socket
+ * after the session started is still known) against the Connect patterns. */
 SEC("lsm_cgroup/unix_stream_connect")
 int BPF_PROG(rules_connect, struct sock *sock, struct sock *other, struct sock *newsk)
 {
 	struct unix_sock *u = (struct unix_sock *)other;
 	struct dentry *d = BPF_CORE_READ(u, path.dentry);
+	struct unix_address *addr;
+	struct scratch *sc;
 	struct rule_inode k;
 	struct inode *ino;
-	__u32 *rule;
+	__u32 *rule, id;
+	long n;
 
 	if (!d || !(ino = BPF_CORE_READ(d, d_inode)))
 		return 1; /* abstract or unbound: Landlock's scoping */
+	if (!(sc = scratch_get()))
+		return 1;
+	sc->path[0] = 0; /* the agent names the socket from the rule */
 	inode_key(ino, &k);
 	rule = bpf_map_lookup_elem(&socks, &k);
-	if (!rule)
+	if (rule)
+		return refuse(*rule, RV_CONNECT, RH_CONNECT, 0);
+	addr = BPF_CORE_READ(u, addr);
+	if (!addr || !have_rules())
 		return 1;
-	{
-		struct scratch *sc = scratch_get();
-
-		if (sc)
-			sc->path[0] = 0; /* the agent names the socket from the rule */
-	}
-	return refuse(*rule, RV_CONNECT, RH_CONNECT, 0);
+	/* sun_path, after the two bytes of sun_family */
+	n = bpf_probe_read_kernel_str(sc->path, RULE_PATH_MAX,
+				      (void *)addr +
+					      bpf_core_field_offset(struct unix_address, name) + 2);
+	if (n <= 1)
+		return 1;
+	id = decide(RV_CONNECT, (int)n - 1, false, 0);
+	if (id == RULE_NONE)
+		return 1;
+	return refuse(id, RV_CONNECT, RH_CONNECT, 0);
 }
