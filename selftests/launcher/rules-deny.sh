@@ -16,7 +16,7 @@ esac
 PROJ=$W_DIR/project
 T=/var/tmp/$W-deny
 rm -rf "$T"
-mkdir -p "$PROJ/secret" "$PROJ/bin" "$PROJ/keep" "$PROJ/nocreate" "$T/rd" "$T/sock"
+mkdir -p "$PROJ/secret" "$PROJ/bin" "$PROJ/keep" "$PROJ/nocreate" "$T/rd" "$T/sock" "$T/sock2"
 echo key >"$PROJ/secret/key"
 echo old >"$PROJ/secret/newold"
 echo plain >"$PROJ/plain"
@@ -33,12 +33,13 @@ LISTENER=$!
 W_BG_PIDS+=("$LISTENER")
 for _ in $(seq 50); do [ -S "$T/sock/app.sock" ] && break; sleep 0.1; done
 
-W_CONFIG=$(world_config deny "\"policyExtra\": { \"read\": [\"$ROOT/build/selftests\"], \"execute\": [\"$ROOT/build/selftests\"] },
+W_CONFIG=$(world_config deny "\"policyExtra\": { \"read\": [\"$ROOT/build/selftests\", \"$T/sock2\"], \"execute\": [\"$ROOT/build/selftests\"] },
 	\"rules\": {
 		\"allow\": [\"Read($T/rd/**)\", \"Connect(unix:$T/sock/app.sock)\"],
 		\"deny\": [\"Read($PROJ/secret/**)\", \"Read(~/.ssh/**)\", \"Read($T/rd/file)\",
 			\"Edit($PROJ/ro.txt)\", \"Create($PROJ/nocreate/**)\", \"Delete($PROJ/keep/**)\",
-			\"Exec($PROJ/bin/denied)\", \"Connect(unix:$T/sock/app.sock)\"],
+			\"Exec($PROJ/bin/denied)\", \"Connect(unix:$T/sock/app.sock)\",
+			\"Connect(unix:$T/sock2/d.sock)\"],
 		\"lazyAllow\": [\"Read($PROJ/secret/new*)\"] }")
 P=$SYSPROBE
 errand_run --egress none --project "$PROJ" -- sh -c "
@@ -103,8 +104,25 @@ observe_stop
 errand_stop
 assert_contains "$(cat "$OBSERVE_OUT")" "\"event\":\"rule\",\"session\":\"$SESSION\",\"rule\":\"Read($PROJ/secret/**)\",\"path\":\"$PROJ/secret/key\",\"hook\":\"file_open\",\"errno\":\"EACCES\"" "errandctl observe shows the refusal, naming the rule and the path"
 
-kill "$LISTENER" 2>/dev/null
-wait "$LISTENER" 2>/dev/null
+# A daemon restarted after the session started (a new socket, a new inode)
+# is still refused, by the name it bound.
+"$SYSPROBE" unix-listen "$T/sock2/d.sock" >/dev/null 2>&1 &
+L2=$!
+W_BG_PIDS+=("$L2")
+for _ in $(seq 50); do [ -S "$T/sock2/d.sock" ] && break; sleep 0.1; done
+errand_start --egress none --project "$PROJ" -- sh -c "sleep 2; echo \"re=\$($P unix-connect $T/sock2/d.sock)\"; sleep 0.5"
+kill "$L2"
+wait "$L2" 2>/dev/null
+rm -f "$T/sock2/d.sock"
+"$SYSPROBE" unix-listen "$T/sock2/d.sock" >/dev/null 2>&1 &
+L2=$!
+W_BG_PIDS+=("$L2")
+bg_wait '^re=' 15
+errand_stop
+assert_eq "$(sed -n 's/^re=//p' "$BG_OUT")" EACCES "deny Connect: the daemon's socket re-created after the start is refused too"
+
+kill "$LISTENER" "$L2" 2>/dev/null
+wait "$LISTENER" "$L2" 2>/dev/null
 rm -rf "$T"
 assert_empty "$(leftovers)" "nothing is left"
 world_finish
