@@ -20,7 +20,8 @@
 #include "rules.skel.h"
 
 struct rules {
-	struct rules_bpf *skel;
+	struct rules_bpf *skel; /* NULL for a session adopted from its pins */
+	int events_fd;		/* the pinned ring's, when adopted */
 	struct ring_buffer *rb;
 	/* the rules by id, for events */
 	char **text;
@@ -341,28 +342,23 @@ static int on_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-struct rules *rules_attach(const struct errand_config *cfg, const char *home,
-			   const char *cgroup_path, const char *pin_dir, char *err, size_t errlen)
+/* The rules by id, JSON-safe, for events. */
+static int texts(struct rules *rs, const struct errand_config *cfg, char *err, size_t errlen)
 {
-	struct rules *rs = calloc(1, sizeof(*rs));
 	int rc;
 
-	if (!rs) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
 	rs->text = calloc(cfg->rules.n + 1, sizeof(*rs->text));
 	if (!rs->text) {
 		rc = -ENOMEM;
 		snprintf(err, errlen, "out of memory");
-		goto fail;
+		return rc;
 	}
 	for (size_t i = 0; i < cfg->rules.n; i++) {
 		rs->text[i] = strdup(cfg->rules.v[i].text);
 		if (!rs->text[i]) {
 			rc = -ENOMEM;
 			snprintf(err, errlen, "out of memory");
-			goto fail;
+			return rc;
 		}
 		/* a rule is config text: keep it JSON-safe in events */
 		for (char *c = rs->text[i]; *c; c++)
@@ -370,6 +366,23 @@ struct rules *rules_attach(const struct errand_config *cfg, const char *home,
 				*c = '?';
 		rs->n = i + 1;
 	}
+	return 0;
+}
+
+struct rules *rules_attach(const struct errand_config *cfg, const char *home,
+			   const char *cgroup_path, const char *pin_dir, char *err, size_t errlen)
+{
+	struct rules *rs = calloc(1, sizeof(*rs));
+	char pin[PATH_MAX];
+	int rc;
+
+	if (!rs) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	rs->events_fd = -1;
+	if ((rc = texts(rs, cfg, err, errlen)))
+		goto fail;
 	rs->skel = rules_bpf__open_and_load();
 	if (!rs->skel) {
 		rc = -errno;
@@ -379,10 +392,49 @@ struct rules *rules_attach(const struct errand_config *cfg, const char *home,
 	if ((rc = fill(rs, cfg, home, err, errlen)) ||
 	    (rc = attach(rs, cgroup_path, pin_dir, err, errlen)))
 		goto fail;
+	/* pinned, so an agent restarted while the session runs reads it too */
+	if (path_fmt(pin, sizeof(pin), "%s/" RULES_EVENTS_PIN, pin_dir) ||
+	    bpf_map__pin(rs->skel->maps.events, pin) < 0) {
+		rc = -errno ?: -ENAMETOOLONG;
+		snprintf(err, errlen, "cannot pin the rules' events at %s: %s", pin, strerror(-rc));
+		goto fail;
+	}
 	rs->rb = ring_buffer__new(bpf_map__fd(rs->skel->maps.events), on_event, rs, NULL);
 	if (!rs->rb) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot read the rules' events: %s", strerror(-rc));
+		goto fail;
+	}
+	return rs;
+fail:
+	rules_free(rs);
+	errno = -rc;
+	return NULL;
+}
+
+struct rules *rules_open(const struct errand_config *cfg, const char *pin_dir)
+{
+	struct rules *rs = calloc(1, sizeof(*rs));
+	char pin[PATH_MAX], err[128];
+	int rc = -ENOMEM;
+
+	if (!rs)
+		goto fail;
+	rs->events_fd = -1;
+	if ((rc = texts(rs, cfg, err, sizeof(err))))
+		goto fail;
+	if (path_fmt(pin, sizeof(pin), "%s/" RULES_EVENTS_PIN, pin_dir)) {
+		rc = -ENAMETOOLONG;
+		goto fail;
+	}
+	rs->events_fd = bpf_obj_get(pin);
+	if (rs->events_fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	rs->rb = ring_buffer__new(rs->events_fd, on_event, rs, NULL);
+	if (!rs->rb) {
+		rc = -errno;
 		goto fail;
 	}
 	return rs;
@@ -418,6 +470,8 @@ void rules_free(struct rules *r)
 		return;
 	ring_buffer__free(r->rb);
 	rules_bpf__destroy(r->skel);
+	if (r->events_fd >= 0)
+		close(r->events_fd);
 	for (size_t i = 0; i < r->n; i++)
 		free(r->text[i]);
 	free(r->text);

@@ -35,6 +35,12 @@ struct rules;
  * pin_dir/rules. NULL with errno and one line in err. */
 struct rules *rules_attach(const struct errand_config *cfg, const char *home,
 			   const char *cgroup_path, const char *pin_dir, char *err, size_t errlen);
+/* The pinned ring of refusals, under pin_dir. */
+#define RULES_EVENTS_PIN "rules_events"
+/* Reads the events of a session adopted from its pins (a restarted agent);
+ * the links enforce from their pins. NULL with errno (ENOENT: the session
+ * has no rules object). */
+struct rules *rules_open(const struct errand_config *cfg, const char *pin_dir);
 /* The ring buffer's epoll fd. */
 int rules_events_fd(struct rules *r);
 /* Hands each pending refusal to fn as one JSON line and one text line

@@ -1700,6 +1700,13 @@ struct session *session_adopt(const struct state_session *row, const char *state
 		snprintf(err, errlen, "%s", enf_err);
 		goto fail;
 	}
+	/* sandbox.rules' refusals: their links enforce from the pins; their
+	 * events ride the egress ring's epoll fd again */
+	s->rules = rules_open(s->cfg, s->pin_dir);
+	if (s->rules &&
+	    epoll_ctl(enforce_events_fd(s->enf), EPOLL_CTL_ADD, rules_events_fd(s->rules),
+		      &(struct epoll_event){.events = EPOLLIN}) < 0)
+		log_warn("session %s: cannot watch the rules' events", s->id);
 	/* Addresses this namespace gained while no agent followed them. */
 	for (size_t i = 0; i < s->n_self; i++) {
 		char a[ADDR_STRLEN];
