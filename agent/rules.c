@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -412,7 +413,54 @@ fail:
 	return NULL;
 }
 
-struct rules *rules_open(const struct errand_config *cfg, const char *pin_dir)
+static int watch(struct rules *rs, int epoll_fd)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+
+	return epoll_ctl(epoll_fd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(rs->rb), &ev) < 0 ? -errno
+											  : 0;
+}
+
+int rules_start(const struct errand_config *cfg, const char *id, const char *record_dir,
+		const char *cgroup_path, const char *pin_dir, int epoll_fd, struct rules **out)
+{
+	char err[512], home[PATH_MAX];
+	bool needed = rules_any_lsm(cfg);
+	int rc;
+
+	*out = NULL;
+	/* errand's own closures are the launcher's; BPF LSM adds to them
+	 * where it runs */
+	if (!needed && rules_lsm_probe(err, sizeof(err)))
+		return 0;
+	/* HOME, as the launcher's --state makes it */
+	if (path_fmt(home, sizeof(home), "%s/work", record_dir))
+		return -ENAMETOOLONG;
+	*out = rules_attach(cfg, home, cgroup_path, pin_dir, err, sizeof(err));
+	if (!*out && !needed) {
+		log_warnx("session %s: %s; errand's closures of the host's sockets and journal "
+			  "are the launcher's alone",
+			  id, err);
+		return 0;
+	}
+	if (!*out && cfg->require_full) {
+		log_warnx("session %s: %s; sandbox.rules cannot be enforced (set "
+			  "sandbox.requireFullEnforcement to false to run without them)",
+			  id, err);
+		return -EPERM;
+	}
+	if (!*out) {
+		log_warnx("session %s: gap: %s; its deny, lazyAllow and Connect rules are NOT "
+			  "enforced",
+			  id, err);
+		return 0;
+	}
+	if ((rc = watch(*out, epoll_fd)) < 0)
+		log_warnx("session %s: cannot watch the rules' events: %s", id, strerror(-rc));
+	return rc;
+}
+
+struct rules *rules_open(const struct errand_config *cfg, const char *pin_dir, int epoll_fd)
 {
 	struct rules *rs = calloc(1, sizeof(*rs));
 	char pin[PATH_MAX], err[128];
@@ -437,6 +485,8 @@ struct rules *rules_open(const struct errand_config *cfg, const char *pin_dir)
 		rc = -errno;
 		goto fail;
 	}
+	if (watch(rs, epoll_fd) < 0)
+		log_warn("cannot watch the rules' events of %s", pin_dir);
 	return rs;
 fail:
 	rules_free(rs);

@@ -35,12 +35,20 @@ struct rules;
  * pin_dir/rules. NULL with errno and one line in err. */
 struct rules *rules_attach(const struct errand_config *cfg, const char *home,
 			   const char *cgroup_path, const char *pin_dir, char *err, size_t errlen);
+/* A session's rules before its command runs: attached when a rule needs BPF
+ * LSM, or when it runs here (errand's own closures then hold in the kernel
+ * too); its events watched from epoll_fd (the egress ring's). A rule that
+ * needs BPF LSM where it does not load refuses the session under
+ * requireFullEnforcement (-EPERM), else is stated as a gap; one line logged
+ * either way. *out NULL when nothing was attached. 0 or -errno. */
+int rules_start(const struct errand_config *cfg, const char *id, const char *record_dir,
+		const char *cgroup_path, const char *pin_dir, int epoll_fd, struct rules **out);
 /* The pinned ring of refusals, under pin_dir. */
 #define RULES_EVENTS_PIN "rules_events"
 /* Reads the events of a session adopted from its pins (a restarted agent);
  * the links enforce from their pins. NULL with errno (ENOENT: the session
  * has no rules object). */
-struct rules *rules_open(const struct errand_config *cfg, const char *pin_dir);
+struct rules *rules_open(const struct errand_config *cfg, const char *pin_dir, int epoll_fd);
 /* The ring buffer's epoll fd. */
 int rules_events_fd(struct rules *r);
 /* Hands each pending refusal to fn as one JSON line and one text line

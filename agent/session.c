@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/mount.h>
@@ -1248,48 +1247,6 @@ static void rule_event(const char *json, const char *text, const char *target, v
 	fprintf(stderr, "%s\n", s->json ? json : text);
 }
 
-/* sandbox.rules' deny, lazyAllow and Connect rules on the session's cgroup,
- * before the command runs; their events ride the egress ring's epoll fd. */
-static int session_rules(struct session *s)
-{
-	char err[512], home[PATH_MAX];
-	struct epoll_event ev = {.events = EPOLLIN};
-
-	bool needed = rules_any_lsm(s->cfg);
-
-	/* errand's own closures are the launcher's; BPF LSM adds to them
-	 * where it runs */
-	if (!needed && rules_lsm_probe(err, sizeof(err)))
-		return 0;
-	if (path_fmt(home, sizeof(home), "%s/work", s->record_dir))
-		return -ENAMETOOLONG;
-	s->rules = rules_attach(s->cfg, home, s->cgroup_path, s->pin_dir, err, sizeof(err));
-	if (!s->rules && !needed) {
-		log_warnx("session %s: %s; errand's closures of the host's sockets and journal "
-			  "are the launcher's alone",
-			  s->id, err);
-		return 0;
-	}
-	if (!s->rules && s->cfg->require_full) {
-		log_warnx("session %s: %s; sandbox.rules cannot be enforced (set "
-			  "sandbox.requireFullEnforcement to false to run without them)",
-			  s->id, err);
-		return -EPERM;
-	}
-	if (!s->rules) {
-		log_warnx("session %s: gap: %s; its deny, lazyAllow and Connect rules are NOT "
-			  "enforced",
-			  s->id, err);
-		return 0;
-	}
-	if (epoll_ctl(enforce_events_fd(s->enf), EPOLL_CTL_ADD, rules_events_fd(s->rules), &ev) <
-	    0) {
-		log_warn("session %s: cannot watch the rules' events", s->id);
-		return -errno;
-	}
-	return 0;
-}
-
 static int session_setup(struct session *s)
 {
 	const struct errand_config *cfg = s->cfg;
@@ -1374,7 +1331,9 @@ static int session_setup(struct session *s)
 		log_warnx("session %s: %s", s->id, err);
 		return -errno;
 	}
-	if ((rc = session_pins(s, s->self, s->n_self)) || (rc = session_rules(s)))
+	if ((rc = session_pins(s, s->self, s->n_self)) ||
+	    (rc = rules_start(cfg, s->id, s->record_dir, s->cgroup_path, s->pin_dir,
+			      enforce_events_fd(s->enf), &s->rules)))
 		return rc;
 	if ((rc = session_record(s))) {
 		log_warnx("session %s: cannot write its record under %s: %s", s->id, s->record_dir,
@@ -1702,11 +1661,7 @@ struct session *session_adopt(const struct state_session *row, const char *state
 	}
 	/* sandbox.rules' refusals: their links enforce from the pins; their
 	 * events ride the egress ring's epoll fd again */
-	s->rules = rules_open(s->cfg, s->pin_dir);
-	if (s->rules &&
-	    epoll_ctl(enforce_events_fd(s->enf), EPOLL_CTL_ADD, rules_events_fd(s->rules),
-		      &(struct epoll_event){.events = EPOLLIN}) < 0)
-		log_warn("session %s: cannot watch the rules' events", s->id);
+	s->rules = rules_open(s->cfg, s->pin_dir, enforce_events_fd(s->enf));
 	/* Addresses this namespace gained while no agent followed them. */
 	for (size_t i = 0; i < s->n_self; i++) {
 		char a[ADDR_STRLEN];
