@@ -117,6 +117,7 @@ rm -f "$T/sock2/d.sock"
 "$SYSPROBE" unix-listen "$T/sock2/d.sock" >/dev/null 2>&1 &
 L2=$!
 W_BG_PIDS+=("$L2")
+for _ in $(seq 50); do [ -S "$T/sock2/d.sock" ] && break; sleep 0.02; done
 bg_wait '^re=' 15
 errand_stop
 assert_eq "$(sed -n 's/^re=//p' "$BG_OUT")" EACCES "deny Connect: the daemon's socket re-created after the start is refused too"
