@@ -88,8 +88,8 @@ void rules_describe(const struct config_rule *r, bool lsm_ok, char *buf, size_t 
 	if (r->kind == RULE_ALLOW) {
 		rules_fixed_dir(r->path, dir, sizeof(dir));
 		if (r->verb == RULE_CONNECT)
-			snprintf(buf, len, "%s: the socket is bound into the session's root%s",
-				 r->text, r->builtin ? "" : "; weakened: a host authority is open");
+			snprintf(buf, len, "%s: the socket is bound into the session's root",
+				 r->text);
 		else if (strcmp(dir, r->path))
 			snprintf(
 				buf, len,
@@ -103,8 +103,9 @@ void rules_describe(const struct config_rule *r, bool lsm_ok, char *buf, size_t 
 	}
 	if (!lsm_ok) {
 		snprintf(buf, len,
-			 "%s: NOT ENFORCED: BPF LSM programs do not run on this host (add bpf to "
-			 "the lsm= boot parameter)",
+			 "%s: NOT ENFORCED: BPF LSM programs do not run on this host (they need "
+			 "bpf in the lsm= boot parameter and a kernel that loads them; doctor's "
+			 "bpfLsm says which is missing)",
 			 r->text);
 		return;
 	}

@@ -100,7 +100,7 @@ assert_contains "$human" "allow Read($T/rd/**): Landlock grants" "... and the al
 if [ "$LSM_OK" = True ]; then
 	assert_contains "$human" "deny Read($T/rd/file): BPF LSM on the session's cgroup" "doctor: the deny rule is BPF LSM's"
 else
-	assert_contains "$human" "deny Read($T/rd/file): NOT ENFORCED: BPF LSM programs do not run on this host (add bpf to the lsm= boot parameter)" "doctor: where BPF LSM does not run, the deny rule is named not enforced"
+	assert_contains "$human" "deny Read($T/rd/file): NOT ENFORCED: BPF LSM programs do not run on this host (they need bpf in the lsm= boot parameter and a kernel that loads them" "doctor: where BPF LSM does not run, the deny rule is named not enforced"
 	assert_contains "$human" "sandbox.rules' deny, lazyAllow and Connect rules are not enforced" "... and it is a gap"
 	if ! grep -qw bpf /sys/kernel/security/lsm 2>/dev/null; then
 		assert_contains "$human" "bpf is not in the active LSM list" "... because bpf is not in the LSM list"
