@@ -448,8 +448,9 @@ static void probe_bpf_lsm(struct doctor_report *r, const struct errand_config *c
 		    0 &&
 	    errno != EBUSY) {
 		set(r, C_BPF_LSM, needed ? GAP : INFO,
-		    "sandbox.rules' deny, lazyAllow and Connect rules: unknown whether BPF LSM "
-		    "runs: cannot mount securityfs at %s: %s",
+		    "unknown: cannot mount securityfs at %s to read the LSM list: %s "
+		    "(sandbox.rules' "
+		    "deny, lazyAllow and Connect rules need BPF LSM)",
 		    SECURITYFS, strerror(errno));
 		return;
 	}
