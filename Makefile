@@ -54,9 +54,9 @@ BROKER_CLIENT_OBJS := $(BROKER_CLIENT_SRCS:%.c=$(BUILD)/%.o)
 # The daemon is no client of itself: errandctl alone speaks to it (agent/client.c).
 AGENTD_OBJS := $(filter-out $(BUILD)/agent/client.o,$(AGENT_OBJS))
 
-BPF_OBJS  := $(BUILD)/bpf/egress.bpf.o
+BPF_OBJS  := $(BUILD)/bpf/egress.bpf.o $(BUILD)/bpf/rules.bpf.o
 BENCH_BPF := $(BUILD)/bench/xdp_pass.bpf.o
-SKELETONS := $(BUILD)/bpf/egress.skel.h
+SKELETONS := $(BUILD)/bpf/egress.skel.h $(BUILD)/bpf/rules.skel.h
 
 BINS  := $(BUILD)/bin/errandctl $(BUILD)/bin/errand-agent $(BUILD)/bin/errand-launch
 TOOLS := $(TOOL_SRCS:selftests/tools/%.c=$(BUILD)/selftests/%)

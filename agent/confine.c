@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "agent/confine.h"
+#include "agent/rules.h"
 #include "lib/landlock.h"
 
 struct argv_out {
@@ -32,6 +33,35 @@ static void put_list(struct argv_out *o, const char *opt, const struct config_st
 {
 	for (size_t i = 0; i < l->n; i++)
 		put(o, opt, l->v[i]);
+}
+
+/* sandbox.rules for the launcher: each allow rule's verb on its fixed
+ * directory (--rule-allow; a Connect allow binds its socket), and errand's
+ * own closures (--mask: the host authorities' sockets and the journal). The
+ * rest is the kernel's (agent/rules.c). HOME is the state directory. */
+static void put_rules(struct argv_out *o, const struct errand_config *cfg, const char *home)
+{
+	static char buf[CONFIG_RULES_MAX][PATH_MAX + 16];
+	size_t k = 0;
+
+	for (size_t i = 0; i < cfg->rules.n && k < CONFIG_RULES_MAX; i++) {
+		const struct config_rule *r = &cfg->rules.v[i];
+		char path[PATH_MAX], dir[PATH_MAX];
+
+		if (rules_expand(r, home, path, sizeof(path))) {
+			o->full = true; /* refused rather than dropped */
+			return;
+		}
+		rules_fixed_dir(path, dir, sizeof(dir));
+		if (r->kind == RULE_ALLOW) {
+			snprintf(buf[k], sizeof(buf[k]), "%s:%s", config_rule_verb_name(r->verb),
+				 dir);
+			put(o, "--rule-allow", buf[k++]);
+		} else if (r->builtin && r->kind == RULE_DENY) {
+			snprintf(buf[k], sizeof(buf[k]), "%s", dir);
+			put(o, "--mask", buf[k++]);
+		}
+	}
 }
 
 int confine_launch_args(const struct errand_config *cfg, const char *project_dir,
@@ -61,6 +91,7 @@ int confine_launch_args(const struct errand_config *cfg, const char *project_dir
 	put_list(&o, "--policy-write", &cfg->policy_write);
 	put_list(&o, "--policy-exec", &cfg->policy_exec);
 	put_list(&o, "--path-extra", &cfg->path_extra);
+	put_rules(&o, cfg, state_dir);
 	put_list(&o, "--env", &cfg->env);
 	put_list(&o, "--block-syscall", &cfg->blocked_syscalls);
 	snprintf(fsize, sizeof(fsize), "%" PRIu64, cfg->limits.file_size);

@@ -29,6 +29,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/doctor.h"
+#include "agent/rules.h"
 #include "lib/idmap.h"
 #include "lib/landlock.h"
 #include "lib/strv.h"
@@ -88,6 +89,7 @@ struct doctor_report {
 		char fs[64];
 		int err; /* idmap_probe's: 0 when it can be idmapped */
 	} idmap[2];	 /* the project and the state directory */
+	bool bpf_lsm;	 /* BPF LSM programs load on a cgroup */
 };
 
 __attribute__((format(printf, 4, 5))) static void set(struct doctor_report *r, enum check c,
@@ -458,28 +460,41 @@ static void probe_kernel_bpf(struct doctor_report *r)
 	set_fix(r, C_TC, "this requires CONFIG_NET_SCH_INGRESS and CONFIG_NET_CLS_BPF");
 }
 
-/* errand attaches no LSM program yet: present or not, nothing is weakened,
- * so it is information rather than a gap. */
-static void probe_bpf_lsm(struct doctor_report *r)
+/* BPF LSM enforces sandbox.rules' deny, lazyAllow and Connect rules: with
+ * none of those, its absence weakens nothing and is information. Listed is
+ * not enough: the probe loads a BPF_LSM_CGROUP program, which a locked-down
+ * kernel refuses. */
+static void probe_bpf_lsm(struct doctor_report *r, const struct errand_config *cfg)
 {
-	char lsm[512];
+	char lsm[512], why[256];
+	bool needed = rules_any_lsm(cfg);
 
-	if (read_text(SECURITYFS "/lsm", lsm, sizeof(lsm)) < 0) {
-		if (mount("securityfs", SECURITYFS, "securityfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-			  NULL) < 0 &&
-		    errno != EBUSY) {
-			set(r, C_BPF_LSM, INFO, "unknown: cannot mount securityfs at %s: %s",
-			    SECURITYFS, strerror(errno));
-			return;
-		}
-		if (read_text(SECURITYFS "/lsm", lsm, sizeof(lsm)) < 0) {
-			set(r, C_BPF_LSM, INFO, "unknown: %s/lsm: %s", SECURITYFS, strerror(errno));
-			return;
-		}
+	if (read_text(SECURITYFS "/lsm", lsm, sizeof(lsm)) < 0 &&
+	    mount("securityfs", SECURITYFS, "securityfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) <
+		    0 &&
+	    errno != EBUSY) {
+		set(r, C_BPF_LSM, needed ? GAP : INFO,
+		    "unknown: cannot mount securityfs at %s to read the LSM list: %s "
+		    "(sandbox.rules' "
+		    "deny, lazyAllow and Connect rules need BPF LSM)",
+		    SECURITYFS, strerror(errno));
+		return;
 	}
-	set(r, C_BPF_LSM, INFO,
-	    "%s in the active LSM list (%s); this version attaches no LSM program",
-	    has_word(lsm, "bpf", ",") ? "present" : "absent", lsm);
+	read_text(SECURITYFS "/lsm", lsm, sizeof(lsm));
+	r->bpf_lsm = rules_lsm_probe(why, sizeof(why)) == 0;
+	if (r->bpf_lsm)
+		set(r, C_BPF_LSM, needed ? OK : INFO,
+		    "present in the active LSM list, and BPF LSM programs run on a session's "
+		    "cgroup%s",
+		    needed ? "; sandbox.rules' deny, lazyAllow and Connect rules are enforced"
+			   : " (no rule needs them)");
+	else if (needed)
+		set(r, C_BPF_LSM, GAP,
+		    "%s: sandbox.rules' deny, lazyAllow and Connect rules are not enforced: %s",
+		    has_word(lsm, "bpf", ",") ? "present" : "absent", why);
+	else
+		set(r, C_BPF_LSM, INFO, "%s: %s (no rule needs it)",
+		    has_word(lsm, "bpf", ",") ? "present" : "absent", why);
 }
 
 /* The nearest existing directory at or above path (the state directory
@@ -571,7 +586,7 @@ static struct doctor_report *probe_host(const struct errand_config *cfg)
 	probe_cgroup(r, cfg);
 	probe_bpf(r, cfg);
 	probe_kernel_bpf(r);
-	probe_bpf_lsm(r);
+	probe_bpf_lsm(r, cfg);
 	libbpf_set_print(prev);
 	return r;
 }
@@ -682,6 +697,56 @@ static json_t *strv_json(const struct config_strv *l, bool names_only)
 	return a;
 }
 
+/* Every rule, errand's own too, and how this host enforces it. */
+static json_t *rules_json(const struct errand_config *cfg, bool lsm_ok)
+{
+	json_t *a = json_array();
+	char how[512];
+
+	for (size_t i = 0; a && i < cfg->rules.n; i++) {
+		const struct config_rule *ru = &cfg->rules.v[i];
+
+		rules_describe(ru, lsm_ok, how, sizeof(how));
+		json_array_append_new(a, json_pack("{s:s,s:s,s:b,s:s}", "rule", ru->text, "kind",
+						   config_rule_kind_name(ru->kind), "builtin",
+						   ru->builtin, "enforced", how));
+	}
+	return a;
+}
+
+/* builtins: errand's own closures too (doctor), or the operator's rules only
+ * (the start, which names the closures in one line). */
+static void print_rules(FILE *f, const char *prefix, const struct errand_config *cfg, bool builtins,
+			bool lsm_ok)
+{
+	char how[512];
+
+	for (size_t i = 0; i < cfg->rules.n; i++) {
+		const struct config_rule *ru = &cfg->rules.v[i];
+
+		if (ru->builtin && ru->kind == RULE_DENY && !builtins)
+			continue;
+		rules_describe(ru, lsm_ok, how, sizeof(how));
+		fprintf(f, "%s%s %s\n", prefix, config_rule_kind_name(ru->kind), how);
+	}
+}
+
+static void closed_line(const struct errand_config *cfg)
+{
+	const char *sep = "";
+
+	fprintf(stderr, "errand: closed to the session (hidden by the launcher):");
+	for (size_t i = 0; i < cfg->rules.n; i++) {
+		const struct config_rule *ru = &cfg->rules.v[i];
+
+		if (ru->builtin && ru->kind == RULE_DENY) {
+			fprintf(stderr, "%s %s", sep, ru->path);
+			sep = ",";
+		}
+	}
+	fputc('\n', stderr);
+}
+
 static void print_json(const struct doctor_report *r, const struct errand_config *cfg, FILE *f)
 {
 	json_t *root = json_object(), *checks = json_object(), *gaps = json_array();
@@ -725,6 +790,7 @@ static void print_json(const struct doctor_report *r, const struct errand_config
 	json_object_set_new(root, "pathExtra", strv_json(&cfg->path_extra, false));
 	json_object_set_new(root, "blockedSyscalls", strv_json(&cfg->blocked_syscalls, false));
 	json_object_set_new(root, "image", cfg->image ? json_string(cfg->image) : json_null());
+	json_object_set_new(root, "rules", rules_json(cfg, r->bpf_lsm));
 	for (int i = 0; i < 2; i++)
 		json_object_set_new(root, i ? "stateFilesystem" : "projectFilesystem",
 				    json_pack("{s:s,s:s,s:b}", "path", r->idmap[i].path, "type",
@@ -782,6 +848,8 @@ void doctor_print(const struct doctor_report *r, const struct errand_config *cfg
 	print_list(f, "sandbox.blockedSyscalls, ENOSYS too", &cfg->blocked_syscalls, false);
 	if (cfg->image)
 		fprintf(f, "  sessions run in the image %s\n", cfg->image);
+	fprintf(f, "  sandbox.rules, errand's own included, and how each is enforced:\n");
+	print_rules(f, "    - ", cfg, true, r->bpf_lsm);
 	if (unavail) {
 		fprintf(f, "  %zu requirement(s) unavailable, so sessions are refused:\n", unavail);
 		for (size_t i = 0; i < C_COUNT; i++)
@@ -858,6 +926,25 @@ int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg, 
 	gate_list("granted WRITABLE outside the project (sandbox.policyExtra.write)",
 		  &cfg->policy_write, false);
 	gate_list("sandbox.env sets (values not shown)", &cfg->env, true);
+	print_rules(stderr, "errand: rule: ", cfg, false, r->bpf_lsm);
+	closed_line(cfg);
+	for (size_t i = 0; i < cfg->rules.n; i++) {
+		const struct config_rule *ru = &cfg->rules.v[i];
+		char own[PATH_MAX];
+		bool authority = false;
+
+		if (ru->kind == RULE_DENY || ru->verb != RULE_CONNECT)
+			continue;
+		for (const char *const *a = config_host_authorities; *a; a++)
+			authority |= !strcmp(ru->path, *a);
+		if (cfg->run_dir && !path_fmt(own, sizeof(own), "%s/agent.sock", cfg->run_dir))
+			authority |= !strcmp(ru->path, own);
+		if (authority)
+			fprintf(stderr,
+				"errand: weakened: %s opens a host authority's socket to the "
+				"session\n",
+				ru->text);
+	}
 	return 0;
 }
 

@@ -50,6 +50,7 @@
 #include "agent/netns.h"
 #include "agent/observe.h"
 #include "agent/request.h"
+#include "agent/rules.h"
 #include "agent/session.h"
 #include "agent/state.h"
 #include "agent/stdio.h"
@@ -87,6 +88,7 @@ struct session {
 	bool have_cgroup, have_netns, have_veth, have_nat;
 	struct session_link link;
 	struct enforce *enf;
+	struct rules *rules; /* sandbox.rules' BPF LSM programs; NULL: none needed (or a gap) */
 	struct dns_responder *dns;
 	struct observe_server *obs;
 	struct event_limiter *limiter;
@@ -625,6 +627,8 @@ static void session_teardown(struct session *s)
 	s->self = NULL;
 	enforce_free(s->enf);
 	s->enf = NULL;
+	rules_free(s->rules);
+	s->rules = NULL;
 	if (s->have_cgroup && (rc = cgroup_session_remove(s->cgroup_path)))
 		log_warnx("session %s: cannot remove cgroup %s: %s", s->id, s->cgroup_path,
 			  strerror(-rc));
@@ -663,6 +667,7 @@ static void session_release(struct session *s)
 	event_limiter_free(s->limiter);
 	free(s->self);
 	enforce_free(s->enf);
+	rules_free(s->rules);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	if (s->pidfd >= 0)
@@ -1338,6 +1343,16 @@ static int session_paths(struct session *s)
 	return 0;
 }
 
+static void rule_event(const char *json, const char *text, const char *target, void *arg)
+{
+	struct session *s = arg;
+
+	observe_broadcast(s->obs, json);
+	if (s->limiter && !event_limiter_pass(s->limiter, target, boottime_ns()))
+		return;
+	fprintf(stderr, "%s\n", s->json ? json : text);
+}
+
 static int session_setup(struct session *s)
 {
 	const struct errand_config *cfg = s->cfg;
@@ -1427,6 +1442,13 @@ static int session_setup(struct session *s)
 		return session_fail(s, -errno, "session %s: %s", s->id, err);
 	if ((rc = session_pins(s, s->self, s->n_self)))
 		return rc;
+	if ((rc = rules_start(cfg, s->id, s->record_dir, s->cgroup_path, s->pin_dir,
+			      enforce_events_fd(s->enf), &s->rules)))
+		return session_fail(s, rc,
+				    "session %s: its sandbox.rules cannot be enforced here (%s; "
+				    "errandctl doctor names why); fix that, or set "
+				    "sandbox.requireFullEnforcement to false",
+				    s->id, strerror(-rc));
 	if ((rc = session_record(s))) {
 		return session_fail(s, rc, "session %s: cannot write its record under %s: %s",
 				    s->id, s->record_dir, strerror(-rc));
@@ -1787,6 +1809,9 @@ struct session *session_adopt(const struct state_session *row, const char *state
 		snprintf(err, errlen, "%s", enf_err);
 		goto fail;
 	}
+	/* sandbox.rules' refusals: their links enforce from the pins; their
+	 * events ride the egress ring's epoll fd again */
+	s->rules = rules_open(s->cfg, s->pin_dir, enforce_events_fd(s->enf));
 	/* Addresses this namespace gained while no agent followed them. */
 	for (size_t i = 0; i < s->n_self; i++) {
 		char a[ADDR_STRLEN];
@@ -2022,6 +2047,8 @@ static void session_check(void *arg)
 
 	if (s->events_ready || enforce_events_backlog(s->enf))
 		enforce_events_drain(s->enf, print_event, s);
+	if (s->rules)
+		rules_events_drain(s->rules, s->id, rule_event, s);
 	s->events_ready = false;
 	session_suppressed(s);
 	if (s->st)
@@ -2040,6 +2067,8 @@ static void session_check(void *arg)
 	/* Refusals made just before the end are still in the ring: the kernel's
 	 * bucket keeps them under one budget's worth. */
 	enforce_events_drain(s->enf, print_event, s);
+	if (s->rules)
+		rules_events_drain(s->rules, s->id, rule_event, s);
 	s->suppressed_check_ns = 0;
 	session_suppressed(s);
 	if (s->st)

@@ -2,7 +2,9 @@
  * mounts and before seccomp: the floor (project and state writable and
  * executable; /tmp and /dev/shm writable; system directories read and
  * execute; /proc read; the few /dev nodes a program needs) and the
- * --policy-* grants, which only add. Every
+ * --policy-* grants and sandbox.rules' allow rules (--rule-allow, the
+ * rights of their verb on the fixed directory of their pattern), which only
+ * add. Every
  * access right the kernel's ABI knows is handled, up to LANDLOCK_ABI_KNOWN. */
 #include <errno.h>
 #include <fcntl.h>
@@ -75,6 +77,57 @@ static int add_rule(int ruleset, const char *path, __u64 access, __u64 handled, 
 		log_warn("cannot add the Landlock rule for %s", path);
 	}
 	close(fd);
+	return r;
+}
+
+static const char *const rule_verbs[] = {"Read", "Edit", "Create", "Delete", "Exec", "Connect"};
+
+int launch_rule_verb(const char *v)
+{
+	const char *colon = strchr(v, ':');
+
+	if (!colon || colon[1] != '/')
+		return -EINVAL;
+	for (size_t i = 0; i < ARRAY_SIZE(rule_verbs); i++)
+		if (strlen(rule_verbs[i]) == (size_t)(colon - v) &&
+		    !strncmp(v, rule_verbs[i], colon - v))
+			return (int)i;
+	return -EINVAL;
+}
+
+/* The Landlock rights one allow rule's verb widens the floor by. Connect
+ * has none: a socket is reached through its bound path, not a right. */
+static __u64 verb_rights(int verb)
+{
+	switch (verb) {
+	case LRV_READ:
+		return READ;
+	case LRV_EDIT:
+		return FS(WRITE_FILE) | FS(TRUNCATE);
+	case LRV_CREATE:
+		/* a new file is written: Landlock cannot tell that first write
+		 * from an edit of what was there */
+		return FS(MAKE_REG) | FS(MAKE_DIR) | FS(MAKE_SOCK) | FS(MAKE_FIFO) | FS(MAKE_SYM) |
+		       FS(REFER) | FS(WRITE_FILE);
+	case LRV_DELETE:
+		return FS(REMOVE_FILE) | FS(REMOVE_DIR) | FS(REFER);
+	case LRV_EXEC:
+		return EXEC | READ; /* a script's interpreter reads it */
+	}
+	return 0;
+}
+
+static int add_rule_allows(int ruleset, const struct launch_list *l, __u64 handled)
+{
+	int r = 0;
+
+	for (size_t i = 0; i < l->n && r == 0; i++) {
+		int verb = launch_rule_verb(l->v[i]);
+		__u64 rights = verb_rights(verb);
+
+		if (rights)
+			r = add_rule(ruleset, launch_rule_path(l->v[i]), rights, handled, true);
+	}
 	return r;
 }
 
@@ -169,7 +222,8 @@ int landlock_apply(const struct launch_args *a)
 	    (r = add_list(ruleset, &a->policy_write, READ | WRITE, attr.handled_access_fs,
 			  a->image != NULL)) < 0 ||
 	    (r = add_list(ruleset, &a->policy_exec, EXEC, attr.handled_access_fs,
-			  a->image != NULL)) < 0)
+			  a->image != NULL)) < 0 ||
+	    (r = add_rule_allows(ruleset, &a->rule_allow, attr.handled_access_fs)) < 0)
 		return r;
 	if (syscall(__NR_landlock_restrict_self, ruleset, 0) < 0) {
 		r = -errno;

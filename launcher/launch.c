@@ -50,6 +50,8 @@ enum opt {
 	OPT_REQUESTER,
 	OPT_PROJECT_IDMAP,
 	OPT_HOLD_FD,
+	OPT_RULE_ALLOW,
+	OPT_MASK,
 };
 
 enum opt_kind {
@@ -95,6 +97,9 @@ static const struct {
 	[OPT_REQUESTER] = {"--requester", "UID", "the uid that asked for the session", NUMBER},
 	[OPT_PROJECT_IDMAP] = {"--project-idmap", "MODE", "required or optional", ONCE},
 	[OPT_HOLD_FD] = {"--hold-fd", "FD", "a socket to hold while the session runs", MULTI},
+	[OPT_RULE_ALLOW] = {"--rule-allow", "VERB:PATH", "an allow rule's verb and directory",
+			    MULTI},
+	[OPT_MASK] = {"--mask", "PATH", "a host path the session never reaches", MULTI_ABS},
 };
 
 #define HOSTNAME_MAX 64 /* the kernel's limit for sethostname() */
@@ -106,7 +111,7 @@ static const char usage[] =
 	"[--path-extra DIR]... [--block-syscall NAME]... [--fsize BYTES] [--tmp-size BYTES] "
 	"[--shm-size BYTES] [--memory BYTES] [--cpu-milli N] [--pids N] [--landlock-min N] "
 	"[--status-file FILE] [--requester UID] [--project-idmap required|optional] "
-	"[--hold-fd FD]... -- CMD [ARG...]";
+	"[--hold-fd FD]... [--rule-allow VERB:PATH]... [--mask PATH]... -- CMD [ARG...]";
 
 static int find_opt(const char *name, size_t len)
 {
@@ -237,6 +242,10 @@ static struct launch_list *list_of(struct launch_args *a, int o)
 		return &a->block;
 	case OPT_HOLD_FD:
 		return &a->hold;
+	case OPT_RULE_ALLOW:
+		return &a->rule_allow;
+	case OPT_MASK:
+		return &a->mask;
 	}
 	return NULL;
 }
@@ -256,7 +265,7 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 	const char *val[ARRAY_SIZE(opts)] = {NULL};
 	struct launch_list *lists[] = {&a->env,		&a->policy_read, &a->policy_write,
 				       &a->policy_exec, &a->path_extra,	 &a->block,
-				       &a->hold};
+				       &a->hold,	&a->rule_allow,	 &a->mask};
 	uint64_t num[ARRAY_SIZE(opts)] = {0};
 	bool dashdash = false;
 	char **block;
@@ -310,6 +319,12 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 		if ((opts[o].kind == ABS || opts[o].kind == MULTI_ABS) &&
 		    (r = check_abs(opts[o].name, v)))
 			return r;
+		if (o == OPT_RULE_ALLOW && launch_rule_verb(v) < 0) {
+			log_warnx("--rule-allow '%s' is not VERB:PATH; pass Read, Edit, Create, "
+				  "Delete, Exec or Connect, a colon and an absolute path",
+				  v);
+			return -EINVAL;
+		}
 		if (opts[o].kind == MULTI || opts[o].kind == MULTI_ABS) {
 			struct launch_list *l = list_of(a, o);
 

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <string.h>
 
 #define LAUNCH_EXIT_FAIL 125	 /* the launcher itself failed */
 #define LAUNCH_EXIT_NOEXEC 126	 /* the command was found but cannot run */
@@ -57,7 +58,11 @@ struct launch_args {
 	uint64_t memory;		 /* --memory BYTES: memory.max; 0 none */
 	uint64_t cpu_milli;		 /* --cpu-milli N: thousandths of a CPU (cpu.max); 0 none */
 	uint64_t pids;			 /* --pids N: pids.max; 0 none */
-	int landlock_min;	 /* --landlock-min N: refuse below ABI N; 0 runs without Landlock */
+	int landlock_min; /* --landlock-min N: refuse below ABI N; 0 runs without Landlock */
+	/* --rule-allow VERB:PATH: an allow rule's directory (the fixed part of
+	 * its pattern), bound and granted with the verb's Landlock rights */
+	struct launch_list rule_allow;
+	struct launch_list mask; /* --mask PATH: hidden wherever a grant reaches it */
 	struct launch_list hold; /* --hold-fd FD: sockets held while the session runs, and
 				  * never passed to it (the session's DNS sockets) */
 
@@ -116,6 +121,20 @@ int mounts_setup(const struct launch_args *a);
  * process. The ABI used, 0 when the kernel has none and --landlock-min 0
  * allows that, or -errno having said why. */
 int landlock_apply(const struct launch_args *a);
+/* The verbs of --rule-allow, in sandbox.rules' order. */
+enum launch_rule_verb { LRV_READ, LRV_EDIT, LRV_CREATE, LRV_DELETE, LRV_EXEC, LRV_CONNECT };
+/* The verb of a --rule-allow VERB:PATH value (PATH absolute), or -EINVAL. */
+int launch_rule_verb(const char *v);
+/* Its PATH. */
+static inline const char *launch_rule_path(const char *v)
+{
+	return strchr(v, ':') + 1;
+}
+/* Whether the verb writes (the directory is bound writable). */
+static inline bool launch_rule_writes(int verb)
+{
+	return verb == LRV_EDIT || verb == LRV_CREATE || verb == LRV_DELETE;
+}
 
 /* rlimit.c: RLIMIT_FSIZE from --fsize, no core files. 0 or -errno. */
 int rlimit_apply(const struct launch_args *a);

@@ -329,9 +329,14 @@ static int host_grants(const struct launch_args *a)
 	cleanup_free struct grant *g = NULL;
 	size_t n = 0;
 
-	g = calloc(2 + a->policy_read.n + a->policy_exec.n + a->policy_write.n, sizeof(*g));
+	g = calloc(2 + a->policy_read.n + a->policy_exec.n + a->policy_write.n + a->rule_allow.n,
+		   sizeof(*g));
 	if (!g)
 		return -ENOMEM;
+	for (size_t i = 0; i < a->rule_allow.n; i++)
+		g[n++] = (struct grant){launch_rule_path(a->rule_allow.v[i]),
+					launch_rule_writes(launch_rule_verb(a->rule_allow.v[i])),
+					-1};
 	g[n++] = (struct grant){a->project, true, a->project_fd};
 	if (a->state)
 		g[n++] = (struct grant){a->state, true, -1};
@@ -342,6 +347,45 @@ static int host_grants(const struct launch_args *a)
 			g[n++] = (struct grant){ro[k]->v[i], false, -1};
 	qsort(g, n, sizeof(*g), grant_cmp);
 	return bind_grants(g, n, NULL);
+}
+
+/* The host's authorities (daemon sockets, the journal) a grant may have
+ * brought into the root: each is covered, a directory by an empty read-only
+ * tmpfs, anything else by /dev/null on a nodev mount (a connect finds no
+ * socket there). The session cannot unmount them (seccomp refuses umount). */
+static int masks(const struct launch_args *a)
+{
+	char dst[PATH_MAX], parent[PATH_MAX], real[PATH_MAX];
+	struct stat st;
+	int r;
+
+	for (size_t i = 0; i < a->mask.n; i++) {
+		if (path_fmt(dst, sizeof(dst), NEW "%s", a->mask.v[i]))
+			return -ENAMETOOLONG;
+		if (lstat(dst, &st) < 0)
+			continue; /* not in the session's root: nothing to hide */
+		/* Reached through a link (/var/run to /run): what it leads to is
+		 * hidden under its own name, and the link must not lead this
+		 * mount out of the new root. */
+		if (path_fmt(parent, sizeof(parent), "%s", dst))
+			return -ENAMETOOLONG;
+		*strrchr(parent, '/') = '\0';
+		if (!realpath(parent, real) || strcmp(real, parent))
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			log_warnx("%s is a link in the session's root; refusing to run with it, "
+				  "since errand hides it and cannot follow the link safely",
+				  a->mask.v[i]);
+			return -ELOOP;
+		}
+		if (S_ISDIR(st.st_mode))
+			r = tmpfs(dst, 0555, 4096, MS_RDONLY);
+		else
+			r = bind(OLD "/dev/null", dst, false);
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }
 
 /* With an image the policy paths are the image's own; only the project and
@@ -441,7 +485,7 @@ int mounts_setup(const struct launch_args *a)
 	if ((r = tmpfs(NEW "/tmp", 01777, a->tmp_size, 0)) < 0)
 		return r;
 	r = a->image ? image_grants(a) : host_grants(a);
-	if (r < 0)
+	if (r < 0 || (r = masks(a)) < 0)
 		return r;
 	if (a->resolv && (r = resolv(a->resolv)) < 0)
 		return r;

@@ -802,6 +802,296 @@ static int parse_limits(struct ctx *c, const json_t *obj, struct config_limits *
 	return 0;
 }
 
+/* sandbox.rules: cowboy's rule syntax, Verb(ARGUMENT). */
+static const char *const rule_verbs[] = {
+	[RULE_READ] = "Read",	  [RULE_EDIT] = "Edit", [RULE_CREATE] = "Create",
+	[RULE_DELETE] = "Delete", [RULE_EXEC] = "Exec", [RULE_CONNECT] = "Connect",
+};
+
+const char *const config_host_authorities[] = {
+	"/run/docker.sock",
+	"/var/run/docker.sock",
+	"/nix/var/nix/daemon-socket/socket",
+	"/run/containerd/containerd.sock",
+	"/run/dbus/system_bus_socket",
+	"/var/run/dbus/system_bus_socket",
+	NULL,
+};
+
+const char *config_rule_verb_name(enum config_rule_verb v)
+{
+	return v < RULE_VERBS ? rule_verbs[v] : "?";
+}
+
+const char *config_rule_kind_name(enum config_rule_kind k)
+{
+	return k == RULE_LAZY ? "lazyAllow" : k == RULE_DENY ? "deny" : "allow";
+}
+
+/* A rule's PATH: absolute or under ~/, plain segments, '*' within a
+ * segment and '**' as a whole segment; Connect names one socket. */
+static int rule_path_check(const char *where, const char *text, const char *path, bool connect,
+			   char *err, size_t errlen)
+{
+	const char *p = path;
+
+	if (!strncmp(p, "~/", 2))
+		p += 1;
+	if (p[0] != '/') {
+		snprintf(err, errlen,
+			 "%s: \"%s\" names a relative path; write it from / or from ~/ (the "
+			 "session's HOME), like \"Read(/srv/data/**)\"",
+			 where, text);
+		return -EINVAL;
+	}
+	if (strlen(path) >= CONFIG_RULE_PATH_MAX - 16) {
+		snprintf(err, errlen, "%s: the path is longer than %d bytes; name a shorter one",
+			 where, CONFIG_RULE_PATH_MAX - 17);
+		return -EINVAL;
+	}
+	if (!p[1] && !connect) {
+		snprintf(err, errlen, "%s: \"%s\" names / itself; write \"/**\" for everything",
+			 where, text);
+		return -EINVAL;
+	}
+	for (p++;; p++) {
+		size_t n = strcspn(p, "/");
+		const char *star = memchr(p, '*', n);
+
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) {
+			snprintf(err, errlen,
+				 "%s: \"%s\" has an empty, . or .. part; write the plain path",
+				 where, text);
+			return -EINVAL;
+		}
+		if (star && connect) {
+			snprintf(err, errlen,
+				 "%s: \"%s\": a Connect rule names one socket; write its path "
+				 "without '*'",
+				 where, text);
+			return -EINVAL;
+		}
+		/* "**" stands alone in its segment; "***" or "a**" mean nothing more */
+		if (star && strstr(p, "**") && strstr(p, "**") < p + n &&
+		    !(n == 2 && p[0] == '*')) {
+			snprintf(err, errlen,
+				 "%s: \"%s\": '**' must be a whole path segment, like "
+				 "\"/srv/**/*.log\"; '*' alone matches within one segment",
+				 where, text);
+			return -EINVAL;
+		}
+		p += n;
+		if (!*p)
+			break;
+	}
+	return 0;
+}
+
+int config_rule_parse(const char *where, const char *text, enum config_rule_kind kind,
+		      struct config_rule *out, char *err, size_t errlen)
+{
+	const char *open = strchr(text, '('), *arg;
+	size_t vlen, alen = strlen(text);
+	char verb[32], *path;
+	int v, r;
+
+	memset(out, 0, sizeof(*out));
+	if (!open || alen < 3 || text[alen - 1] != ')' || open == text ||
+	    (size_t)(open - text) >= sizeof(verb) || strchr(open + 1, '(') ||
+	    strchr(open + 1, ')') != text + alen - 1) {
+		snprintf(err, errlen,
+			 "%s: \"%s\" is not a rule; write Verb(PATH), like \"Read(/srv/data/**)\" "
+			 "or \"Connect(unix:/run/app.sock)\"",
+			 where, text);
+		return -EINVAL;
+	}
+	vlen = (size_t)(open - text);
+	memcpy(verb, text, vlen);
+	verb[vlen] = '\0';
+	arg = open + 1;
+	alen = alen - vlen - 2;
+	if (!strcmp(verb, "Bash")) {
+		snprintf(err, errlen,
+			 "%s: \"%s\" is refused: a command prefix can only be matched on the "
+			 "arguments in the process's memory, which it can change after the check; "
+			 "write Exec(PATH) for the program instead",
+			 where, text);
+		return -EINVAL;
+	}
+	for (v = 0; v < RULE_VERBS; v++)
+		if (!strcmp(verb, rule_verbs[v]))
+			break;
+	if (v == RULE_VERBS) {
+		const char *near = NULL;
+
+		for (int k = 0; k < RULE_VERBS && !near; k++)
+			if (config_key_distance(verb, rule_verbs[k]) <= 1)
+				near = rule_verbs[k];
+		if (!near && config_key_distance(verb, "Bash") <= 1)
+			near = "Bash";
+		if (near)
+			snprintf(err, errlen, "%s: unknown verb %s in \"%s\"; did you mean %s?",
+				 where, verb, text, near);
+		else
+			snprintf(err, errlen,
+				 "%s: unknown verb %s in \"%s\"; write one of Read, Edit, Create, "
+				 "Delete, Exec, Connect",
+				 where, verb, text);
+		return -EINVAL;
+	}
+	if (v == RULE_CONNECT) {
+		if (alen < 5 || strncmp(arg, "unix:", 5)) {
+			snprintf(err, errlen,
+				 "%s: \"%s\": Connect takes a unix socket's path, like "
+				 "\"Connect(unix:/run/app.sock)\"",
+				 where, text);
+			return -EINVAL;
+		}
+		arg += 5;
+		alen -= 5;
+	}
+	path = strndup(arg, alen);
+	if (!path) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if ((r = rule_path_check(where, text, path, v == RULE_CONNECT, err, errlen))) {
+		free(path);
+		return r;
+	}
+	out->kind = kind;
+	out->verb = (enum config_rule_verb)v;
+	out->path = path;
+	out->text = strdup(text);
+	if (!out->text) {
+		free(path);
+		out->path = NULL;
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void rules_free(struct config_rules *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].text);
+		free(l->v[i].path);
+	}
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+static int rules_add(struct config_rules *l, const struct config_rule *r)
+{
+	struct config_rule *grown = reallocarray(l->v, l->n + 1, sizeof(*grown));
+
+	if (!grown)
+		return -ENOMEM;
+	l->v = grown;
+	l->v[l->n++] = *r;
+	return 0;
+}
+
+static int parse_rule_list(struct ctx *c, const json_t *arr, const char *where,
+			   enum config_rule_kind kind, struct errand_config *cfg)
+{
+	char w[WHERE_MAX], msg[CONFIG_ERRLEN];
+	size_t i;
+	json_t *v;
+	int rc;
+
+	if (!arr)
+		return 0;
+	if ((rc = want(c, arr, JSON_ARRAY, where, "a list of rules, like [\"Read(~/.ssh/**)\"]")))
+		return rc;
+	json_array_foreach(arr, i, v)
+	{
+		struct config_rule r;
+
+		snprintf(w, sizeof(w), "%s[%zu]", where, i);
+		if ((rc = want(c, v, JSON_STRING, w, "a rule, like \"Read(/srv/data/**)\"")))
+			return rc;
+		if ((rc = config_rule_parse(w, json_string_value(v), kind, &r, msg, sizeof(msg))))
+			return rc == -ENOMEM ? oom(c) : cfg_error(c, "%s", msg);
+		if (rules_add(&cfg->rules, &r)) {
+			free(r.text);
+			free(r.path);
+			return oom(c);
+		}
+		if (cfg->rules.n > CONFIG_RULES_MAX - 16)
+			return cfg_error(c, "sandbox.rules holds more than %d rules; merge some",
+					 CONFIG_RULES_MAX - 16);
+	}
+	return 0;
+}
+
+static int parse_rules_section(struct ctx *c, const json_t *v, struct errand_config *cfg)
+{
+	static const char *const keys[] = {"lazyAllow", "deny", "allow", NULL};
+	int rc;
+
+	if ((rc = section(c, v, "sandbox.rules", keys, NULL)))
+		return rc;
+	if ((rc = parse_rule_list(c, get(v, "lazyAllow"), "sandbox.rules.lazyAllow", RULE_LAZY,
+				  cfg)) ||
+	    (rc = parse_rule_list(c, get(v, "deny"), "sandbox.rules.deny", RULE_DENY, cfg)) ||
+	    (rc = parse_rule_list(c, get(v, "allow"), "sandbox.rules.allow", RULE_ALLOW, cfg)))
+		return rc;
+	return 0;
+}
+
+static int builtin_rule(struct errand_config *cfg, enum config_rule_kind kind, const char *text)
+{
+	struct config_rule r;
+	char err[256];
+
+	if (config_rule_parse("errand", text, kind, &r, err, sizeof(err)))
+		return -ENOMEM; /* errand's own texts parse */
+	r.builtin = true;
+	if (rules_add(&cfg->rules, &r)) {
+		free(r.text);
+		free(r.path);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int config_rules_defaults(struct errand_config *cfg)
+{
+	static const char *const journal[] = {"/var/log/journal/**", "/run/log/journal/**"};
+	char text[CONFIG_RULE_PATH_MAX + 16], control[CONFIG_RULE_PATH_MAX];
+	const char *own[ARRAY_SIZE(config_host_authorities) + 1];
+	size_t n = 0;
+	int rc;
+
+	for (const char *const *a = config_host_authorities; *a; a++)
+		own[n++] = *a;
+	/* errand's own control socket, wherever paths.run puts it */
+	if (cfg->run_dir && (size_t)snprintf(control, sizeof(control), "%s/agent.sock",
+					     cfg->run_dir) < sizeof(control) - 16)
+		own[n++] = control;
+	own[n] = NULL;
+	for (const char *const *a = own; *a; a++) {
+		bool granted = false;
+
+		for (size_t i = 0; i < cfg->rules.n; i++)
+			granted |= cfg->rules.v[i].kind != RULE_DENY &&
+				   cfg->rules.v[i].verb == RULE_CONNECT &&
+				   !strcmp(cfg->rules.v[i].path, *a);
+		snprintf(text, sizeof(text), "Connect(unix:%s)", *a);
+		if (!granted && (rc = builtin_rule(cfg, RULE_DENY, text)))
+			return rc;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(journal); i++) {
+		snprintf(text, sizeof(text), "Read(%s)", journal[i]);
+		if ((rc = builtin_rule(cfg, cfg->allow_journal ? RULE_ALLOW : RULE_DENY, text)))
+			return rc;
+	}
+	return 0;
+}
+
 static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *cfg)
 {
 	static const char *const known[] = {"network",
@@ -817,6 +1107,8 @@ static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *
 					    "limits",
 					    "blockedSyscalls",
 					    "image",
+					    "rules",
+					    "allowJournal",
 					    NULL};
 	static const char *const policy_keys[] = {"read", "write", "execute", NULL};
 	uint32_t id;
@@ -871,6 +1163,13 @@ static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *
 		return rc;
 	if ((v = get(sb, "blockedSyscalls")) && (rc = parse_syscalls(c, v, cfg)))
 		return rc;
+	if ((v = get(sb, "rules")) && (rc = parse_rules_section(c, v, cfg)))
+		return rc;
+	if ((v = get(sb, "allowJournal"))) {
+		if ((rc = want(c, v, JSON_TRUE, "sandbox.allowJournal", "true or false")))
+			return rc;
+		cfg->allow_journal = json_is_true(v);
+	}
 	if ((v = get(sb, "image"))) {
 		if ((rc = want(c, v, JSON_STRING, "sandbox.image",
 			       "a directory, like \"/srv/errand/image\"")) ||
@@ -1479,6 +1778,10 @@ int config_load_text(const char *text, const char *path, struct errand_config *c
 		goto fail;
 	}
 	if (!text) {
+		if (config_rules_defaults(&c)) {
+			rc = oom(&ctx);
+			goto fail;
+		}
 		*cfg = c;
 		return 0;
 	}
@@ -1496,6 +1799,8 @@ int config_load_text(const char *text, const char *path, struct errand_config *c
 	c.path = strdup(path);
 	rc = c.path ? parse_root(&ctx, root, &c) : oom(&ctx);
 	json_decref(root);
+	if (rc == 0 && config_rules_defaults(&c))
+		rc = oom(&ctx);
 	if (rc)
 		goto fail;
 	*cfg = c;
@@ -1543,6 +1848,7 @@ void config_free(struct errand_config *cfg)
 	strv_free(&cfg->path_extra);
 	strv_free(&cfg->blocked_syscalls);
 	free(cfg->image);
+	rules_free(&cfg->rules);
 	free(cfg->project);
 	for (size_t i = 0; i < cfg->n_providers; i++)
 		provider_free(&cfg->providers[i]);

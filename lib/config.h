@@ -84,6 +84,38 @@ struct config_strv {
 	size_t n;
 };
 
+/* sandbox.rules: cowboy's sheepdog rules. The verbs in the order a rule's
+ * text names them; RULE_VERBS counts them. */
+enum config_rule_verb {
+	RULE_READ,
+	RULE_EDIT,
+	RULE_CREATE,
+	RULE_DELETE,
+	RULE_EXEC,
+	RULE_CONNECT,
+	RULE_VERBS
+};
+/* Precedence, highest first: lazyAllow, deny, allow (default-deny is the
+ * Landlock floor). */
+enum config_rule_kind { RULE_LAZY, RULE_DENY, RULE_ALLOW };
+/* At most this many rules a session, errand's own defaults included. */
+#define CONFIG_RULES_MAX 80
+/* A pattern's length limit (the BPF matcher's buffer, NUL included). */
+#define CONFIG_RULE_PATH_MAX 128
+
+struct config_rule {
+	enum config_rule_kind kind;
+	enum config_rule_verb verb;
+	bool builtin; /* errand's own (host authorities, the journal), not the file's */
+	char *text;   /* as written, like "Read(/srv/data/x)" */
+	char *path;   /* the PATH inside, "~/" kept; for Connect without "unix:" */
+};
+
+struct config_rules {
+	struct config_rule *v;
+	size_t n;
+};
+
 struct errand_config {
 	enum config_network network;	     /* sandbox.network */
 	enum config_egress_mode egress_mode; /* sandbox.egress.mode */
@@ -121,6 +153,8 @@ struct errand_config {
 	struct config_strv blocked_syscalls; /* sandbox.blockedSyscalls: names libseccomp knows */
 	struct config_limits limits;	     /* sandbox.limits */
 	char *image;			     /* sandbox.image: a root directory; NULL: the host's */
+	struct config_rules rules;	     /* sandbox.rules.{lazyAllow,deny,allow} */
+	bool allow_journal;		     /* sandbox.allowJournal */
 	struct config_provider *providers;   /* agent.providers, in the file's order */
 	size_t n_providers;
 	/* From a run request, not the file (agent/request.c). */
@@ -157,6 +191,23 @@ const char *config_env_reserved(const char *name);
 /* Parses a size ("512m", "1g", "4096"; k, m, g, t are powers of 1024) into
  * bytes. 0 or -EINVAL. */
 int config_parse_size(const char *s, uint64_t *out);
+/* The verb's name as a rule writes it ("Read"). */
+const char *config_rule_verb_name(enum config_rule_verb v);
+/* "lazyAllow", "deny" or "allow". */
+const char *config_rule_kind_name(enum config_rule_kind k);
+/* Parses one rule's text (where names it in the error). 0, or -EINVAL with
+ * one line in err naming the fix. */
+int config_rule_parse(const char *where, const char *text, enum config_rule_kind kind,
+		      struct config_rule *out, char *err, size_t errlen);
+/* Appends errand's own rules: the host authorities' sockets closed unless a
+ * Connect allow names one, the journal closed unless sandbox.allowJournal
+ * (which adds its Read allow). Called by config_load; 0 or -ENOMEM. */
+int config_rules_defaults(struct errand_config *cfg);
+/* The host daemons' sockets a session never reaches unless a
+ * Connect(unix:PATH) allow names one, besides errand's own control socket
+ * (<paths.run>/agent.sock). NULL-terminated. */
+extern const char *const config_host_authorities[];
+
 /* Edit distance for "did you mean": Damerau-Levenshtein, case-insensitive. */
 int config_key_distance(const char *a, const char *b);
 

@@ -11,13 +11,16 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,7 +45,10 @@ static int usage(void)
 		"       sysprobe ifaddr IFACE          its IPv4 address/prefix (no netlink)\n"
 		"       sysprobe net                   links=, routes=, gw= lines from "
 		"/proc/net\n"
-		"       sysprobe landlock-abi          the kernel's Landlock ABI (0: none)\n");
+		"       sysprobe landlock-abi          the kernel's Landlock ABI (0: none)\n"
+		"       sysprobe edit FILE | unlink PATH | mkdir DIR | rename A B | link A B\n"
+		"       sysprobe unix-connect PATH     a stream connect to a bound socket\n"
+		"       sysprobe unix-listen PATH      bind, listen, accept and close, forever\n");
 	return 2;
 }
 
@@ -297,6 +303,34 @@ static int cmd_landlock_abi(void)
 	return 0;
 }
 
+/* errno read after the call returns (an argument list has no order). */
+static int res(long r)
+{
+	return result(r, errno);
+}
+
+static int cmd_unix(const char *path, bool listen_)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	long r;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (!listen_) {
+		r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		return result(r, errno);
+	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0)
+		return result(-1, errno);
+	chmod(path, 0777);
+	for (;;) {
+		int c = accept(fd, NULL, NULL);
+
+		if (c >= 0)
+			close(c);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -328,5 +362,19 @@ int main(int argc, char **argv)
 		return cmd_ifaddr(argv[2]);
 	if (!strcmp(argv[1], "net") && argc == 2)
 		return cmd_net();
+	if (!strcmp(argv[1], "edit") && argc == 3)
+		return cmd_open(argv[2], O_WRONLY);
+	if (!strcmp(argv[1], "unlink") && argc == 3)
+		return res(unlink(argv[2]));
+	if (!strcmp(argv[1], "mkdir") && argc == 3)
+		return res(mkdir(argv[2], 0755));
+	if (!strcmp(argv[1], "rename") && argc == 4)
+		return res(rename(argv[2], argv[3]));
+	if (!strcmp(argv[1], "link") && argc == 4)
+		return res(link(argv[2], argv[3]));
+	if (!strcmp(argv[1], "unix-connect") && argc == 3)
+		return cmd_unix(argv[2], false);
+	if (!strcmp(argv[1], "unix-listen") && argc == 3)
+		return cmd_unix(argv[2], true);
 	return usage();
 }

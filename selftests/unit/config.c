@@ -635,6 +635,103 @@ static void test_distance(void)
 	CHECK_INT(config_key_distance("ca", "abc"), 3, "optimal string alignment ca/abc");
 }
 
+/* sandbox.rules: every verb parses into its kind, errand's own closures are
+ * appended, and what cannot be enforced as written is refused at load. */
+static const struct config_rule *find_rule(const struct errand_config *cfg, const char *text,
+					   bool builtin)
+{
+	for (size_t i = 0; i < cfg->rules.n; i++)
+		if (!strcmp(cfg->rules.v[i].text, text) && cfg->rules.v[i].builtin == builtin)
+			return &cfg->rules.v[i];
+	return NULL;
+}
+
+static void test_rules(void)
+{
+	struct errand_config cfg;
+	const struct config_rule *r;
+	char err[CONFIG_ERRLEN];
+	int rc;
+
+	rc = load("{\"sandbox\": {\"rules\": {"
+		  "\"allow\": [\"Read(~/data/**)\", \"Edit(/srv/w/*.txt)\", \"Create(/srv/w/**)\", "
+		  "\"Delete(/srv/w/**)\", \"Exec(/opt/tool/bin/**)\", "
+		  "\"Connect(unix:/run/docker.sock)\"], "
+		  "\"deny\": [\"Read(~/.ssh/**)\", \"Exec(/usr/bin/curl)\", "
+		  "\"Connect(unix:/run/app.sock)\"], "
+		  "\"lazyAllow\": [\"Edit(~/.ssh/new/**)\"]}}}",
+		  &cfg, err, sizeof(err));
+	CHECK_INT(rc, 0, "rules of every verb load: %s", err);
+	r = find_rule(&cfg, "Read(~/.ssh/**)", false);
+	CHECK_TRUE(r && r->kind == RULE_DENY && r->verb == RULE_READ &&
+			   !strcmp(r->path, "~/.ssh/**"),
+		   "a deny Read rule keeps its ~/ path");
+	r = find_rule(&cfg, "Connect(unix:/run/app.sock)", false);
+	CHECK_TRUE(r && r->verb == RULE_CONNECT && !strcmp(r->path, "/run/app.sock"),
+		   "a Connect rule's path is the socket's, without unix:");
+	r = find_rule(&cfg, "Edit(~/.ssh/new/**)", false);
+	CHECK_TRUE(r && r->kind == RULE_LAZY, "lazyAllow is its own kind");
+	CHECK_TRUE(find_rule(&cfg, "Exec(/opt/tool/bin/**)", false) != NULL, "Exec parses");
+	CHECK_TRUE(find_rule(&cfg, "Delete(/srv/w/**)", false) != NULL, "Delete parses");
+	CHECK_TRUE(find_rule(&cfg, "Create(/srv/w/**)", false) != NULL, "Create parses");
+	/* docker.sock is granted: no closure of errand's for it, the others stay */
+	CHECK_TRUE(!find_rule(&cfg, "Connect(unix:/run/docker.sock)", true),
+		   "a Connect allow of a host authority lifts errand's closure of it");
+	CHECK_TRUE(find_rule(&cfg, "Connect(unix:/nix/var/nix/daemon-socket/socket)", true) != NULL,
+		   "the Nix daemon's socket is closed by errand");
+	CHECK_TRUE(find_rule(&cfg, "Connect(unix:/run/dbus/system_bus_socket)", true) != NULL,
+		   "the D-Bus system bus is closed by errand");
+	CHECK_TRUE(find_rule(&cfg, "Connect(unix:/run/errand/agent.sock)", true) != NULL,
+		   "errand's own control socket is closed");
+	r = find_rule(&cfg, "Read(/var/log/journal/**)", true);
+	CHECK_TRUE(r && r->kind == RULE_DENY, "the journal is closed by default");
+	config_free(&cfg);
+
+	rc = load("{\"sandbox\": {\"allowJournal\": true}}", &cfg, err, sizeof(err));
+	CHECK_INT(rc, 0, "allowJournal loads: %s", err);
+	r = find_rule(&cfg, "Read(/run/log/journal/**)", true);
+	CHECK_TRUE(r && r->kind == RULE_ALLOW, "allowJournal adds the journal's Read allow");
+	config_free(&cfg);
+
+	refused("a verb one letter off", "{\"sandbox\": {\"rules\": {\"deny\": [\"Raed(/x)\"]}}}",
+		"unknown verb Raed in \"Raed(/x)\"; did you mean Read?", NULL);
+	refused("a verb in lower case", "{\"sandbox\": {\"rules\": {\"deny\": [\"exec(/x)\"]}}}",
+		"did you mean Exec?", NULL);
+	refused("an unknown verb", "{\"sandbox\": {\"rules\": {\"allow\": [\"Fetch(/x)\"]}}}",
+		"unknown verb Fetch in \"Fetch(/x)\"; write one of Read, Edit, Create, Delete, "
+		"Exec, Connect",
+		NULL);
+	refused("a relative path", "{\"sandbox\": {\"rules\": {\"deny\": [\"Read(.ssh/**)\"]}}}",
+		"sandbox.rules.deny[0]: \"Read(.ssh/**)\" names a relative path; write it from / "
+		"or "
+		"from ~/",
+		NULL);
+	refused("an unparseable rule", "{\"sandbox\": {\"rules\": {\"deny\": [\"Read /x\"]}}}",
+		"\"Read /x\" is not a rule; write Verb(PATH)", NULL);
+	refused("an unclosed rule", "{\"sandbox\": {\"rules\": {\"deny\": [\"Read(/x\"]}}}",
+		"is not a rule", NULL);
+	refused("a .. part", "{\"sandbox\": {\"rules\": {\"deny\": [\"Read(/x/../y)\"]}}}",
+		"has an empty, . or .. part", NULL);
+	refused("'**' inside a segment",
+		"{\"sandbox\": {\"rules\": {\"deny\": [\"Read(/x/a**)\"]}}}",
+		"'**' must be a whole path segment", NULL);
+	refused("a Connect without unix:",
+		"{\"sandbox\": {\"rules\": {\"deny\": [\"Connect(/run/x.sock)\"]}}}",
+		"Connect takes a unix socket's path", NULL);
+	refused("a Connect with a wildcard",
+		"{\"sandbox\": {\"rules\": {\"deny\": [\"Connect(unix:/run/*.sock)\"]}}}",
+		"a Connect rule names one socket", NULL);
+	refused("Bash, with its reason",
+		"{\"sandbox\": {\"rules\": {\"allow\": [\"Bash(git status)\"]}}}",
+		"is refused: a command prefix can only be matched on the arguments in the "
+		"process's memory",
+		NULL);
+	refused("a rules key a letter off", "{\"sandbox\": {\"rules\": {\"lazyalow\": []}}}",
+		"did you mean sandbox.rules.lazyAllow?", NULL);
+	refused("allowJournal as a string", "{\"sandbox\": {\"allowJournal\": \"yes\"}}",
+		"sandbox.allowJournal is a string; write true or false", NULL);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -650,6 +747,7 @@ int main(void)
 	test_syntax();
 	test_pin_parse();
 	test_distance();
+	test_rules();
 	unlink(write_file("config.json", ""));
 	snprintf(warnings, sizeof(warnings), "%s/stderr", dir);
 	unlink(warnings);

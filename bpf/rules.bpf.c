@@ -1,0 +1,526 @@
+// SPDX-License-Identifier: GPL-2.0
+/* A session's argument-aware rules (sandbox.rules), as BPF LSM programs
+ * attached to the session's cgroup (BPF_LSM_CGROUP): each hook takes the
+ * path the kernel resolved (bpf_d_path on the object's struct path, the
+ * parent's for the path_* hooks with the new entry's name appended), never a
+ * string from the process's memory, and matches it against the session's
+ * compiled patterns. Precedence: lazyAllow > deny > (allow and the default
+ * deny, which are Landlock's). A refusal is -EACCES and an event. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "rules.h"
+
+#define EACCES 13
+#define FMODE_READ 0x1
+#define FMODE_WRITE 0x2
+#define FMODE_EXEC 0x20
+#define FMODE_CREATED 0x100000
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RULES_MAX);
+	__type(key, __u32);
+	__type(value, struct rule_entry);
+} rules SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rule_conf);
+} conf SEC(".maps");
+
+/* Sockets a Connect deny names, by identity taken at start: value is the
+ * rule's id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, struct rule_inode);
+	__type(value, __u32);
+} socks SEC(".maps");
+
+/* The top directories of the deny patterns, by identity: a hard link of
+ * anything beneath one is refused (path_link gives no path for its source). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RULES_MAX);
+	__type(key, struct rule_inode);
+	__type(value, __u32);
+} deny_dirs SEC(".maps");
+
+/* Files the session created (open with O_CREAT made them): what lazyAllow
+ * applies to. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct rule_inode);
+	__type(value, __u8);
+} created SEC(".maps");
+
+/* Path components a walk follows (mknod's, where bpf_d_path is not allowed). */
+#define RULE_DEPTH 32
+
+struct scratch {
+	char path[2 * RULE_PATH_MAX]; /* the path matched; room to append a name */
+	char old[2 * RULE_PATH_MAX];  /* a rename's source */
+	const unsigned char *names[RULE_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* The matcher's state, one step a bpf_loop iteration: '*' matches within a
+ * segment, '**' across; the classic two-pointer match with one backtrack
+ * point for each, bounded by RULE_BUDGET steps for all rules together. */
+struct mctx {
+	__u32 verbs, n, r, which;
+	__s32 pi, si, sp, ss, dp, ds, len;
+	__u32 fresh, lazy, deny;
+};
+
+static void next_rule(struct mctx *c)
+{
+	c->r++;
+	c->fresh = 1;
+}
+
+static long match_step(__u32 i, void *arg)
+{
+	struct mctx *c = arg;
+	__u32 zero = 0, r = c->r, which = c->which;
+	struct rule_entry *e;
+	struct scratch *sc;
+	const char *s;
+	__s32 pi, si, plen;
+	char pc, ch;
+
+	if (r >= c->n || r >= RULES_MAX)
+		return 1;
+	e = bpf_map_lookup_elem(&rules, &r);
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e || !sc)
+		return 1;
+	s = which ? sc->old : sc->path;
+	if (!(e->verbs & c->verbs) || (e->kind == RK_DENY && c->deny != RULE_NONE) ||
+	    (e->kind == RK_LAZY && c->lazy)) {
+		next_rule(c);
+		return 0;
+	}
+	if (c->fresh) {
+		c->pi = c->si = 0;
+		c->sp = c->dp = -1;
+		c->fresh = 0;
+	}
+	pi = c->pi;
+	si = c->si;
+	plen = e->len;
+	if (pi < 0 || pi >= RULE_PAT_MAX || si < 0 || si >= RULE_PATH_MAX)
+		goto mismatch;
+	if (pi < plen) {
+		pc = e->pat[pi];
+		if (pc == '*') {
+			if (pi + 1 < plen && pi + 1 < RULE_PAT_MAX && e->pat[pi + 1] == '*') {
+				c->dp = pi + 2;
+				c->ds = si;
+				c->sp = -1;
+				c->pi = pi + 2;
+			} else {
+				c->sp = pi + 1;
+				c->ss = si;
+				c->pi = pi + 1;
+			}
+			return 0;
+		}
+		if (si < c->len && s[si & (RULE_PATH_MAX - 1)] == pc) {
+			c->pi = pi + 1;
+			c->si = si + 1;
+			return 0;
+		}
+	} else {
+		ch = si < c->len ? s[si & (RULE_PATH_MAX - 1)] : 0;
+		if (si >= c->len || (e->subtree && ch == '/')) {
+			if (e->kind == RK_LAZY)
+				c->lazy = 1;
+			else
+				c->deny = e->id;
+			next_rule(c);
+			return 0;
+		}
+	}
+mismatch:
+	if (c->sp >= 0 && c->ss < c->len && c->ss >= 0 && c->ss < RULE_PATH_MAX &&
+	    s[c->ss & (RULE_PATH_MAX - 1)] != '/') {
+		c->ss++;
+		c->si = c->ss;
+		c->pi = c->sp;
+		return 0;
+	}
+	if (c->dp >= 0 && c->ds < c->len) {
+		c->ds++;
+		c->si = c->ds;
+		c->pi = c->dp;
+		c->sp = -1;
+		return 0;
+	}
+	next_rule(c);
+	return 0;
+}
+
+/* The deny rule that refuses verbs on the path in scratch (which: 0 path,
+ * 1 old), or RULE_NONE; lazy says whether lazyAllow may apply (the object is
+ * the session's own creation, or about to be). */
+static __u32 decide(__u32 verbs, int len, bool lazy, __u32 which)
+{
+	__u32 zero = 0;
+	struct rule_conf *cf = bpf_map_lookup_elem(&conf, &zero);
+	struct mctx c = {.verbs = verbs, .which = which, .len = len, .fresh = 1, .deny = RULE_NONE};
+
+	if (!cf || !cf->n)
+		return RULE_NONE;
+	c.n = cf->n;
+	if (c.len > RULE_PATH_MAX - 1)
+		c.len = RULE_PATH_MAX - 1;
+	bpf_loop(RULE_BUDGET, match_step, &c, 0);
+	if (c.r < c.n)
+		return RULE_BUDGET_HIT; /* fail closed */
+	if (c.deny != RULE_NONE && lazy && c.lazy)
+		return RULE_NONE;
+	return c.deny;
+}
+
+static int refuse(__u32 rule, __u32 verbs, __u32 hook, __u32 which)
+{
+	__u32 zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct rule_event *ev;
+
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (ev) {
+		ev->rule = rule;
+		ev->verbs = verbs;
+		ev->hook = hook;
+		ev->pad = 0;
+		if (sc)
+			__builtin_memcpy(ev->path, which ? sc->old : sc->path, RULE_PATH_MAX);
+		else
+			ev->path[0] = 0;
+		ev->path[RULE_PATH_MAX - 1] = 0;
+		bpf_ringbuf_submit(ev, 0);
+	}
+	bpf_set_retval(-EACCES);
+	return 0;
+}
+
+static struct scratch *scratch_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&scratch, &zero);
+}
+
+static bool have_rules(void)
+{
+	__u32 zero = 0;
+	struct rule_conf *cf = bpf_map_lookup_elem(&conf, &zero);
+
+	return cf && cf->n;
+}
+
+static void inode_key(struct inode *ino, struct rule_inode *k)
+{
+	k->ino = BPF_CORE_READ(ino, i_ino);
+	k->dev = BPF_CORE_READ(ino, i_sb, s_dev);
+}
+
+/* dir's path, '/' and name into buf; its length without NUL, or < 0. */
+static int join_path(const struct path *dir, struct dentry *d, char *buf)
+{
+	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+	long n = bpf_d_path((struct path *)dir, buf, RULE_PATH_MAX);
+	long m;
+
+	if (n <= 0 || n > RULE_PATH_MAX)
+		return -1;
+	n--; /* the NUL */
+	if (n > 1) {
+		buf[n & (RULE_PATH_MAX - 1)] = '/';
+		n++;
+	}
+	if (n >= RULE_PATH_MAX)
+		return -1;
+	m = bpf_probe_read_kernel_str(buf + (n & (RULE_PATH_MAX - 1)), RULE_PATH_MAX, name);
+	if (m <= 0)
+		return -1;
+	return (int)(n + m - 1);
+}
+
+/* dir/name by walking dentries and mounts up to the task's root, as d_path
+ * does: for path_mknod, which is not among the hooks bpf_d_path may be
+ * called from (the kernel's sleepable LSM hooks). Length, or < 0 when the
+ * path is deeper than RULE_DEPTH or longer than RULE_PATH_MAX. */
+static int walk_path(const struct path *dir, struct dentry *leaf, struct scratch *sc)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct dentry *root = BPF_CORE_READ(task, fs, root.dentry);
+	struct vfsmount *root_mnt = BPF_CORE_READ(task, fs, root.mnt);
+	struct vfsmount *vmnt = BPF_CORE_READ(dir, mnt);
+	struct mount *mnt = (void *)vmnt - bpf_core_field_offset(struct mount, mnt);
+	struct dentry *d = BPF_CORE_READ(dir, dentry);
+	int n = 0, off = 0;
+	bool top = false;
+
+	sc->names[0] = BPF_CORE_READ(leaf, d_name.name);
+	n = 1;
+	for (int i = 0; i < 2 * RULE_DEPTH; i++) {
+		struct dentry *mroot = BPF_CORE_READ(mnt, mnt.mnt_root);
+		struct mount *parent;
+
+		if (d == root && vmnt == root_mnt) {
+			top = true;
+			break;
+		}
+		if (d == mroot) {
+			parent = BPF_CORE_READ(mnt, mnt_parent);
+			if (parent == mnt) {
+				top = true; /* the namespace's root: d_path's answer too */
+				break;
+			}
+			d = BPF_CORE_READ(mnt, mnt_mountpoint);
+			mnt = parent;
+			vmnt = (void *)mnt + bpf_core_field_offset(struct mount, mnt);
+			continue;
+		}
+		if (n >= RULE_DEPTH)
+			return -1;
+		sc->names[n & (RULE_DEPTH - 1)] = BPF_CORE_READ(d, d_name.name);
+		n++;
+		d = BPF_CORE_READ(d, d_parent);
+	}
+	if (!top)
+		return -1;
+	for (int j = RULE_DEPTH - 1; j >= 0; j--) {
+		long m;
+
+		if (j >= n)
+			continue;
+		if (off >= RULE_PATH_MAX - 1)
+			return -1;
+		sc->path[off & (RULE_PATH_MAX - 1)] = '/';
+		off++;
+		m = bpf_probe_read_kernel_str(sc->path + (off & (RULE_PATH_MAX - 1)), RULE_PATH_MAX,
+					      sc->names[j]);
+		if (m <= 0)
+			return -1;
+		off += (int)m - 1;
+	}
+	if (off >= RULE_PATH_MAX)
+		return -1;
+	return off;
+}
+
+static bool was_created(struct dentry *d)
+{
+	struct inode *ino = BPF_CORE_READ(d, d_inode);
+	struct rule_inode k;
+
+	if (!ino)
+		return false;
+	inode_key(ino, &k);
+	return bpf_map_lookup_elem(&created, &k) != NULL;
+}
+
+SEC("lsm_cgroup/file_open")
+int BPF_PROG(rules_open, struct file *file)
+{
+	struct scratch *sc;
+	__u32 verbs = 0, rule, mode;
+	struct rule_inode k;
+	bool mine;
+	long n;
+
+	if (!have_rules() || !(sc = scratch_get()))
+		return 1;
+	mode = file->f_mode;
+	inode_key(file->f_inode, &k);
+	if (mode & FMODE_CREATED) {
+		__u8 one = 1;
+
+		bpf_map_update_elem(&created, &k, &one, BPF_ANY);
+	}
+	mine = bpf_map_lookup_elem(&created, &k) != NULL;
+	if (mode & FMODE_READ)
+		verbs |= RV_READ;
+	if (mode & FMODE_WRITE)
+		verbs |= RV_EDIT;
+	if (mode & FMODE_EXEC)
+		verbs |= RV_EXEC;
+	if (!verbs)
+		verbs = RV_READ; /* O_PATH-like opens still name the object */
+	n = bpf_d_path((struct path *)&file->f_path, sc->path, RULE_PATH_MAX);
+	if (n <= 0)
+		return 1; /* no path (an anonymous or internal file): nothing to match */
+	rule = decide(verbs, (int)n - 1, mine, 0);
+	if (rule == RULE_NONE)
+		return 1;
+	return refuse(rule, verbs, mode & FMODE_EXEC ? RH_EXEC : RH_OPEN, 0);
+}
+
+static int path_hook(const struct path *dir, struct dentry *d, __u32 verbs, bool lazy, __u32 hook)
+{
+	struct scratch *sc;
+	__u32 rule;
+	int n;
+
+	if (!have_rules() || !(sc = scratch_get()))
+		return 1;
+	n = hook == RH_MKNOD ? walk_path(dir, d, sc) : join_path(dir, d, sc->path);
+	if (n < 0)
+		return refuse(RULE_BUDGET_HIT, verbs, hook, 0); /* unnamable: fail closed */
+	rule = decide(verbs, n, lazy, 0);
+	if (rule == RULE_NONE)
+		return 1;
+	return refuse(rule, verbs, hook, 0);
+}
+
+SEC("lsm_cgroup/path_unlink")
+int BPF_PROG(rules_unlink, const struct path *dir, struct dentry *dentry)
+{
+	return path_hook(dir, dentry, RV_DELETE, was_created(dentry), RH_UNLINK);
+}
+
+SEC("lsm_cgroup/path_rmdir")
+int BPF_PROG(rules_rmdir, const struct path *dir, struct dentry *dentry)
+{
+	return path_hook(dir, dentry, RV_DELETE, false, RH_RMDIR);
+}
+
+/* What does not exist yet is the session's own creation: lazyAllow applies. */
+SEC("lsm_cgroup/path_mknod")
+int BPF_PROG(rules_mknod, const struct path *dir, struct dentry *dentry, umode_t mode,
+	     unsigned int dev)
+{
+	return path_hook(dir, dentry, RV_CREATE, true, RH_MKNOD);
+}
+
+SEC("lsm_cgroup/path_mkdir")
+int BPF_PROG(rules_mkdir, const struct path *dir, struct dentry *dentry, umode_t mode)
+{
+	return path_hook(dir, dentry, RV_CREATE, true, RH_MKDIR);
+}
+
+SEC("lsm_cgroup/path_symlink")
+int BPF_PROG(rules_symlink, const struct path *dir, struct dentry *dentry, const char *old_name)
+{
+	return path_hook(dir, dentry, RV_CREATE, true, RH_SYMLINK);
+}
+
+/* A rename is refused when either end lies under a deny rule of any verb:
+ * into a denied tree would rename what the rule names into being, out of it
+ * would carry what the rule protects past it. */
+SEC("lsm_cgroup/path_rename")
+int BPF_PROG(rules_rename, const struct path *old_dir, struct dentry *old_dentry,
+	     const struct path *new_dir, struct dentry *new_dentry, unsigned int flags)
+{
+	bool mine = was_created(old_dentry);
+	struct scratch *sc;
+	__u32 rule;
+	int n;
+
+	if (!have_rules() || !(sc = scratch_get()))
+		return 1;
+	n = join_path(old_dir, old_dentry, sc->old);
+	if (n < 0)
+		return refuse(RULE_BUDGET_HIT, RV_FILES, RH_RENAME, 1);
+	rule = decide(RV_FILES, n, mine, 1);
+	if (rule != RULE_NONE)
+		return refuse(rule, RV_FILES, RH_RENAME, 1);
+	return path_hook(new_dir, new_dentry, RV_FILES, mine, RH_RENAME);
+}
+
+/* A hard link's source has no struct path here: it is refused when it lies
+ * beneath the top directory of any deny pattern (by identity, walking up its
+ * parents), and its new name like a rename's. */
+SEC("lsm_cgroup/path_link")
+int BPF_PROG(rules_link, struct dentry *old_dentry, const struct path *new_dir,
+	     struct dentry *new_dentry)
+{
+	struct dentry *d = old_dentry, *parent;
+	struct rule_inode k;
+	struct inode *ino;
+
+	if (!have_rules())
+		return 1;
+	for (int i = 0; i < 64; i++) {
+		ino = BPF_CORE_READ(d, d_inode);
+		if (ino) {
+			inode_key(ino, &k);
+			if (bpf_map_lookup_elem(&deny_dirs, &k)) {
+				struct scratch *sc = scratch_get();
+
+				if (sc)
+					join_path(new_dir, new_dentry, sc->path);
+				return refuse(RULE_DENY_DIR, RV_FILES, RH_LINK, 0);
+			}
+		}
+		parent = BPF_CORE_READ(d, d_parent);
+		if (!parent || parent == d)
+			break;
+		d = parent;
+	}
+	return path_hook(new_dir, new_dentry, RV_FILES, false, RH_LINK);
+}
+
+/* Stream connects to a bound socket: the peer's inode, which the kernel
+ * resolved, against the sockets named at start. */
+/* Stream connects to a bound socket: the peer's inode, which the kernel
+ * resolved, against the sockets named at start, then the name the peer bound
+ * (kernel memory, the daemon's own, so a daemon that re-created its socket
+ * after the session started is still known) against the Connect patterns. */
+SEC("lsm_cgroup/unix_stream_connect")
+int BPF_PROG(rules_connect, struct sock *sock, struct sock *other, struct sock *newsk)
+{
+	struct unix_sock *u = (struct unix_sock *)other;
+	struct dentry *d = BPF_CORE_READ(u, path.dentry);
+	struct unix_address *addr;
+	struct scratch *sc;
+	struct rule_inode k;
+	struct inode *ino;
+	__u32 *rule, id;
+	long n;
+
+	if (!d || !(ino = BPF_CORE_READ(d, d_inode)))
+		return 1; /* abstract or unbound: Landlock's scoping */
+	if (!(sc = scratch_get()))
+		return 1;
+	sc->path[0] = 0; /* the agent names the socket from the rule */
+	inode_key(ino, &k);
+	rule = bpf_map_lookup_elem(&socks, &k);
+	if (rule)
+		return refuse(*rule, RV_CONNECT, RH_CONNECT, 0);
+	addr = BPF_CORE_READ(u, addr);
+	if (!addr || !have_rules())
+		return 1;
+	/* sun_path, after the two bytes of sun_family */
+	n = bpf_probe_read_kernel_str(sc->path, RULE_PATH_MAX,
+				      (void *)addr +
+					      bpf_core_field_offset(struct unix_address, name) + 2);
+	if (n <= 1)
+		return 1;
+	id = decide(RV_CONNECT, (int)n - 1, false, 0);
+	if (id == RULE_NONE)
+		return 1;
+	return refuse(id, RV_CONNECT, RH_CONNECT, 0);
+}
