@@ -34,6 +34,7 @@
 #include "lib/landlock.h"
 #include "lib/strv.h"
 #include "lib/util.h"
+#include "lib/log.h"
 
 #define BPF_FS_MAGIC_NUM 0xcafe4a11
 #define BPF_FS_ROOT "/sys/fs/bpf"
@@ -927,7 +928,10 @@ int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg, 
 		  &cfg->policy_write, false);
 	gate_list("sandbox.env sets (values not shown)", &cfg->env, true);
 	print_rules(stderr, "errand: rule: ", cfg, false, r->bpf_lsm);
-	closed_line(cfg);
+	/* The same at every start unless a Connect allow lifts one (named as
+	 * weakened below): said with -v; doctor always lists them. */
+	if (log_verbose())
+		closed_line(cfg);
 	for (size_t i = 0; i < cfg->rules.n; i++) {
 		const struct config_rule *ru = &cfg->rules.v[i];
 		char own[PATH_MAX];

@@ -101,7 +101,7 @@ c["agent"] = {"providers": {"prov": {"baseUrl": "https://provider.test:8443/v1",
 json.dump(c, open(sys.argv[1], "w"))
 PY
 ctl reload >/dev/null
-refused "credential file missing" "agent.providers.prov.credentialFile $W_DIR/no-such-key: No such file or directory" \
+refused "credential file missing" "agent.providers.prov: credentialFile $W_DIR/no-such-key cannot be read \(No such file or directory\)" \
 	--egress api.test -- true
 
 # A key with a value the agent cannot take (an unknown key is only warned
