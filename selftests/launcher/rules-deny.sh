@@ -1,6 +1,5 @@
 #!/bin/bash
 # Guarantee: sandbox.rules' deny rules hold inside what the floor and allow rules grant, in the kernel on the path it resolved: Read, Edit, Create, Delete and Exec denied each refuse with EACCES (deny beats allow), a rename or hard link into or out of a denied tree is refused, a symlink pointing into it is refused on open, a file created after start under a denied pattern is refused, lazyAllow opens only what the session itself creates, a Connect deny refuses a test daemon's socket; each refusal is an event naming the rule and the path.
-# selftests-covered-by: vm/kernel61
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 SYSPROBE=$ROOT/build/selftests/sysprobe
