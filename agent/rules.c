@@ -430,9 +430,11 @@ int rules_start(const struct errand_config *cfg, const char *id, const char *rec
 	int rc;
 
 	*out = NULL;
-	/* errand's own closures are the launcher's; BPF LSM adds to them
-	 * where it runs */
-	if (!needed && rules_lsm_probe(err, sizeof(err)))
+	/* errand's own closures are the launcher's. The programs are attached
+	 * only for a rule that needs them: they are not yet verified to load
+	 * on every supported kernel (Debian 12's 6.1 refuses them), and a
+	 * session without such a rule must not depend on them. */
+	if (!needed)
 		return 0;
 	/* HOME, as the launcher's --state makes it */
 	if (path_fmt(home, sizeof(home), "%s/work", record_dir))
