@@ -536,6 +536,48 @@ static int on_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/* An update or delete of a map-in-map returns only after an RCU grace period
+ * (the kernel waits for programs that may still use the old value): one
+ * after another, a session's eleven cost 100 ms and more. Each in a thread
+ * of its own, the waits overlap. */
+struct outer_op {
+	int map;
+	__u64 key;
+	int value; /* an inner map's fd; -1: delete the key */
+	int rc;
+};
+
+static void *outer_op_run(void *arg)
+{
+	struct outer_op *op = arg;
+
+	if (op->value >= 0)
+		op->rc = bpf_map_update_elem(op->map, &op->key, &op->value, BPF_ANY) ? -errno : 0;
+	else
+		op->rc = bpf_map_delete_elem(op->map, &op->key) ? -errno : 0;
+	return NULL;
+}
+
+/* 0, or the first op's error (its index in *failed). */
+static int outer_ops(struct outer_op *ops, size_t n, size_t *failed)
+{
+	pthread_t t[I_MAX];
+	bool started[I_MAX] = {};
+
+	for (size_t i = 0; i < n && i < I_MAX; i++)
+		if (!(started[i] = pthread_create(&t[i], NULL, outer_op_run, &ops[i]) == 0))
+			outer_op_run(&ops[i]);
+	for (size_t i = 0; i < n && i < I_MAX; i++)
+		if (started[i])
+			pthread_join(t[i], NULL);
+	for (size_t i = 0; i < n && i < I_MAX; i++)
+		if (ops[i].rc) {
+			*failed = i;
+			return ops[i].rc;
+		}
+	return 0;
+}
+
 /* <paths.bpf> from <paths.bpf>/<id>. */
 static void parent_dir(const char *pin_dir, char *out, size_t len)
 {
@@ -602,14 +644,18 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 			snprintf(err, errlen, "cannot pin map %s: %s", path, strerror(-rc));
 		}
 	}
-	/* Into the set under the session's key, its config last: a hook finds
-	 * the session only once every map of it is there. */
-	for (int i = I_MAX - 1; i >= 0 && !rc; i--)
-		if (bpf_map_update_elem(ps->outer[i], &key, &fd[i], BPF_ANY)) {
-			rc = -errno;
+	/* Into the set under the session's key, all at once: no hook of the
+	 * session runs before its links below, nor any process in its cgroup. */
+	if (!rc) {
+		struct outer_op ops[I_MAX];
+		size_t bad = 0;
+
+		for (int i = 0; i < I_MAX; i++)
+			ops[i] = (struct outer_op){.map = ps->outer[i], .key = key, .value = fd[i]};
+		if ((rc = outer_ops(ops, I_MAX, &bad)))
 			snprintf(err, errlen, "cannot add the session to the %s map: %s",
-				 inners[i].outer, strerror(-rc));
-		}
+				 inners[bad].outer, strerror(-rc));
+	}
 	if (!rc && ifindex && bpf_map_update_elem(ps->tc_sess, &ifindex, &key, BPF_ANY)) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot add the session's veth: %s", strerror(-rc));
@@ -1060,17 +1106,19 @@ static void set_remove(const char *bpf_dir, const struct sess_cfg *cfg)
 	char dir[PATH_MAX], err[PATH_MAX + 64];
 	__u64 key = cfg->cgid, cur;
 	__u32 ifindex = cfg->ifindex;
+	struct outer_op ops[I_MAX];
+	size_t n = 0, bad;
 	int fd;
 
 	if (path_fmt(dir, sizeof(dir), "%s/prog/%016llx", bpf_dir,
 		     (unsigned long long)cfg->set_hash))
 		return;
-	for (int i = 0; i < I_MAX; i++) {
-		if ((fd = pin_open(dir, inners[i].outer, err, sizeof(err))) < 0)
-			continue;
-		bpf_map_delete_elem(fd, &key);
-		close(fd);
-	}
+	for (int i = 0; i < I_MAX; i++)
+		if ((fd = pin_open(dir, inners[i].outer, err, sizeof(err))) >= 0)
+			ops[n++] = (struct outer_op){.map = fd, .key = key, .value = -1};
+	outer_ops(ops, n, &bad);
+	for (size_t i = 0; i < n; i++)
+		close(ops[i].map);
 	if (ifindex && (fd = pin_open(dir, "tc_sess", err, sizeof(err))) >= 0) {
 		if (bpf_map_lookup_elem(fd, &ifindex, &cur) == 0 && cur == key)
 			bpf_map_delete_elem(fd, &ifindex);

@@ -790,7 +790,17 @@ observe_stop() {
 }
 
 leftovers() {
-	local f
+	local f p n=0 busy=1
+	# errandctl hands CMD's status back first and removes the session in a
+	# child (errand-teardown): what is left is what remains after it.
+	while [ -n "$busy" ] && [ $n -lt 300 ]; do
+		busy=
+		for p in $(pgrep -x errand-teardown); do
+			grep -qa -- "$W" "/proc/$p/cmdline" 2>/dev/null && busy=1
+		done
+		[ -n "$busy" ] && sleep 0.05
+		n=$((n + 1))
+	done
 	for f in /run/"$W"/netns/*; do
 		[ -e "$f" ] && echo "netns file $f"
 	done
