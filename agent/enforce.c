@@ -352,6 +352,8 @@ static struct progset *set_get(const char *bpf_dir, char *err, size_t errlen)
 	ps = set_open(dir, hash);
 	if (!ps) {
 		if ((rc = set_create(prog_dir, dir, err, errlen))) {
+			/* nothing left behind: the directory goes unless it holds sets */
+			rmdir(prog_dir);
 			errno = -rc;
 			return NULL;
 		}
