@@ -22,6 +22,7 @@
 
 #include "agent/control.h"
 #include "agent/doctor.h"
+#include "agent/enforce.h"
 #include "agent/events.h"
 #include "agent/grant.h"
 #include "agent/inspect.h"
@@ -1081,6 +1082,15 @@ int main(int argc, char **argv)
 	 * host's probe is cached for the sessions to come. */
 	session_sweep(&a.cfg);
 	adopt_all(&a);
+	/* The egress programs are verified here, once, not in a session's start. */
+	{
+		char perr[512];
+
+		if (enforce_preload(a.cfg.bpf_dir, perr, sizeof(perr)))
+			log_info(
+				"egress programs not loaded yet (the first session loads them): %s",
+				perr);
+	}
 	probe_start(&a);
 	a.next_sweep_ns = boottime_ns() + SWEEP_INTERVAL_NS;
 	log_info("listening on %s (%s), %zu session(s) adopted", a.sock_path,

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,9 +23,9 @@
 #include "lib/util.h"
 
 struct enforce {
-	struct egress_bpf *skel; /* NULL for a session adopted from its pins */
-	int allow_fd, events_fd; /* the skeleton's, or opened from the pins */
+	int allow_fd, events_fd; /* the session's own maps */
 	int grants_fd;		 /* grants_live; -1 for a session pinned before it existed */
+	int self_fd;		 /* self_addrs */
 	struct ring_buffer *rb;
 	void (*fn)(const struct egress_event *ev, void *arg);
 	void *arg;
@@ -33,7 +35,6 @@ struct enforce {
 	/* The allow map was found full, expired entries swept, until then: an
 	 * answer meanwhile is refused without walking the map again. */
 	uint64_t full_until_ns;
-	int self_fd; /* an adopted session's self_addrs pin; -1: none */
 };
 
 #define ENFORCE_FULL_RECHECK_NS 1000000000ull
@@ -42,17 +43,6 @@ struct cgroup_hook {
 	const char *pin; /* link name in the pin directory */
 	enum bpf_attach_type type;
 };
-
-static struct bpf_program *hook_prog(struct egress_bpf *s, int i)
-{
-	struct bpf_program *progs[] = {
-		s->progs.errand_conn4, s->progs.errand_conn6, s->progs.errand_send4,
-		s->progs.errand_send6, s->progs.errand_recv4, s->progs.errand_recv6,
-		s->progs.errand_peer4, s->progs.errand_peer6, s->progs.errand_sock,
-	};
-
-	return progs[i];
-}
 
 static const struct cgroup_hook hooks[] = {
 	{"connect4", BPF_CGROUP_INET4_CONNECT},
@@ -65,6 +55,78 @@ static const struct cgroup_hook hooks[] = {
 	{"getpeername6", BPF_CGROUP_INET6_GETPEERNAME},
 	{"sock_create", BPF_CGROUP_INET_SOCK_CREATE},
 };
+
+/* The programs of the set, the cgroup hooks' first (in hooks[] order), then
+ * the tc backstop and flow guard. Pinned under these names. */
+enum { P_TC_IN = ARRAY_SIZE(hooks), P_TC_OUT, P_MAX };
+static const char *const prog_names[P_MAX] = {
+	"errand_conn4", "errand_conn6", "errand_send4",	 "errand_send6",
+	"errand_recv4", "errand_recv6", "errand_peer4",	 "errand_peer6",
+	"errand_sock",	"errand_tc_in", "errand_tc_out",
+};
+
+/* A session's own maps: made for it, pinned under its name in its directory
+ * and put under its key in the set's outer map. Types and sizes as the
+ * templates in bpf/egress.bpf.c, which the kernel checks. */
+struct inner_def {
+	const char *pin, *outer;
+	enum bpf_map_type type;
+	__u32 key, value, max, flags;
+};
+
+enum {
+	I_CONFIG,
+	I_ALLOW,
+	I_FLOWS,
+	I_PUBLIC4,
+	I_PUBLIC6,
+	I_SELF,
+	I_PORTS,
+	I_ONCE,
+	I_GRANTS,
+	I_EVENTS,
+	I_COUNTERS,
+	I_MAX
+};
+static const struct inner_def inners[I_MAX] = {
+	[I_CONFIG] = {EGRESS_MAP_CONFIG, "cfg_of", BPF_MAP_TYPE_ARRAY, 4, sizeof(struct sess_cfg),
+		      1, 0},
+	[I_ALLOW] = {EGRESS_MAP_ALLOW, "allow_of", BPF_MAP_TYPE_HASH, sizeof(struct allow_key),
+		     sizeof(struct allow_val), EGRESS_ALLOW_MAX, BPF_F_NO_PREALLOC},
+	[I_FLOWS] = {EGRESS_MAP_FLOWS, "flows_of", BPF_MAP_TYPE_LRU_HASH, sizeof(struct flow_key),
+		     sizeof(struct flow_val), EGRESS_FLOWS_MAX, 0},
+	[I_PUBLIC4] = {EGRESS_MAP_PUBLIC4, "public4_of", BPF_MAP_TYPE_LPM_TRIE,
+		       sizeof(struct lpm4_key), 1, EGRESS_FORBID_MAX, BPF_F_NO_PREALLOC},
+	[I_PUBLIC6] = {EGRESS_MAP_PUBLIC6, "public6_of", BPF_MAP_TYPE_LPM_TRIE,
+		       sizeof(struct lpm6_key), 1, EGRESS_FORBID_MAX, BPF_F_NO_PREALLOC},
+	[I_SELF] = {EGRESS_MAP_SELF, "self_of", BPF_MAP_TYPE_HASH, sizeof(struct self_key), 1,
+		    EGRESS_SELF_MAX, BPF_F_NO_PREALLOC},
+	[I_PORTS] = {EGRESS_MAP_PORTS, "ports_of", BPF_MAP_TYPE_HASH, 2, 1, EGRESS_PORTS_MAX,
+		     BPF_F_NO_PREALLOC},
+	[I_ONCE] = {"once_used", "once_of", BPF_MAP_TYPE_HASH, 4, 8, EGRESS_GRANTS_MAX,
+		    BPF_F_NO_PREALLOC},
+	[I_GRANTS] = {EGRESS_MAP_GRANTS, "grants_of", BPF_MAP_TYPE_HASH, 4, 8, EGRESS_GRANTS_MAX,
+		      BPF_F_NO_PREALLOC},
+	[I_EVENTS] = {EGRESS_MAP_EVENTS, "events_of", BPF_MAP_TYPE_RINGBUF, 0, 0,
+		      EGRESS_EVENTS_BYTES, 0},
+	[I_COUNTERS] = {EGRESS_MAP_COUNTERS, "counters_of", BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8,
+			CNT_MAX, 0},
+};
+
+/* One verified program set, as this process holds it: loaded once per
+ * object (or opened from the pins another errand left) and shared by every
+ * session this process starts. */
+struct progset {
+	char dir[PATH_MAX]; /* <paths.bpf>/prog/<hash> */
+	uint64_t hash;
+	int prog[P_MAX];
+	int outer[I_MAX];
+	int tc_sess;
+};
+
+/* Starts run in job threads: one of them loads, the others wait for it. */
+static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct progset *set_cur;
 
 /* errand says what failed in its own one line; libbpf's own account (the
  * verifier's log among it) is for -v. */
@@ -87,11 +149,90 @@ static int prog_id(int fd, __u32 *id)
 	return 0;
 }
 
-static int fill_ranges(struct egress_bpf *s, const struct cidr *c, size_t n, bool public, char *err,
-		       size_t errlen)
+static int pin_open(const char *pin_dir, const char *name, char *err, size_t errlen);
+
+/* The object's identity: FNV-1a over the ELF the skeleton carries. A changed
+ * object is another set, pinned beside the old one. */
+static uint64_t object_hash(void)
 {
-	int fd4 = bpf_map__fd(public ? s->maps.public4 : s->maps.forbid4);
-	int fd6 = bpf_map__fd(public ? s->maps.public6 : s->maps.forbid6);
+	size_t sz = 0;
+	const unsigned char *b = egress_bpf__elf_bytes(&sz);
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < sz; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static void set_free(struct progset *ps)
+{
+	if (!ps)
+		return;
+	for (int i = 0; i < P_MAX; i++)
+		if (ps->prog[i] >= 0)
+			close(ps->prog[i]);
+	for (int i = 0; i < I_MAX; i++)
+		if (ps->outer[i] >= 0)
+			close(ps->outer[i]);
+	if (ps->tc_sess >= 0)
+		close(ps->tc_sess);
+	free(ps);
+}
+
+static struct progset *set_open(const char *dir, uint64_t hash)
+{
+	struct progset *ps = calloc(1, sizeof(*ps));
+	char err[PATH_MAX + 64];
+	int rc = -ENOMEM;
+
+	if (!ps)
+		goto fail;
+	snprintf(ps->dir, sizeof(ps->dir), "%s", dir);
+	ps->hash = hash;
+	for (int i = 0; i < P_MAX; i++)
+		ps->prog[i] = -1;
+	for (int i = 0; i < I_MAX; i++)
+		ps->outer[i] = -1;
+	ps->tc_sess = -1;
+	for (int i = 0; i < P_MAX; i++)
+		if ((ps->prog[i] = pin_open(dir, prog_names[i], err, sizeof(err))) < 0)
+			goto fail_errno;
+	for (int i = 0; i < I_MAX; i++)
+		if ((ps->outer[i] = pin_open(dir, inners[i].outer, err, sizeof(err))) < 0)
+			goto fail_errno;
+	if ((ps->tc_sess = pin_open(dir, "tc_sess", err, sizeof(err))) < 0)
+		goto fail_errno;
+	return ps;
+fail_errno:
+	rc = -errno;
+fail:
+	set_free(ps);
+	errno = -rc;
+	return NULL;
+}
+
+static int remove_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) && errno != ENOENT)
+			rc = -errno;
+	}
+	closedir(d);
+	if (rmdir(dir) && errno != ENOENT)
+		rc = -errno;
+	return rc;
+}
+
+static int fill_ranges(int fd4, int fd6, const struct cidr *c, size_t n)
+{
 	__u8 one = 1;
 
 	for (size_t i = 0; i < n; i++) {
@@ -108,32 +249,153 @@ static int fill_ranges(struct egress_bpf *s, const struct cidr *c, size_t n, boo
 			memcpy(k.addr, c[i].a.b, 16);
 			rc = bpf_map_update_elem(fd6, &k, &one, BPF_ANY);
 		}
-		if (rc) {
-			snprintf(err, errlen, "cannot fill the %s ranges map: %s",
-				 public ? "treat-as-public" : "forbidden", strerror(errno));
+		if (rc)
 			return -errno;
-		}
 	}
 	return 0;
 }
 
-static int fill_maps(struct egress_bpf *s, const struct enforce_params *p, char *err, size_t errlen)
+/* Loads and verifies the object, fills what every session shares (the
+ * forbidden ranges) and pins it all at dir, atomically: into a directory of
+ * its own, renamed into place. Another errand that won the race leaves its
+ * set there, which is the same object. */
+static int set_create(const char *prog_dir, const char *dir, char *err, size_t errlen)
 {
+	char tmp[PATH_MAX], path[PATH_MAX];
 	const struct cidr *forbidden;
-	size_t n_forbidden;
+	struct egress_bpf *s;
+	struct bpf_map *m;
+	size_t n;
+	int rc;
+
+	libbpf_set_print(libbpf_quiet);
+	s = egress_bpf__open();
+	if (!s) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot open the egress BPF object: %s", strerror(-rc));
+		return rc;
+	}
+	rc = egress_bpf__load(s);
+	if (rc) {
+		snprintf(err, errlen,
+			 "cannot load the egress BPF programs: %s; errand needs a BTF kernel "
+			 "(6.1 or newer) with BPF enabled; run with -v for the verifier's log",
+			 strerror(-rc));
+		goto out;
+	}
+	forbidden = forbidden_ranges(&n);
+	rc = fill_ranges(bpf_map__fd(s->maps.forbid4), bpf_map__fd(s->maps.forbid6), forbidden, n);
+	if (rc) {
+		snprintf(err, errlen, "cannot fill the forbidden ranges map: %s", strerror(-rc));
+		goto out;
+	}
+	if (path_fmt(tmp, sizeof(tmp), "%s/new-%d-%ld", prog_dir, (int)getpid(), (long)gettid()))
+		errno = ENAMETOOLONG;
+	else if (!mkdir(tmp, 0700))
+		errno = 0;
+	if (errno) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(-rc));
+		goto out;
+	}
+	for (int i = 0; i < P_MAX && !rc; i++) {
+		struct bpf_program *p = bpf_object__find_program_by_name(s->obj, prog_names[i]);
+
+		rc = !p ? -ENOENT : path_fmt(path, sizeof(path), "%s/%s", tmp, prog_names[i]);
+		if (!rc && bpf_obj_pin(bpf_program__fd(p), path))
+			rc = -errno;
+	}
+	bpf_object__for_each_map(m, s->obj)
+	{
+		if (rc || bpf_map__is_internal(m))
+			continue;
+		rc = path_fmt(path, sizeof(path), "%s/%s", tmp, bpf_map__name(m));
+		if (!rc && bpf_obj_pin(bpf_map__fd(m), path))
+			rc = -errno;
+	}
+	if (!rc && rename(tmp, dir) && errno != ENOTEMPTY && errno != EEXIST)
+		rc = -errno;
+	if (rc)
+		snprintf(err, errlen, "cannot pin the egress programs under %s: %s", dir,
+			 strerror(-rc));
+	remove_tree(tmp);
+out:
+	egress_bpf__destroy(s);
+	return rc;
+}
+
+/* The set of this build's object, under <bpf_dir>/prog/: the one this
+ * process holds, the one pinned there, or loaded now. Called with set_lock. */
+static struct progset *set_get(const char *bpf_dir, char *err, size_t errlen)
+{
+	char prog_dir[PATH_MAX], dir[PATH_MAX];
+	uint64_t hash = object_hash();
+	struct progset *ps;
+	int rc;
+
+	if (path_fmt(prog_dir, sizeof(prog_dir), "%s/prog", bpf_dir) ||
+	    path_fmt(dir, sizeof(dir), "%s/%016llx", prog_dir, (unsigned long long)hash)) {
+		snprintf(err, errlen, "the path %s is too long", bpf_dir);
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	/* Still pinned: a set whose pins went would leave its sessions' keys
+	 * in maps no teardown finds. */
+	if (set_cur && !strcmp(set_cur->dir, dir) && access(dir, F_OK) == 0)
+		return set_cur;
+	if (mkdir(prog_dir, 0700) && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot create %s: %s", prog_dir, strerror(-rc));
+		errno = -rc;
+		return NULL;
+	}
+	ps = set_open(dir, hash);
+	if (!ps) {
+		if ((rc = set_create(prog_dir, dir, err, errlen))) {
+			/* nothing left behind: the directory goes unless it holds sets */
+			rmdir(prog_dir);
+			errno = -rc;
+			return NULL;
+		}
+		ps = set_open(dir, hash);
+		if (!ps) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot open the egress programs pinned at %s: %s",
+				 dir, strerror(-rc));
+			errno = -rc;
+			return NULL;
+		}
+	}
+	set_free(set_cur);
+	set_cur = ps;
+	return ps;
+}
+
+int enforce_preload(const char *bpf_dir, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&set_lock);
+	if (!set_get(bpf_dir, err, errlen))
+		rc = -errno;
+	pthread_mutex_unlock(&set_lock);
+	return rc;
+}
+
+static int fill_session(int fd[I_MAX], const struct enforce_params *p, char *err, size_t errlen)
+{
 	__u8 one = 1;
 	int rc;
 
-	forbidden = forbidden_ranges(&n_forbidden);
-	rc = fill_ranges(s, forbidden, n_forbidden, false, err, errlen);
-	if (!rc)
-		rc = fill_ranges(s, p->public_ranges, p->n_public, true, err, errlen);
-	if (rc)
+	if ((rc = fill_ranges(fd[I_PUBLIC4], fd[I_PUBLIC6], p->public_ranges, p->n_public))) {
+		snprintf(err, errlen, "cannot fill the treat-as-public ranges map: %s",
+			 strerror(-rc));
 		return rc;
+	}
 	for (size_t i = 0; i < p->n_ports; i++) {
 		__u16 port = p->ports[i];
 
-		if (bpf_map_update_elem(bpf_map__fd(s->maps.open_ports), &port, &one, BPF_ANY)) {
+		if (bpf_map_update_elem(fd[I_PORTS], &port, &one, BPF_ANY)) {
 			snprintf(err, errlen, "cannot fill the ports map: %s", strerror(errno));
 			return -errno;
 		}
@@ -142,27 +404,9 @@ static int fill_maps(struct egress_bpf *s, const struct enforce_params *p, char 
 		struct self_key k;
 
 		memcpy(k.addr, p->self[i].b, 16);
-		if (bpf_map_update_elem(bpf_map__fd(s->maps.self_addrs), &k, &one, BPF_ANY)) {
+		if (bpf_map_update_elem(fd[I_SELF], &k, &one, BPF_ANY)) {
 			snprintf(err, errlen, "cannot fill the own-addresses map: %s",
 				 strerror(errno));
-			return -errno;
-		}
-	}
-	return 0;
-}
-
-static int pin_maps(struct egress_bpf *s, const char *dir, char *err, size_t errlen)
-{
-	struct bpf_map *maps[] = {s->maps.allow,      s->maps.flows,	 s->maps.forbid4,
-				  s->maps.forbid6,    s->maps.public4,	 s->maps.public6,
-				  s->maps.self_addrs, s->maps.events,	 s->maps.counters,
-				  s->maps.open_ports, s->maps.once_used, s->maps.grants_live};
-	char path[PATH_MAX];
-
-	for (size_t i = 0; i < ARRAY_SIZE(maps); i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, bpf_map__name(maps[i]));
-		if (bpf_map__pin(maps[i], path)) {
-			snprintf(err, errlen, "cannot pin map %s: %s", path, strerror(errno));
 			return -errno;
 		}
 	}
@@ -182,7 +426,7 @@ static int verify_cgroup(int cg_fd, enum bpf_attach_type type, __u32 want)
 	return -ENOENT;
 }
 
-static int attach_cgroup(struct egress_bpf *s, const struct enforce_params *p, char *err,
+static int attach_cgroup(const struct progset *ps, const struct enforce_params *p, char *err,
 			 size_t errlen)
 {
 	cleanup_close int cg_fd = open(p->cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -193,13 +437,11 @@ static int attach_cgroup(struct egress_bpf *s, const struct enforce_params *p, c
 		return -errno;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
-		struct bpf_program *prog = hook_prog(s, (int)i);
-		struct bpf_link *link;
+		int link = bpf_link_create(ps->prog[i], cg_fd, hooks[i].type, NULL);
 		__u32 id = 0;
 		int rc;
 
-		link = bpf_program__attach_cgroup(prog, cg_fd);
-		if (!link) {
+		if (link < 0) {
 			rc = -errno;
 			snprintf(err, errlen,
 				 "cannot attach %s to cgroup %s: %s; errand needs a kernel with "
@@ -208,15 +450,14 @@ static int attach_cgroup(struct egress_bpf *s, const struct enforce_params *p, c
 			return rc;
 		}
 		snprintf(path, sizeof(path), "%s/%s", p->pin_dir, hooks[i].pin);
-		rc = bpf_link__pin(link, path) ? -errno : 0;
 		/* The pin holds the link from here; our fd can go. */
-		bpf_link__disconnect(link);
-		bpf_link__destroy(link);
+		rc = bpf_obj_pin(link, path) ? -errno : 0;
+		close(link);
 		if (rc) {
 			snprintf(err, errlen, "cannot pin link %s: %s", path, strerror(-rc));
 			return rc;
 		}
-		rc = prog_id(bpf_program__fd(prog), &id);
+		rc = prog_id(ps->prog[i], &id);
 		if (!rc)
 			rc = verify_cgroup(cg_fd, hooks[i].type, id);
 		if (rc) {
@@ -229,28 +470,43 @@ static int attach_cgroup(struct egress_bpf *s, const struct enforce_params *p, c
 	return 0;
 }
 
-/* The other direction on the same clsact: segments of ended flows toward
- * the session (bpf/egress.bpf.c, errand_tc_out). */
-static int attach_tc_out(struct egress_bpf *s, const struct enforce_params *p, char *err,
-			 size_t errlen)
+/* clsact on the host side of the veth: the backstop on ingress, the flow
+ * guard on egress (bpf/egress.bpf.c, errand_tc_out). A legacy tc filter
+ * rather than a link: it lives as long as the device, so it needs no pin,
+ * and the kernels errand supports from 6.1 on all have it. The program is
+ * pinned in the session's directory too, for show and to keep it while the
+ * session lives whatever becomes of its set. */
+static int attach_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_attach_point at,
+			 const char *name, const char *what, char *err, size_t errlen)
 {
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = BPF_TC_EGRESS);
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = at);
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
 	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
-	int fd = bpf_program__fd(s->progs.errand_tc_out);
 	char path[PATH_MAX];
 	__u32 id = 0;
 	int rc;
 
+	if (at == BPF_TC_INGRESS) {
+		rc = bpf_tc_hook_create(&hook);
+		if (rc && rc != -EEXIST) {
+			snprintf(err, errlen,
+				 "cannot add clsact to ifindex %d: %s; errand needs tc's clsact "
+				 "qdisc (CONFIG_NET_SCH_INGRESS, module sch_ingress)",
+				 p->host_ifindex, strerror(-rc));
+			return rc;
+		}
+	}
 	opts.prog_fd = fd;
 	rc = bpf_tc_attach(&hook, &opts);
 	if (rc) {
-		snprintf(err, errlen, "cannot attach the tc flow guard to ifindex %d: %s",
-			 p->host_ifindex, strerror(-rc));
+		snprintf(err, errlen,
+			 "cannot attach the tc %s to ifindex %d: %s; errand needs BPF "
+			 "classifiers in tc (CONFIG_NET_CLS_BPF, module cls_bpf)",
+			 what, p->host_ifindex, strerror(-rc));
 		return rc;
 	}
-	snprintf(path, sizeof(path), "%s/tc_egress", p->pin_dir);
-	if (bpf_program__pin(s->progs.errand_tc_out, path)) {
+	snprintf(path, sizeof(path), "%s/%s", p->pin_dir, name);
+	if (bpf_obj_pin(fd, path)) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot pin program %s: %s", path, strerror(-rc));
 		return rc;
@@ -262,61 +518,11 @@ static int attach_tc_out(struct egress_bpf *s, const struct enforce_params *p, c
 		rc = -ENOENT;
 	if (rc) {
 		snprintf(err, errlen,
-			 "enforcement not verified: the tc flow guard is not on ifindex %d (%s)",
+			 "enforcement not verified: the tc %s is not on ifindex %d (%s)", what,
 			 p->host_ifindex, strerror(-rc));
 		return rc;
 	}
 	return 0;
-}
-
-/* clsact on the host side of the veth. A legacy tc filter rather than a link:
- * it lives as long as the device, so it needs no pin, and the kernels errand
- * supports from 6.1 on all have it. */
-static int attach_tc(struct egress_bpf *s, const struct enforce_params *p, char *err, size_t errlen)
-{
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = BPF_TC_INGRESS);
-	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
-	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
-	int fd = bpf_program__fd(s->progs.errand_tc_in);
-	char path[PATH_MAX];
-	__u32 id = 0;
-	int rc;
-
-	rc = bpf_tc_hook_create(&hook);
-	if (rc && rc != -EEXIST) {
-		snprintf(err, errlen,
-			 "cannot add clsact to ifindex %d: %s; errand needs tc's clsact qdisc "
-			 "(CONFIG_NET_SCH_INGRESS, module sch_ingress)",
-			 p->host_ifindex, strerror(-rc));
-		return rc;
-	}
-	opts.prog_fd = fd;
-	rc = bpf_tc_attach(&hook, &opts);
-	if (rc) {
-		snprintf(err, errlen,
-			 "cannot attach the tc backstop to ifindex %d: %s; errand needs BPF "
-			 "classifiers in tc (CONFIG_NET_CLS_BPF, module cls_bpf)",
-			 p->host_ifindex, strerror(-rc));
-		return rc;
-	}
-	snprintf(path, sizeof(path), "%s/tc_ingress", p->pin_dir);
-	if (bpf_program__pin(s->progs.errand_tc_in, path)) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot pin program %s: %s", path, strerror(-rc));
-		return rc;
-	}
-	rc = prog_id(fd, &id);
-	if (!rc)
-		rc = bpf_tc_query(&hook, &query);
-	if (!rc && query.prog_id != id)
-		rc = -ENOENT;
-	if (rc) {
-		snprintf(err, errlen,
-			 "enforcement not verified: the tc backstop is not on ifindex %d (%s)",
-			 p->host_ifindex, strerror(-rc));
-		return rc;
-	}
-	return attach_tc_out(s, p, err, errlen);
 }
 
 static int on_event(void *ctx, void *data, size_t size)
@@ -332,73 +538,176 @@ static int on_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/* An update or delete of a map-in-map returns only after an RCU grace period
+ * (the kernel waits for programs that may still use the old value): one
+ * after another, a session's eleven cost 100 ms and more. Each in a thread
+ * of its own, the waits overlap. */
+struct outer_op {
+	int map;
+	__u64 key;
+	int value; /* an inner map's fd; -1: delete the key */
+	int rc;
+};
+
+static void *outer_op_run(void *arg)
+{
+	struct outer_op *op = arg;
+
+	if (op->value >= 0)
+		op->rc = bpf_map_update_elem(op->map, &op->key, &op->value, BPF_ANY) ? -errno : 0;
+	else
+		op->rc = bpf_map_delete_elem(op->map, &op->key) ? -errno : 0;
+	return NULL;
+}
+
+/* 0, or the first op's error (its index in *failed). */
+static int outer_ops(struct outer_op *ops, size_t n, size_t *failed)
+{
+	pthread_t t[I_MAX];
+	bool started[I_MAX] = {};
+
+	for (size_t i = 0; i < n && i < I_MAX; i++)
+		if (!(started[i] = pthread_create(&t[i], NULL, outer_op_run, &ops[i]) == 0))
+			outer_op_run(&ops[i]);
+	for (size_t i = 0; i < n && i < I_MAX; i++)
+		if (started[i])
+			pthread_join(t[i], NULL);
+	for (size_t i = 0; i < n && i < I_MAX; i++)
+		if (ops[i].rc) {
+			*failed = i;
+			return ops[i].rc;
+		}
+	return 0;
+}
+
+/* <paths.bpf> from <paths.bpf>/<id>. */
+static void parent_dir(const char *pin_dir, char *out, size_t len)
+{
+	const char *slash = strrchr(pin_dir, '/');
+
+	snprintf(out, len, "%.*s", slash ? (int)(slash - pin_dir) : 1, slash ? pin_dir : ".");
+}
+
+/* The session's maps and links, made under set_lock: the set stays the same
+ * while a session is put into it. */
+static int attach_locked(struct enforce *e, const struct enforce_params *p, char *err,
+			 size_t errlen)
+{
+	struct sess_cfg cfg = {
+		.cgid = p->cgroup_id,
+		.mode = p->mode,
+		.sess_addr4 = p->sess4,
+		.gw_addr4 = p->gw4,
+		.ifindex = (__u32)p->host_ifindex,
+		.dns_port = p->dns_port,
+		.broker_port = p->broker_port,
+	};
+	char bpf_dir[PATH_MAX], path[PATH_MAX];
+	int fd[I_MAX], rc = 0;
+	struct progset *ps;
+	__u64 key = p->cgroup_id;
+	__u32 zero = 0, ifindex = (__u32)p->host_ifindex;
+
+	for (int i = 0; i < I_MAX; i++)
+		fd[i] = -1;
+	parent_dir(p->pin_dir, bpf_dir, sizeof(bpf_dir));
+	if (!(ps = set_get(bpf_dir, err, errlen)))
+		return -errno;
+	cfg.set_hash = ps->hash;
+	memcpy(cfg.gw_addr6, p->gw6, 16);
+	memcpy(cfg.sess_addr6, p->sess6, 16);
+	for (int i = 0; i < I_MAX && !rc; i++) {
+		LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = inners[i].flags);
+
+		fd[i] = bpf_map_create(inners[i].type, inners[i].pin, inners[i].key,
+				       inners[i].value, inners[i].max, &o);
+		if (fd[i] < 0) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot create the session's %s map: %s",
+				 inners[i].pin, strerror(-rc));
+		}
+	}
+	if (!rc && bpf_map_update_elem(fd[I_CONFIG], &zero, &cfg, BPF_ANY)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot fill the session's config map: %s", strerror(-rc));
+	}
+	if (!rc)
+		rc = fill_session(fd, p, err, errlen);
+	if (!rc && mkdir(p->pin_dir, 0700) && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot create %s: %s", p->pin_dir, strerror(-rc));
+	}
+	/* The config pin first: whatever fails after it, enforce_unpin finds
+	 * the session's keys in the set through it. */
+	for (int i = 0; i < I_MAX && !rc; i++) {
+		snprintf(path, sizeof(path), "%s/%s", p->pin_dir, inners[i].pin);
+		if (bpf_obj_pin(fd[i], path)) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot pin map %s: %s", path, strerror(-rc));
+		}
+	}
+	/* Into the set under the session's key, all at once: no hook of the
+	 * session runs before its links below, nor any process in its cgroup. */
+	if (!rc) {
+		struct outer_op ops[I_MAX];
+		size_t bad = 0;
+
+		for (int i = 0; i < I_MAX; i++)
+			ops[i] = (struct outer_op){.map = ps->outer[i], .key = key, .value = fd[i]};
+		if ((rc = outer_ops(ops, I_MAX, &bad)))
+			snprintf(err, errlen, "cannot add the session to the %s map: %s",
+				 inners[bad].outer, strerror(-rc));
+	}
+	if (!rc && ifindex && bpf_map_update_elem(ps->tc_sess, &ifindex, &key, BPF_ANY)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot add the session's veth: %s", strerror(-rc));
+	}
+	if (!rc)
+		rc = attach_cgroup(ps, p, err, errlen);
+	if (!rc && p->host_ifindex)
+		rc = attach_tc_one(ps->prog[P_TC_IN], p, BPF_TC_INGRESS, "tc_ingress", "backstop",
+				   err, errlen);
+	if (!rc && p->host_ifindex)
+		rc = attach_tc_one(ps->prog[P_TC_OUT], p, BPF_TC_EGRESS, "tc_egress", "flow guard",
+				   err, errlen);
+	if (!rc) {
+		e->allow_fd = fd[I_ALLOW];
+		e->events_fd = fd[I_EVENTS];
+		e->grants_fd = fd[I_GRANTS];
+		e->self_fd = fd[I_SELF];
+		fd[I_ALLOW] = fd[I_EVENTS] = fd[I_GRANTS] = fd[I_SELF] = -1;
+	}
+	for (int i = 0; i < I_MAX; i++)
+		if (fd[i] >= 0)
+			close(fd[i]);
+	return rc;
+}
+
 struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t errlen)
 {
 	struct enforce *e = calloc(1, sizeof(*e));
-	struct egress_bpf *s;
 	int rc;
 
 	if (!e) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	e->allow_fd = e->events_fd = e->grants_fd = -1;
-	libbpf_set_print(libbpf_quiet);
-	s = e->skel = egress_bpf__open();
-	if (!s) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot open the egress BPF object: %s", strerror(-rc));
-		goto fail;
-	}
-	s->rodata->mode = p->mode;
-	s->rodata->sess_cgid = p->cgroup_id;
-	s->rodata->sess_addr4 = p->sess4;
-	s->rodata->gw_addr4 = p->gw4;
-	memcpy((void *)s->rodata->gw_addr6, p->gw6, 16);
-	memcpy((void *)s->rodata->sess_addr6, p->sess6, 16);
-	s->rodata->dns_port = p->dns_port;
-	s->rodata->broker_port = p->broker_port;
-	if (!p->host_ifindex) {
-		bpf_program__set_autoload(s->progs.errand_tc_in, false);
-		bpf_program__set_autoload(s->progs.errand_tc_out, false);
-	}
-	rc = egress_bpf__load(s);
-	if (rc) {
-		snprintf(err, errlen,
-			 "cannot load the egress BPF programs: %s; errand needs a BTF kernel "
-			 "(6.1 or newer) with BPF enabled; run with -v for the verifier's log",
-			 strerror(-rc));
-		goto fail;
-	}
-	rc = fill_maps(s, p, err, errlen);
+	e->allow_fd = e->events_fd = e->grants_fd = e->self_fd = -1;
+	pthread_mutex_lock(&set_lock);
+	rc = attach_locked(e, p, err, errlen);
+	pthread_mutex_unlock(&set_lock);
 	if (rc)
 		goto fail;
-	if (mkdir(p->pin_dir, 0700) && errno != EEXIST) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot create %s: %s", p->pin_dir, strerror(-rc));
-		goto fail;
-	}
-	rc = pin_maps(s, p->pin_dir, err, errlen);
-	if (!rc)
-		rc = attach_cgroup(s, p, err, errlen);
-	if (!rc && p->host_ifindex)
-		rc = attach_tc(s, p, err, errlen);
-	if (rc)
-		goto fail_unpin;
-	e->allow_fd = bpf_map__fd(s->maps.allow);
-	e->events_fd = bpf_map__fd(s->maps.events);
-	e->grants_fd = bpf_map__fd(s->maps.grants_live);
 	e->rb = ring_buffer__new(e->events_fd, on_event, e, NULL);
 	if (!e->rb) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot read the event ring buffer: %s", strerror(-rc));
-		goto fail_unpin;
+		goto fail;
 	}
 	return e;
 
-fail_unpin:
-	enforce_unpin(p->pin_dir);
 fail:
+	enforce_unpin(p->pin_dir);
 	enforce_free(e);
 	errno = -rc;
 	return NULL;
@@ -481,7 +790,7 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 
 int enforce_self_add(struct enforce *e, const struct addr *a)
 {
-	int fd = e->skel ? bpf_map__fd(e->skel->maps.self_addrs) : e->self_fd;
+	int fd = e->self_fd;
 	struct self_key k;
 	__u8 one = 1;
 
@@ -531,18 +840,14 @@ void enforce_free(struct enforce *e)
 	if (!e)
 		return;
 	ring_buffer__free(e->rb);
-	if (e->skel) {
-		egress_bpf__destroy(e->skel);
-	} else {
-		if (e->allow_fd >= 0)
-			close(e->allow_fd);
-		if (e->events_fd >= 0)
-			close(e->events_fd);
-		if (e->self_fd >= 0)
-			close(e->self_fd);
-		if (e->grants_fd >= 0)
-			close(e->grants_fd);
-	}
+	if (e->allow_fd >= 0)
+		close(e->allow_fd);
+	if (e->events_fd >= 0)
+		close(e->events_fd);
+	if (e->self_fd >= 0)
+		close(e->self_fd);
+	if (e->grants_fd >= 0)
+		close(e->grants_fd);
 	free(e);
 }
 
@@ -782,22 +1087,113 @@ int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, 
 	return n;
 }
 
-int enforce_unpin(const char *pin_dir)
+/* A session's settings from its config pin. 0 or -errno (-ENOENT: a session
+ * pinned by an agent that loaded an object per session, or none). */
+static int session_cfg(const char *pin_dir, struct sess_cfg *cfg)
 {
-	DIR *d = opendir(pin_dir);
+	char err[PATH_MAX + 64];
+	cleanup_close int fd = pin_open(pin_dir, EGRESS_MAP_CONFIG, err, sizeof(err));
+	__u32 zero = 0;
+
+	if (fd < 0)
+		return -errno;
+	return bpf_map_lookup_elem(fd, &zero, cfg) ? -errno : 0;
+}
+
+/* Takes the session's keys out of its set's maps: its inner maps go when
+ * their pins do, and its veth's ifindex, which the kernel may give another
+ * device, names no session. */
+static void set_remove(const char *bpf_dir, const struct sess_cfg *cfg)
+{
+	char dir[PATH_MAX], err[PATH_MAX + 64];
+	__u64 key = cfg->cgid, cur;
+	__u32 ifindex = cfg->ifindex;
+	struct outer_op ops[I_MAX];
+	size_t n = 0, bad;
+	int fd;
+
+	if (path_fmt(dir, sizeof(dir), "%s/prog/%016llx", bpf_dir,
+		     (unsigned long long)cfg->set_hash))
+		return;
+	for (int i = 0; i < I_MAX; i++)
+		if ((fd = pin_open(dir, inners[i].outer, err, sizeof(err))) >= 0)
+			ops[n++] = (struct outer_op){.map = fd, .key = key, .value = -1};
+	outer_ops(ops, n, &bad);
+	for (size_t i = 0; i < n; i++)
+		close(ops[i].map);
+	if (ifindex && (fd = pin_open(dir, "tc_sess", err, sizeof(err))) >= 0) {
+		if (bpf_map_lookup_elem(fd, &ifindex, &cur) == 0 && cur == key)
+			bpf_map_delete_elem(fd, &ifindex);
+		close(fd);
+	}
+}
+
+/* Does a live session's config name the set? */
+static bool set_in_use(const char *bpf_dir, uint64_t hash)
+{
+	DIR *d = opendir(bpf_dir);
 	struct dirent *de;
-	int rc = 0;
+	bool used = false;
 
 	if (!d)
-		return errno == ENOENT ? 0 : -errno;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
+		return true;
+	while (!used && (de = readdir(d))) {
+		char path[PATH_MAX];
+		struct sess_cfg cfg;
+
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, "prog"))
 			continue;
-		if (unlinkat(dirfd(d), de->d_name, 0) && errno != ENOENT)
-			rc = -errno;
+		used = path_fmt(path, sizeof(path), "%s/%s", bpf_dir, de->d_name) == 0 &&
+		       session_cfg(path, &cfg) == 0 && cfg.set_hash == hash;
 	}
 	closedir(d);
-	if (rmdir(pin_dir) && errno != ENOENT)
-		rc = -errno;
-	return rc;
+	return used;
+}
+
+/* Removes the pins of program sets no session uses but this build's own
+ * (the one the next session takes). A set's programs and maps live on in
+ * the kernel while a link or a process holds them. The count removed. */
+static int sets_sweep(const char *bpf_dir)
+{
+	char prog_dir[PATH_MAX], path[PATH_MAX];
+	uint64_t own = object_hash();
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	if (path_fmt(prog_dir, sizeof(prog_dir), "%s/prog", bpf_dir) || !(d = opendir(prog_dir)))
+		return 0;
+	while ((de = readdir(d))) {
+		char *end;
+		uint64_t hash = strtoull(de->d_name, &end, 16);
+
+		int pid = 0;
+		/* a set being pinned: left alone unless its errand died */
+		bool pinning = sscanf(de->d_name, "new-%d-", &pid) == 1;
+
+		if (pinning ? pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH
+			    : de->d_name[0] == '.' || *end || hash == own ||
+				      set_in_use(bpf_dir, hash))
+			continue;
+		if (!path_fmt(path, sizeof(path), "%s/%s", prog_dir, de->d_name) &&
+		    !remove_tree(path))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+int enforce_unpin(const char *pin_dir)
+{
+	char bpf_dir[PATH_MAX];
+	struct sess_cfg cfg;
+	const char *base = strrchr(pin_dir, '/');
+
+	parent_dir(pin_dir, bpf_dir, sizeof(bpf_dir));
+	/* <paths.bpf>/prog holds the program sets, not a session. */
+	if (base && !strcmp(base + 1, "prog"))
+		return sets_sweep(bpf_dir) > 0 ? 0 : -EAGAIN;
+	if (session_cfg(pin_dir, &cfg) == 0)
+		set_remove(bpf_dir, &cfg);
+	return remove_tree(pin_dir);
 }

@@ -1,6 +1,8 @@
-/* A session's BPF enforcement: one copy of bpf/egress.bpf.c loaded with the
- * session's settings, its maps filled, its programs attached to the session's
- * cgroup and the host side of its veth, everything pinned under
+/* A session's BPF enforcement: bpf/egress.bpf.c loaded and verified once per
+ * object and pinned under <paths.bpf>/prog/<object hash>/; each session gets
+ * maps of its own (settings, allow entries, flows, events...) under its
+ * cgroup id in the set's outer maps, the set's programs attached as links to
+ * its cgroup and on the host side of its veth, everything of it pinned under
  * <paths.bpf>/<id>/ and checked with BPF_PROG_QUERY before the command runs. */
 #ifndef ERRAND_ENFORCE_H
 #define ERRAND_ENFORCE_H
@@ -33,7 +35,11 @@ struct enforce_params {
 
 struct enforce;
 
-/* Loads, fills, attaches, pins and verifies. Returns NULL with errno set and
+/* Loads and verifies the program set under <bpf_dir>/prog/ unless this
+ * process holds it or finds it pinned (an agent does at start, so no session
+ * start pays for it). 0 or -errno with one line in err. */
+int enforce_preload(const char *bpf_dir, char *err, size_t errlen);
+/* Makes the session's maps, fills, attaches, pins and verifies. Returns NULL with errno set and
  * one line in err naming what failed; nothing is left attached or pinned. The
  * caller owns the result and frees it with enforce_free(). */
 struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t errlen);
@@ -95,8 +101,11 @@ int enforce_events_suppressed(struct enforce *e, const char *pin_dir, uint64_t *
 			      uint64_t *fresh);
 /* Closes what the process holds; pinned links keep enforcing. NULL-safe. */
 void enforce_free(struct enforce *e);
-/* Unpins everything under pin_dir and removes it, which detaches the cgroup
- * programs. A missing directory is 0. */
+/* Takes the session out of its program set's maps, unpins everything under
+ * pin_dir and removes it, which detaches the cgroup programs. A missing
+ * directory is 0. Given <paths.bpf>/prog (a sweep walking <paths.bpf>), it
+ * removes the program sets no session uses but this build's own instead: 0
+ * when it removed any, -EAGAIN when none. */
 int enforce_unpin(const char *pin_dir);
 
 #endif

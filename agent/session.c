@@ -21,6 +21,7 @@
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -2131,6 +2132,45 @@ struct run_ctx {
 	bool ended;
 };
 
+/* The embedded errandctl's end: CMD's status goes back to the caller at once
+ * and a child (errand-teardown) removes the session's objects meanwhile,
+ * holding the session's lock, so no sweep takes them for a crashed
+ * session's. The child's stdio is /dev/null: a caller reading errandctl's
+ * output to its end does not wait for the teardown either, and the child is
+ * in a session of its own, out of reach of the terminal's ^C. The session's
+ * own children (DNS worker, broker) are stopped here first: only this process
+ * can wait for them. Without a child, the teardown runs here and now. */
+static void session_end_after(struct session *s)
+{
+	pid_t pid;
+
+	broker_stop(s);
+	dns_responder_free(s->dns);
+	s->dns = NULL;
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		if (fd >= 0) {
+			dup2(fd, STDIN_FILENO);
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+			if (fd > STDERR_FILENO)
+				close(fd);
+		}
+		setsid();
+		prctl(PR_SET_NAME, "errand-teardown");
+		session_end(s);
+		_exit(0);
+	}
+	if (pid < 0)
+		session_end(s);
+	/* Otherwise the session is the child's: what this process holds of it
+	 * goes as it exits, right after. */
+}
+
 static void run_ended(struct session *s, void *arg)
 {
 	struct run_ctx *r = arg;
@@ -2195,7 +2235,7 @@ int session_run(const struct session_params *p)
 	status = r.s->status < 0 ? 125 : r.s->status;
 	session_unattach(r.s);
 	loop_del(l, sfd);
-	session_end(r.s);
+	session_end_after(r.s);
 	loop_free(l);
 	if (sfd >= 0)
 		close(sfd);

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* Per-session egress enforcement. The cgroup sock_addr hooks decide every
+/* Egress enforcement, one program set for every session. The cgroup sock_addr hooks decide every
  * connect and datagram send of the session's processes; the tc program on the
  * host side of the session's veth is the backstop that holds against raw
  * sockets and processes outside the cgroup. One object, so both read the same
- * maps; userspace loads one copy per session and pins it under
- * /sys/fs/bpf/errand/<session>/, so a key can never name another session. */
+ * maps; userspace loads and verifies it once, pins it under
+ * /sys/fs/bpf/errand/prog/<object hash>/, and gives each session maps of its
+ * own (pinned under /sys/fs/bpf/errand/<session>/) found by its key. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -22,39 +23,74 @@
 #define AF_INET 2
 #define AF_INET6 10
 
-/* Load-time settings, written by userspace through skel->rodata. */
-const volatile __u32 mode = EGRESS_MODE_NONE;
-const volatile __u64 sess_cgid = 0;
-const volatile __u32 sess_addr4 = 0; /* network order: the session side of the veth */
-const volatile __u32 gw_addr4 = 0;   /* network order: the gateway, where the responder listens */
-const volatile __u16 dns_port = DNS_PORT;
-const volatile __u16 broker_port = 0; /* the session's broker on its gateway; 0: none */
-/* The pair's IPv6 addresses, which carry the session's DNS to a native IPv6
- * address (sendmsg6 cannot send to a v4-mapped one); all zero: none. */
-const volatile __u32 gw_addr6[4] = {};
-const volatile __u32 sess_addr6[4] = {};
+/* One program set serves every session. A session is found by its key, the
+ * id of its cgroup: the cgroup hooks take it from the socket (stored when the
+ * socket is made inside the session, so a socket passed out keeps its
+ * session), the tc programs from the veth they run on (tc_sess). Each outer
+ * map below gives, for that key, a map of the session's own, which no other
+ * key reaches: a key can never name another session. */
+#define INNER(name, ...)                                                                           \
+	struct {                                                                                   \
+		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                                           \
+		__uint(max_entries, EGRESS_SESSIONS_MAX);                                          \
+		__type(key, __u64);                                                                \
+		__array(values, struct {__VA_ARGS__});                                             \
+	} name SEC(".maps")
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, EGRESS_ALLOW_MAX);
-	__type(key, struct allow_key);
-	__type(value, struct allow_val);
-} allow SEC(".maps");
+/* The session's settings (egress.h, struct sess_cfg), one entry. */
+INNER(cfg_of, __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1);
+      __uint(key_size, sizeof(__u32)); __uint(value_size, sizeof(struct sess_cfg)););
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, EGRESS_FLOWS_MAX);
-	__type(key, struct flow_key);
-	__type(value, struct flow_val);
-} flows SEC(".maps");
+INNER(allow_of, __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, EGRESS_ALLOW_MAX);
+      __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(struct allow_key));
+      __uint(value_size, sizeof(struct allow_val)););
 
+INNER(flows_of, __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, EGRESS_FLOWS_MAX);
+      __uint(key_size, sizeof(struct flow_key)); __uint(value_size, sizeof(struct flow_val)););
+
+/* treatAsPublic, per session (the embedded errandctl may read another config) */
+INNER(public4_of, __uint(type, BPF_MAP_TYPE_LPM_TRIE); __uint(max_entries, EGRESS_FORBID_MAX);
+      __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(struct lpm4_key));
+      __uint(value_size, sizeof(__u8)););
+
+INNER(public6_of, __uint(type, BPF_MAP_TYPE_LPM_TRIE); __uint(max_entries, EGRESS_FORBID_MAX);
+      __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(struct lpm6_key));
+      __uint(value_size, sizeof(__u8)););
+
+INNER(self_of, __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, EGRESS_SELF_MAX);
+      __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(struct self_key));
+      __uint(value_size, sizeof(__u8)););
+
+/* Open mode's ports (sandbox.egressPorts). */
+INNER(ports_of, __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, EGRESS_PORTS_MAX);
+      __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(__u16));
+      __uint(value_size, sizeof(__u8)););
+
+/* once_used: the once grants a connection has spent, by grant id, with the
+ * cookie of the socket that spent it. */
+INNER(once_of, __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, EGRESS_GRANTS_MAX);
+      __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(__u32));
+      __uint(value_size, sizeof(__u64)););
+
+/* grants_live: the grants whose flows may pass, with their end (egress.h). */
+INNER(grants_of, __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, EGRESS_GRANTS_MAX);
+      __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(__u32));
+      __uint(value_size, sizeof(__u64)););
+
+/* Each session's refusals on a ring buffer of its own, which its agent polls. */
+INNER(events_of, __uint(type, BPF_MAP_TYPE_RINGBUF); __uint(max_entries, EGRESS_EVENTS_BYTES););
+
+INNER(counters_of, __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, CNT_MAX);
+      __uint(key_size, sizeof(__u32)); __uint(value_size, sizeof(__u64)););
+
+/* The forbidden ranges are the same for every session. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__uint(max_entries, EGRESS_FORBID_MAX);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct lpm4_key);
 	__type(value, __u8);
-} forbid4 SEC(".maps"), public4 SEC(".maps");
+} forbid4 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -62,65 +98,24 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct lpm6_key);
 	__type(value, __u8);
-} forbid6 SEC(".maps"), public6 SEC(".maps");
+} forbid6 SEC(".maps");
 
+/* The host side of each session's veth: its ifindex -> the session's key. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, EGRESS_SELF_MAX);
-	__type(key, struct self_key);
-	__type(value, __u8);
-} self_addrs SEC(".maps");
-
-/* Open mode's ports (sandbox.egressPorts). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, EGRESS_PORTS_MAX);
-	__type(key, __u16);
-	__type(value, __u8);
-} open_ports SEC(".maps");
-
-/* once_used: the once grants a connection has spent, by grant id, with the
- * cookie of the socket that spent it. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, EGRESS_GRANTS_MAX);
+	__uint(max_entries, EGRESS_SESSIONS_MAX);
 	__type(key, __u32);
 	__type(value, __u64);
-} once_used SEC(".maps");
+} tc_sess SEC(".maps");
 
-/* grants_live: the grants whose flows may pass, with their end (egress.h). */
+/* The session a socket was made in, set by errand_sock. Cloned to the
+ * sockets a listener accepts, which no sock_create hook sees. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, EGRESS_GRANTS_MAX);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC | BPF_F_CLONE);
+	__type(key, int);
 	__type(value, __u64);
-} grants_live SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, EGRESS_EVENTS_BYTES);
-} events SEC(".maps");
-
-/* evlimit: the session's refusal-event bucket, as the time it is full again
- * (GCRA). Two CPUs may both take the last token: the bound is loose by the
- * number of CPUs, never unbounded. */
-struct ev_bucket {
-	__u64 tat_ns;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct ev_bucket);
-} evlimit SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, CNT_MAX);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
+} sess_key SEC(".maps");
 
 /* The destination a DNS socket named before it was sent to the responder, so
  * recvmsg and getpeername can give it back and resolvers accept the answer. */
@@ -137,9 +132,56 @@ struct {
 	__type(value, struct dns_orig);
 } dns_origs SEC(".maps");
 
-static __always_inline void count(__u32 idx)
+/* One session, as a hook found it. */
+struct sess {
+	__u64 key;
+	struct sess_cfg *c;
+};
+
+static __always_inline void *inner(void *outer, const struct sess *s)
 {
-	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+	return bpf_map_lookup_elem(outer, &s->key);
+}
+
+static __always_inline bool sess_find(__u64 key, struct sess *s)
+{
+	__u32 zero = 0;
+	void *m;
+
+	s->key = key;
+	s->c = NULL;
+	m = key ? bpf_map_lookup_elem(&cfg_of, &key) : NULL;
+	if (m)
+		s->c = bpf_map_lookup_elem(m, &zero);
+	return s->c != NULL;
+}
+
+/* The session whose cgroup the current task is in, or below: the nearest
+ * ancestor with a config. 0: none. */
+static __always_inline __u64 sess_current(void)
+{
+	for (int level = EGRESS_CGROUP_DEPTH - 1; level >= 1; level--) {
+		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+
+		if (id && bpf_map_lookup_elem(&cfg_of, &id))
+			return id;
+	}
+	return 0;
+}
+
+/* The session of a socket: the one it was made in. A socket made before the
+ * hooks were attached has none stored: the caller's session then. */
+static __always_inline bool sess_of_sock(struct bpf_sock *sk, struct sess *s)
+{
+	__u64 *k = sk ? bpf_sk_storage_get(&sess_key, sk, 0, 0) : NULL;
+
+	return sess_find(k ? *k : sess_current(), s);
+}
+
+static __always_inline void count(const struct sess *s, __u32 idx)
+{
+	void *m = inner(&counters_of, s);
+	__u64 *v = m ? bpf_map_lookup_elem(m, &idx) : NULL;
 
 	if (v)
 		*v += 1;
@@ -166,18 +208,19 @@ static __always_inline bool is_v4_mapped(const __u8 a[16])
 }
 
 /* One record on the ring buffer: a refusal, or a once grant spent. */
-static __always_inline void event_put(const __u8 addr[16], __u16 port, __u16 proto, __u8 reason,
-				      __u8 hook)
+static __always_inline void event_put(const struct sess *s, const __u8 addr[16], __u16 port,
+				      __u16 proto, __u8 reason, __u8 hook)
 {
 	struct egress_event *e;
+	void *rb = inner(&events_of, s);
 
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	e = rb ? bpf_ringbuf_reserve(rb, sizeof(*e), 0) : NULL;
 	if (!e) {
-		count(CNT_EVENTS_LOST);
+		count(s, CNT_EVENTS_LOST);
 		return;
 	}
 	e->ts_ns = bpf_ktime_get_boot_ns();
-	e->cgroup_id = sess_cgid;
+	e->cgroup_id = s->key;
 	__builtin_memcpy(e->addr, addr, 16);
 	e->port = port;
 	e->proto = (__u8)proto;
@@ -191,34 +234,29 @@ static __always_inline void event_put(const __u8 addr[16], __u16 port, __u16 pro
 #define EVENT_INTERVAL_NS (1000000000ull / EGRESS_EVENT_RATE)
 
 /* A token from the session's event bucket, or false when it is empty. */
-static __always_inline bool event_take(void)
+static __always_inline bool event_take(const struct sess *s)
 {
 	__u64 now = bpf_ktime_get_boot_ns(), tat;
-	struct ev_bucket *b;
-	__u32 zero = 0;
 
-	b = bpf_map_lookup_elem(&evlimit, &zero);
-	if (!b)
-		return true;
-	tat = b->tat_ns;
+	tat = s->c->ev_tat_ns;
 	if (tat < now)
 		tat = now;
 	if (tat - now > (EGRESS_EVENT_BURST - 1) * EVENT_INTERVAL_NS)
 		return false;
-	b->tat_ns = tat + EVENT_INTERVAL_NS;
+	s->c->ev_tat_ns = tat + EVENT_INTERVAL_NS;
 	return true;
 }
 
 /* A refusal: always counted, reported while the session's bucket lasts. */
-static __always_inline void emit(const __u8 addr[16], __u16 port, __u16 proto, __u8 reason,
-				 __u8 hook)
+static __always_inline void emit(const struct sess *s, const __u8 addr[16], __u16 port, __u16 proto,
+				 __u8 reason, __u8 hook)
 {
-	count(CNT_REFUSED);
-	if (!event_take()) {
-		count(CNT_EVENTS_SUPPRESSED);
+	count(s, CNT_REFUSED);
+	if (!event_take(s)) {
+		count(s, CNT_EVENTS_SUPPRESSED);
 		return;
 	}
-	event_put(addr, port, proto, reason, hook);
+	event_put(s, addr, port, proto, reason, hook);
 }
 
 static __always_inline bool v4_in(void *trie, __u32 addr4)
@@ -226,18 +264,18 @@ static __always_inline bool v4_in(void *trie, __u32 addr4)
 	struct lpm4_key k = {.prefixlen = 32};
 
 	__builtin_memcpy(k.addr, &addr4, 4);
-	return bpf_map_lookup_elem(trie, &k) != NULL;
+	return trie && bpf_map_lookup_elem(trie, &k) != NULL;
 }
 
-static __always_inline bool v4_forbidden(__u32 addr4)
+static __always_inline bool v4_forbidden(const struct sess *s, __u32 addr4)
 {
-	return v4_in(&forbid4, addr4) && !v4_in(&public4, addr4);
+	return v4_in(&forbid4, addr4) && !v4_in(inner(&public4_of, s), addr4);
 }
 
 /* A native IPv6 address: forbidden by its own range, or by the IPv4 address
  * that a NAT64, 6to4, Teredo, IPv4-compatible, SIIT or ISATAP form carries
  * (lib/addr.c reads the same forms the same way). */
-static __always_inline bool v6_forbidden(const __u8 a[16])
+static __always_inline bool v6_forbidden(const struct sess *s, const __u8 a[16])
 {
 	struct lpm6_key k = {.prefixlen = 128};
 	__u32 embedded = 0, w0, w1, w2;
@@ -247,8 +285,12 @@ static __always_inline bool v6_forbidden(const __u8 a[16])
 	__builtin_memcpy(&w1, a + 4, 4);
 	__builtin_memcpy(&w2, a + 8, 4);
 	__builtin_memcpy(k.addr, a, 16);
-	if (bpf_map_lookup_elem(&forbid6, &k) && !bpf_map_lookup_elem(&public6, &k))
-		return true;
+	if (bpf_map_lookup_elem(&forbid6, &k)) {
+		void *pub = inner(&public6_of, s);
+
+		if (!pub || !bpf_map_lookup_elem(pub, &k))
+			return true;
+	}
 	if (a[0] == 0x00 && a[1] == 0x64 && a[2] == 0xff && a[3] == 0x9b) {
 		/* NAT64 well-known prefix 64:ff9b::/96 */
 		__builtin_memcpy(&embedded, a + 12, 4);
@@ -267,58 +309,65 @@ static __always_inline bool v6_forbidden(const __u8 a[16])
 		__builtin_memcpy(&embedded, a + 12, 4);
 		has_v4 = true;
 	}
-	if (has_v4 && v4_forbidden(embedded))
+	if (has_v4 && v4_forbidden(s, embedded))
 		return true;
 	/* ISATAP, under any /64: interface id 0000:5efe or 0200:5efe (and
 	 * their group-bit twins), then the IPv4 address. */
 	if ((a[8] & 0xfc) == 0 && a[9] == 0 && a[10] == 0x5e && a[11] == 0xfe) {
 		__builtin_memcpy(&embedded, a + 12, 4);
-		return v4_forbidden(embedded);
+		return v4_forbidden(s, embedded);
 	}
 	return false;
 }
 
-static __always_inline bool addr_forbidden(const __u8 a[16])
+static __always_inline bool addr_forbidden(const struct sess *s, const __u8 a[16])
 {
 	__u32 addr4;
 
 	if (is_v4_mapped(a)) {
 		__builtin_memcpy(&addr4, a + 12, 4);
-		return v4_forbidden(addr4);
+		return v4_forbidden(s, addr4);
 	}
-	return v6_forbidden(a);
+	return v6_forbidden(s, a);
 }
 
-static __always_inline bool port_open(__u16 port)
+static __always_inline bool port_open(const struct sess *s, __u16 port)
 {
-	return bpf_map_lookup_elem(&open_ports, &port) != NULL;
+	void *m = inner(&ports_of, s);
+
+	return m && bpf_map_lookup_elem(m, &port) != NULL;
 }
 
 /* The policy, shared by every hook and the backstop: 0 admits, anything else
  * is the reason for refusing. addr is v4-mapped for IPv4. */
-static __always_inline __u8 verdict(const __u8 addr[16], __u16 port, __u32 *flags, __u32 *grant)
+static __always_inline __u8 verdict(const struct sess *s, const __u8 addr[16], __u16 port,
+				    __u32 *flags, __u32 *grant)
 {
 	struct allow_key k = {.port = port};
 	struct self_key sk;
-	struct allow_val *v;
+	struct allow_val *v = NULL;
+	void *self, *allow;
 
 	*flags = 0;
 	*grant = 0;
-	if (mode == EGRESS_MODE_NONE)
+	if (s->c->mode == EGRESS_MODE_NONE)
 		return REASON_NO_NETWORK;
 	if (port == DOT_PORT)
 		return REASON_DOT;
 	__builtin_memcpy(sk.addr, addr, 16);
-	if (bpf_map_lookup_elem(&self_addrs, &sk))
+	self = inner(&self_of, s);
+	if (!self || bpf_map_lookup_elem(self, &sk))
 		return REASON_SELF;
 	__builtin_memcpy(k.addr, addr, 16);
-	v = bpf_map_lookup_elem(&allow, &k);
+	allow = inner(&allow_of, s);
+	if (allow)
+		v = bpf_map_lookup_elem(allow, &k);
 	if (v) {
 		if (v->flags & ENTRY_F_PINNED) {
 			*flags = v->flags;
 			return REASON_NONE;
 		}
-		if (addr_forbidden(addr))
+		if (addr_forbidden(s, addr))
 			return REASON_FORBIDDEN;
 		if (v->expires_ns && v->expires_ns < bpf_ktime_get_boot_ns())
 			return REASON_EXPIRED;
@@ -326,18 +375,18 @@ static __always_inline __u8 verdict(const __u8 addr[16], __u16 port, __u32 *flag
 		*grant = v->grant;
 		return REASON_NONE;
 	}
-	if (addr_forbidden(addr))
+	if (addr_forbidden(s, addr))
 		return REASON_FORBIDDEN;
-	if (mode == EGRESS_MODE_OPEN)
-		return port_open(port) ? REASON_NONE : REASON_PORT;
+	if (s->c->mode == EGRESS_MODE_OPEN)
+		return port_open(s, port) ? REASON_NONE : REASON_PORT;
 	return REASON_NOT_ALLOWED;
 }
 
 /* The broker of the session's provider routes listens on its gateway. */
-static __always_inline bool to_broker(__u32 dst4, __u16 port, __u8 proto)
+static __always_inline bool to_broker(const struct sess *s, __u32 dst4, __u16 port, __u8 proto)
 {
-	return broker_port && mode != EGRESS_MODE_NONE && proto == IPPROTO_TCP &&
-	       dst4 == gw_addr4 && port == broker_port;
+	return s->c->broker_port && s->c->mode != EGRESS_MODE_NONE && proto == IPPROTO_TCP &&
+	       dst4 == s->c->gw_addr4 && port == s->c->broker_port;
 }
 
 /* A once grant admits one connection: the first connect to mark it spent
@@ -346,14 +395,16 @@ static __always_inline bool to_broker(__u32 dst4, __u16 port, __u8 proto)
  * connect() asked again while it connects never reaches this hook (the
  * kernel answers EALREADY first). The agent hears of it to retire the
  * grant's entries. */
-static __always_inline __u8 spend_once(struct bpf_sock_addr *ctx, const __u8 addr[16], __u16 port,
-				       __u8 proto, __u32 grant, __u8 hook)
+static __always_inline __u8 spend_once(const struct sess *s, struct bpf_sock_addr *ctx,
+				       const __u8 addr[16], __u16 port, __u8 proto, __u32 grant,
+				       __u8 hook)
 {
 	__u64 cookie = bpf_get_socket_cookie(ctx);
+	void *once = inner(&once_of, s);
 
-	if (bpf_map_update_elem(&once_used, &grant, &cookie, BPF_NOEXIST))
+	if (!once || bpf_map_update_elem(once, &grant, &cookie, BPF_NOEXIST))
 		return REASON_GRANT_SPENT;
-	event_put(addr, port, proto, EVENT_GRANT_USED, hook);
+	event_put(s, addr, port, proto, EVENT_GRANT_USED, hook);
 	return REASON_NONE;
 }
 
@@ -379,42 +430,46 @@ static __always_inline int decide4(struct bpf_sock_addr *ctx, __u8 hook)
 	__u8 proto = ctx->type == SOCK_DGRAM ? IPPROTO_UDP : IPPROTO_TCP;
 	__u8 addr[16];
 	__u32 flags, grant;
+	struct sess sess, *s = &sess;
 	__u8 why;
 
+	/* No session of its own: nothing passes. */
+	if (!sess_of_sock(ctx->sk, s))
+		return 0;
 	map_v4(addr, dst);
 	/* Loopback is the session's own: its network namespace has no other. */
 	if ((bpf_ntohl(dst) >> 24) == 127)
 		return 1;
-	if (mode != EGRESS_MODE_NONE && port == DNS_PORT) {
+	if (s->c->mode != EGRESS_MODE_NONE && port == DNS_PORT) {
 		dns_remember(ctx, addr);
-		ctx->user_ip4 = gw_addr4;
-		ctx->user_port = bpf_htons(dns_port);
-		count(CNT_DNS_REDIRECT);
+		ctx->user_ip4 = s->c->gw_addr4;
+		ctx->user_port = bpf_htons(s->c->dns_port);
+		count(s, CNT_DNS_REDIRECT);
 		return 1;
 	}
 	/* 0.0.0.0 and the session's own address lead back into the session:
 	 * refused, as what they are. */
-	if (mode != EGRESS_MODE_NONE && (dst == 0 || dst == sess_addr4)) {
-		emit(addr, port, proto, REASON_OWN, hook);
+	if (s->c->mode != EGRESS_MODE_NONE && (dst == 0 || dst == s->c->sess_addr4)) {
+		emit(s, addr, port, proto, REASON_OWN, hook);
 		return 0;
 	}
-	if (mode != EGRESS_MODE_NONE && proto == IPPROTO_UDP) {
-		emit(addr, port, proto, REASON_UDP, hook);
+	if (s->c->mode != EGRESS_MODE_NONE && proto == IPPROTO_UDP) {
+		emit(s, addr, port, proto, REASON_UDP, hook);
 		return 0;
 	}
 	/* The session's broker: exactly its address and port. */
-	if (to_broker(dst, port, proto)) {
-		count(CNT_ALLOWED);
+	if (to_broker(s, dst, port, proto)) {
+		count(s, CNT_ALLOWED);
 		return 1;
 	}
-	why = verdict(addr, port, &flags, &grant);
+	why = verdict(s, addr, port, &flags, &grant);
 	if (!why && (flags & ENTRY_F_ONCE))
-		why = spend_once(ctx, addr, port, proto, grant, hook);
+		why = spend_once(s, ctx, addr, port, proto, grant, hook);
 	if (why) {
-		emit(addr, port, proto, why, hook);
+		emit(s, addr, port, proto, why, hook);
 		return 0;
 	}
-	count(CNT_ALLOWED);
+	count(s, CNT_ALLOWED);
 	return 1;
 }
 
@@ -430,8 +485,11 @@ static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
 	__u32 a32[4];
 	__u8 addr[16];
 	__u32 flags, grant;
+	struct sess sess, *s = &sess;
 	__u8 why;
 
+	if (!sess_of_sock(ctx->sk, s))
+		return 0;
 	a32[0] = ctx->user_ip6[0];
 	a32[1] = ctx->user_ip6[1];
 	a32[2] = ctx->user_ip6[2];
@@ -441,49 +499,49 @@ static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
 		return 1;
 	if (is_v4_mapped(addr) && (addr[12] == 127))
 		return 1;
-	if (mode != EGRESS_MODE_NONE && port == DNS_PORT) {
+	if (s->c->mode != EGRESS_MODE_NONE && port == DNS_PORT) {
 		dns_remember(ctx, addr);
-		if (!is_v4_mapped(addr) && gw_addr6[0]) {
+		if (!is_v4_mapped(addr) && s->c->gw_addr6[0]) {
 			/* A native IPv6 address: the responder's IPv6 address on the
 			 * gateway, since the kernel refuses a UDP sendmsg6 rewritten
 			 * to a v4-mapped one (ENOTSUPP). */
-			ctx->user_ip6[0] = gw_addr6[0];
-			ctx->user_ip6[1] = gw_addr6[1];
-			ctx->user_ip6[2] = gw_addr6[2];
-			ctx->user_ip6[3] = gw_addr6[3];
+			ctx->user_ip6[0] = s->c->gw_addr6[0];
+			ctx->user_ip6[1] = s->c->gw_addr6[1];
+			ctx->user_ip6[2] = s->c->gw_addr6[2];
+			ctx->user_ip6[3] = s->c->gw_addr6[3];
 		} else {
 			/* The responder's IPv4 address, v4-mapped on a dual-stack socket. */
 			ctx->user_ip6[0] = 0;
 			ctx->user_ip6[1] = 0;
 			ctx->user_ip6[2] = bpf_htonl(0xffff);
-			ctx->user_ip6[3] = gw_addr4;
+			ctx->user_ip6[3] = s->c->gw_addr4;
 		}
-		ctx->user_port = bpf_htons(dns_port);
-		count(CNT_DNS_REDIRECT);
+		ctx->user_port = bpf_htons(s->c->dns_port);
+		count(s, CNT_DNS_REDIRECT);
 		return 1;
 	}
-	if (mode != EGRESS_MODE_NONE &&
+	if (s->c->mode != EGRESS_MODE_NONE &&
 	    ((!a32[0] && !a32[1] && !a32[2] && !a32[3]) ||
-	     (is_v4_mapped(addr) && (!a32[3] || a32[3] == sess_addr4)))) {
-		emit(addr, port, proto, REASON_OWN, hook);
+	     (is_v4_mapped(addr) && (!a32[3] || a32[3] == s->c->sess_addr4)))) {
+		emit(s, addr, port, proto, REASON_OWN, hook);
 		return 0;
 	}
-	if (mode != EGRESS_MODE_NONE && proto == IPPROTO_UDP) {
-		emit(addr, port, proto, REASON_UDP, hook);
+	if (s->c->mode != EGRESS_MODE_NONE && proto == IPPROTO_UDP) {
+		emit(s, addr, port, proto, REASON_UDP, hook);
 		return 0;
 	}
-	if (is_v4_mapped(addr) && to_broker(a32[3], port, proto)) {
-		count(CNT_ALLOWED);
+	if (is_v4_mapped(addr) && to_broker(s, a32[3], port, proto)) {
+		count(s, CNT_ALLOWED);
 		return 1;
 	}
-	why = verdict(addr, port, &flags, &grant);
+	why = verdict(s, addr, port, &flags, &grant);
 	if (!why && (flags & ENTRY_F_ONCE))
-		why = spend_once(ctx, addr, port, proto, grant, hook);
+		why = spend_once(s, ctx, addr, port, proto, grant, hook);
 	if (why) {
-		emit(addr, port, proto, why, hook);
+		emit(s, addr, port, proto, why, hook);
 		return 0;
 	}
-	count(CNT_ALLOWED);
+	count(s, CNT_ALLOWED);
 	return 1;
 }
 
@@ -514,10 +572,14 @@ int errand_send6(struct bpf_sock_addr *ctx)
 /* Answers from the responder come back under the address the resolver asked. */
 static __always_inline void restore4(struct bpf_sock_addr *ctx)
 {
+	struct sess sess, *s = &sess;
 	struct dns_orig *o;
 	__u32 a4;
 
-	if (ctx->user_ip4 != gw_addr4 || ctx->user_port != bpf_htons(dns_port) || !ctx->sk)
+	if (!sess_of_sock(ctx->sk, s))
+		return;
+	if (ctx->user_ip4 != s->c->gw_addr4 || ctx->user_port != bpf_htons(s->c->dns_port) ||
+	    !ctx->sk)
 		return;
 	o = bpf_sk_storage_get(&dns_origs, ctx->sk, 0, 0);
 	if (!o || !is_v4_mapped(o->addr))
@@ -529,16 +591,20 @@ static __always_inline void restore4(struct bpf_sock_addr *ctx)
 
 static __always_inline void restore6(struct bpf_sock_addr *ctx)
 {
+	struct sess sess, *s = &sess;
 	struct dns_orig *o;
 	__u32 a32[4];
+	bool gw4, gw6;
 
-	bool gw4 = !ctx->user_ip6[0] && !ctx->user_ip6[1] &&
-		   ctx->user_ip6[2] == bpf_htonl(0xffff) && ctx->user_ip6[3] == gw_addr4;
-	bool gw6 = gw_addr6[0] && ctx->user_ip6[0] == gw_addr6[0] &&
-		   ctx->user_ip6[1] == gw_addr6[1] && ctx->user_ip6[2] == gw_addr6[2] &&
-		   ctx->user_ip6[3] == gw_addr6[3];
+	if (!sess_of_sock(ctx->sk, s))
+		return;
+	gw4 = !ctx->user_ip6[0] && !ctx->user_ip6[1] && ctx->user_ip6[2] == bpf_htonl(0xffff) &&
+	      ctx->user_ip6[3] == s->c->gw_addr4;
+	gw6 = s->c->gw_addr6[0] && ctx->user_ip6[0] == s->c->gw_addr6[0] &&
+	      ctx->user_ip6[1] == s->c->gw_addr6[1] && ctx->user_ip6[2] == s->c->gw_addr6[2] &&
+	      ctx->user_ip6[3] == s->c->gw_addr6[3];
 
-	if (!(gw4 || gw6) || ctx->user_port != bpf_htons(dns_port) || !ctx->sk)
+	if (!(gw4 || gw6) || ctx->user_port != bpf_htons(s->c->dns_port) || !ctx->sk)
 		return;
 	o = bpf_sk_storage_get(&dns_origs, ctx->sk, 0, 0);
 	if (!o)
@@ -584,12 +650,22 @@ int errand_peer6(struct bpf_sock_addr *ctx)
 SEC("cgroup/sock_create")
 int errand_sock(struct bpf_sock *sk)
 {
+	struct sess sess, *s = &sess;
 	__u8 zero[16] = {};
+	__u64 *k;
 
+	/* The socket's cgroup is the creating task's: its session is the key
+	 * every later hook of the socket uses, wherever the socket goes. */
+	if (!sess_find(sess_current(), s))
+		return 0;
+	k = bpf_sk_storage_get(&sess_key, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!k)
+		return 0;
+	*k = s->key;
 	if ((sk->type == SOCK_STREAM && sk->protocol == IPPROTO_TCP) ||
 	    (sk->type == SOCK_DGRAM && sk->protocol == IPPROTO_UDP))
 		return 1;
-	emit(zero, 0, (__u16)sk->protocol, REASON_SOCKET, HOOK_SOCK_CREATE);
+	emit(s, zero, 0, (__u16)sk->protocol, REASON_SOCKET, HOOK_SOCK_CREATE);
 	return 0;
 }
 
@@ -602,7 +678,7 @@ int errand_sock(struct bpf_sock *sk)
  * that admitted it (if one did) is neither revoked nor past its end. An
  * ended flow is left in the map as it is, so both directions keep dropping
  * its segments until a new SYN of the same ports replaces it. */
-static __always_inline bool flow_live(const struct flow_val *v, __u64 now)
+static __always_inline bool flow_live(const struct sess *s, const struct flow_val *v, __u64 now)
 {
 	__u32 grant = v->grant;
 	__u64 *end;
@@ -611,7 +687,9 @@ static __always_inline bool flow_live(const struct flow_val *v, __u64 now)
 		return false;
 	if (!grant)
 		return true;
-	end = bpf_map_lookup_elem(&grants_live, &grant);
+	end = inner(&grants_of, s);
+	if (end)
+		end = bpf_map_lookup_elem(end, &grant);
 	return end && (!*end || now < *end);
 }
 
@@ -661,7 +739,7 @@ static __always_inline bool ip6_routed(void *p, void *end)
 #define NEXTHDR_ICMPV6 58
 enum { TC6_REFUSE, TC6_PASS, TC6_QUIET };
 
-static __always_inline bool ip6_is(const struct in6_addr *a, const volatile __u32 w[4])
+static __always_inline bool ip6_is(const struct in6_addr *a, const __u32 w[4])
 {
 	return a->in6_u.u6_addr32[0] == w[0] && a->in6_u.u6_addr32[1] == w[1] &&
 	       a->in6_u.u6_addr32[2] == w[2] && a->in6_u.u6_addr32[3] == w[3];
@@ -671,7 +749,7 @@ static __always_inline bool ip6_is(const struct in6_addr *a, const volatile __u3
  * or TCP, no extension header) and the neighbour discovery that reaching it
  * takes pass; MLD reports, which the kernel sends for the session's address
  * on its own, are dropped quietly; anything else is refused. */
-static __always_inline int tc_ipv6(void *data, void *end)
+static __always_inline int tc_ipv6(const struct sess *s, void *data, void *end)
 {
 	struct ipv6hdr *ip6 = data;
 	__u8 *l4 = (void *)(ip6 + 1);
@@ -691,7 +769,8 @@ static __always_inline int tc_ipv6(void *data, void *end)
 			return TC6_QUIET;
 		return TC6_REFUSE;
 	}
-	if (!gw_addr6[0] || mode == EGRESS_MODE_NONE || !ip6_is(&ip6->saddr, sess_addr6))
+	if (!s->c->gw_addr6[0] || s->c->mode == EGRESS_MODE_NONE ||
+	    !ip6_is(&ip6->saddr, s->c->sess_addr6))
 		return TC6_REFUSE;
 	if (next == IPPROTO_UDP || next == IPPROTO_TCP) {
 		__u16 dport;
@@ -700,19 +779,20 @@ static __always_inline int tc_ipv6(void *data, void *end)
 		if ((void *)(l4 + 4) > end)
 			return TC6_REFUSE;
 		dport = (__u16)(l4[2] << 8 | l4[3]);
-		return ip6_is(&ip6->daddr, gw_addr6) && dport == dns_port ? TC6_PASS : TC6_REFUSE;
+		return ip6_is(&ip6->daddr, s->c->gw_addr6) && dport == s->c->dns_port ? TC6_PASS
+										      : TC6_REFUSE;
 	}
 	/* Neighbour solicitation and advertisement (hop limit 255: never
 	 * forwarded) to the gateway or its solicited-node group. */
 	if (next == NEXTHDR_ICMPV6 && ip6->hop_limit == 255 && (void *)(l4 + 1) <= end &&
 	    (l4[0] == 135 || l4[0] == 136) &&
-	    (ip6_is(&ip6->daddr, gw_addr6) ||
+	    (ip6_is(&ip6->daddr, s->c->gw_addr6) ||
 	     (ip6->daddr.in6_u.u6_addr32[0] == bpf_htonl(0xff020000) &&
 	      !ip6->daddr.in6_u.u6_addr32[1] && ip6->daddr.in6_u.u6_addr32[2] == bpf_htonl(1) &&
 	      ip6->daddr.in6_u.u6_addr8[12] == 0xff &&
-	      ip6->daddr.in6_u.u6_addr8[13] == ((const volatile __u8 *)gw_addr6)[13] &&
-	      ip6->daddr.in6_u.u6_addr8[14] == ((const volatile __u8 *)gw_addr6)[14] &&
-	      ip6->daddr.in6_u.u6_addr8[15] == ((const volatile __u8 *)gw_addr6)[15])))
+	      ip6->daddr.in6_u.u6_addr8[13] == ((const __u8 *)s->c->gw_addr6)[13] &&
+	      ip6->daddr.in6_u.u6_addr8[14] == ((const __u8 *)s->c->gw_addr6)[14] &&
+	      ip6->daddr.in6_u.u6_addr8[15] == ((const __u8 *)s->c->gw_addr6)[15])))
 		return TC6_PASS;
 	return TC6_REFUSE;
 }
@@ -730,13 +810,21 @@ int errand_tc_in(struct __sk_buff *skb)
 	__u8 zero[16] = {};
 	struct flow_key fk = {};
 	struct flow_val fv = {}, *cur;
+	struct sess sess, *s = &sess;
+	__u32 ifindex = skb->ifindex;
 	struct iphdr *ip;
+	void *flows, *once;
+	__u64 *key;
 	__u16 sport, dport;
 	__u8 addr[16];
 	__u32 flags, grant;
 	bool syn = false;
 	__u8 why;
 
+	/* A veth of no session: nothing passes. */
+	key = bpf_map_lookup_elem(&tc_sess, &ifindex);
+	if (!key || !sess_find(*key, s))
+		return TC_ACT_SHOT;
 	if ((void *)(eth + 1) > end)
 		goto drop_proto;
 	if (eth->h_proto == bpf_htons(ETH_P_ARP))
@@ -747,14 +835,14 @@ int errand_tc_in(struct __sk_buff *skb)
 		/* A routing header first, as IPv4's options: nothing carrying
 		 * one passes, the responder's port included. */
 		if (ip6_routed(eth + 1, end)) {
-			emit(zero, 0, 0, REASON_IP_OPTIONS, HOOK_TC);
+			emit(s, zero, 0, 0, REASON_IP_OPTIONS, HOOK_TC);
 			goto drop;
 		}
-		v6 = tc_ipv6(eth + 1, end);
+		v6 = tc_ipv6(s, eth + 1, end);
 		if (v6 == TC6_PASS)
 			goto pass;
 		if (v6 == TC6_REFUSE)
-			emit(zero, 0, 0, REASON_IPV6, HOOK_TC);
+			emit(s, zero, 0, 0, REASON_IPV6, HOOK_TC);
 		goto drop;
 	}
 	if (eth->h_proto != bpf_htons(ETH_P_IP))
@@ -767,15 +855,15 @@ int errand_tc_in(struct __sk_buff *skb)
 	 * past the address it names, the gateway's included: no packet of a
 	 * session carries any, and this comes before anything passes. */
 	if (ip->ihl != 5) {
-		emit(addr, 0, ip->protocol, REASON_IP_OPTIONS, HOOK_TC);
+		emit(s, addr, 0, ip->protocol, REASON_IP_OPTIONS, HOOK_TC);
 		goto drop;
 	}
-	if (ip->saddr != sess_addr4) {
-		emit(addr, 0, ip->protocol, REASON_SPOOF, HOOK_TC);
+	if (ip->saddr != s->c->sess_addr4) {
+		emit(s, addr, 0, ip->protocol, REASON_SPOOF, HOOK_TC);
 		goto drop;
 	}
 	if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)) {
-		emit(addr, 0, ip->protocol, REASON_FRAGMENT, HOOK_TC);
+		emit(s, addr, 0, ip->protocol, REASON_FRAGMENT, HOOK_TC);
 		goto drop;
 	}
 	if (ip->protocol == IPPROTO_TCP) {
@@ -794,17 +882,18 @@ int errand_tc_in(struct __sk_buff *skb)
 		sport = bpf_ntohs(uh->source);
 		dport = bpf_ntohs(uh->dest);
 	} else {
-		emit(addr, 0, ip->protocol, REASON_PROTO, HOOK_TC);
+		emit(s, addr, 0, ip->protocol, REASON_PROTO, HOOK_TC);
 		goto drop;
 	}
 
 	/* The responder, over UDP or TCP; the broker, over TCP. */
-	if (ip->daddr == gw_addr4 && dport == dns_port && mode != EGRESS_MODE_NONE)
+	if (ip->daddr == s->c->gw_addr4 && dport == s->c->dns_port &&
+	    s->c->mode != EGRESS_MODE_NONE)
 		goto pass;
-	if (to_broker(ip->daddr, dport, ip->protocol))
+	if (to_broker(s, ip->daddr, dport, ip->protocol))
 		goto pass;
 	if (ip->protocol == IPPROTO_UDP) {
-		emit(addr, dport, IPPROTO_UDP, REASON_UDP, HOOK_TC);
+		emit(s, addr, dport, IPPROTO_UDP, REASON_UDP, HOOK_TC);
 		goto drop;
 	}
 
@@ -814,26 +903,31 @@ int errand_tc_in(struct __sk_buff *skb)
 	fk.proto = IPPROTO_TCP;
 	if (syn) {
 		/* A SYN is always a new connection: judged afresh, never by an old flow. */
-		why = verdict(addr, dport, &flags, &grant);
+		why = verdict(s, addr, dport, &flags, &grant);
 		/* A once grant's SYN passes only after its connect spent it. */
-		if (!why && (flags & ENTRY_F_ONCE) && !bpf_map_lookup_elem(&once_used, &grant))
+		once = inner(&once_of, s);
+		if (!why && (flags & ENTRY_F_ONCE) && (!once || !bpf_map_lookup_elem(once, &grant)))
 			why = REASON_GRANT_SPENT;
 		if (why) {
-			emit(addr, dport, IPPROTO_TCP, why, HOOK_TC);
+			emit(s, addr, dport, IPPROTO_TCP, why, HOOK_TC);
 			goto drop;
 		}
 		fv.last_ns = bpf_ktime_get_boot_ns();
 		fv.grant = grant;
-		bpf_map_update_elem(&flows, &fk, &fv, BPF_ANY);
+		flows = inner(&flows_of, s);
+		if (!flows)
+			goto drop;
+		bpf_map_update_elem(flows, &fk, &fv, BPF_ANY);
 		goto pass;
 	}
-	cur = bpf_map_lookup_elem(&flows, &fk);
+	flows = inner(&flows_of, s);
+	cur = flows ? bpf_map_lookup_elem(flows, &fk) : NULL;
 	if (cur) {
 		__u64 now = bpf_ktime_get_boot_ns();
 
-		if (!flow_live(cur, now)) {
-			count(CNT_FLOW_ENDED);
-			count(CNT_TC_DROP);
+		if (!flow_live(s, cur, now)) {
+			count(s, CNT_FLOW_ENDED);
+			count(s, CNT_TC_DROP);
 			return TC_ACT_SHOT;
 		}
 		if (now - cur->last_ns > FLOW_TOUCH_NS)
@@ -842,15 +936,15 @@ int errand_tc_in(struct __sk_buff *skb)
 	}
 	/* A segment of a flow no SYN opened: dropped without an event, as the
 	 * retransmissions of a refused flow would flood the ring. */
-	count(CNT_TC_DROP);
+	count(s, CNT_TC_DROP);
 	return TC_ACT_SHOT;
 pass:
-	count(CNT_TC_PASS);
+	count(s, CNT_TC_PASS);
 	return TC_ACT_OK;
 drop_proto:
-	emit(zero, 0, 0, REASON_PROTO, HOOK_TC);
+	emit(s, zero, 0, 0, REASON_PROTO, HOOK_TC);
 drop:
-	count(CNT_TC_DROP);
+	count(s, CNT_TC_DROP);
 	return TC_ACT_SHOT;
 }
 
@@ -867,11 +961,18 @@ int errand_tc_out(struct __sk_buff *skb)
 	void *end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;
 	struct flow_key fk = {};
-	struct flow_val *cur;
+	struct flow_val *cur = NULL;
+	struct sess sess, *s = &sess;
+	__u32 ifindex = skb->ifindex;
 	struct tcphdr *th;
 	struct iphdr *ip;
+	void *flows;
+	__u64 *key;
 
 	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return TC_ACT_OK;
+	key = bpf_map_lookup_elem(&tc_sess, &ifindex);
+	if (!key || !sess_find(*key, s))
 		return TC_ACT_OK;
 	ip = (void *)(eth + 1);
 	if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_TCP || ip->ihl < 5 ||
@@ -884,10 +985,12 @@ int errand_tc_out(struct __sk_buff *skb)
 	fk.sport = bpf_ntohs(th->dest);
 	fk.dport = bpf_ntohs(th->source);
 	fk.proto = IPPROTO_TCP;
-	cur = bpf_map_lookup_elem(&flows, &fk);
-	if (cur && !flow_live(cur, bpf_ktime_get_boot_ns())) {
-		count(CNT_FLOW_ENDED);
-		count(CNT_TC_DROP);
+	flows = inner(&flows_of, s);
+	if (flows)
+		cur = bpf_map_lookup_elem(flows, &fk);
+	if (cur && !flow_live(s, cur, bpf_ktime_get_boot_ns())) {
+		count(s, CNT_FLOW_ENDED);
+		count(s, CNT_TC_DROP);
 		return TC_ACT_SHOT;
 	}
 	return TC_ACT_OK;

@@ -9,7 +9,10 @@
 #include <linux/types.h>
 #endif
 
-/* Pinned map names below /sys/fs/bpf/errand/<session>/ (15 characters at most). */
+/* Pinned map names below /sys/fs/bpf/errand/<session>/ (15 characters at most):
+ * the session's own inner maps. The programs and the outer maps they are
+ * found through are pinned once under /sys/fs/bpf/errand/prog/<object hash>/. */
+#define EGRESS_MAP_CONFIG "config"
 #define EGRESS_MAP_ALLOW "allow"
 #define EGRESS_MAP_FLOWS "flows"
 #define EGRESS_MAP_FORBID4 "forbid4"
@@ -39,7 +42,14 @@
 #define EGRESS_SELF_MAX 256
 #define EGRESS_PORTS_MAX 64
 #define EGRESS_GRANTS_MAX 1024
-#define EGRESS_EVENTS_BYTES (256 * 1024)
+/* A session's own ring buffer: a full bucket of refusals (EGRESS_EVENT_BURST
+ * records of 48 bytes with their header) fits with room to spare; the agent
+ * drains it every turn of its loop. */
+#define EGRESS_EVENTS_BYTES (16 * 1024)
+/* Sessions one program set serves at once (entries of each outer map). */
+#define EGRESS_SESSIONS_MAX 4096
+/* Cgroup levels searched for the session a socket is made in. */
+#define EGRESS_CGROUP_DEPTH 16
 
 /* Refusal events are rate-limited in the kernel, per session: a bucket of
  * EGRESS_EVENT_BURST events refilled at EGRESS_EVENT_RATE a second. A
@@ -52,7 +62,7 @@
 #define EGRESS_EVENT_RATE 100
 #define EGRESS_EVENT_BURST 200
 
-/* Session modes, set in rodata before load. */
+/* Session modes (sess_cfg.mode). */
 enum egress_mode {
 	EGRESS_MODE_NONE = 0,	    /* no network: every connect and send refused */
 	EGRESS_MODE_RESTRICTED = 1, /* only allow-map entries, DNS to the responder */
@@ -83,6 +93,28 @@ enum egress_reason {
 	/* Not a refusal: a connection used a once grant (the agent retires it). */
 	EVENT_GRANT_USED = 64,
 };
+
+/* A session's settings, the one entry of its config map, written before any
+ * hook of it is attached. ev_tat_ns is the programs' own: the session's
+ * refusal-event bucket as the time it is full again (GCRA). Addresses in
+ * network order. */
+struct sess_cfg {
+	__u64 cgid;	  /* the session's cgroup: its key in every outer map */
+	__u64 set_hash;	  /* the program set that serves it (prog/<hash>) */
+	__u64 ev_tat_ns;  /* written by the programs */
+	__u32 mode;	  /* enum egress_mode */
+	__u32 sess_addr4; /* the session side of the veth */
+	__u32 gw_addr4;	  /* the gateway, where the responder listens */
+	__u32 ifindex;	  /* host side of the veth; 0: no network */
+	__u16 dns_port;
+	__u16 broker_port; /* the session's broker on its gateway; 0: none */
+	__u32 pad;
+	/* The pair's IPv6 addresses, which carry the session's DNS to a native
+	 * IPv6 address (sendmsg6 cannot send to a v4-mapped one); all zero: none. */
+	__u32 gw_addr6[4];
+	__u32 sess_addr6[4];
+};
+_Static_assert(sizeof(struct sess_cfg) == 80, "sess_cfg size");
 
 /* Where a refusal happened. */
 enum egress_hook {

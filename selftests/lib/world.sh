@@ -790,15 +790,34 @@ observe_stop() {
 }
 
 leftovers() {
-	local f
+	local f p n=0 busy=1
+	# errandctl hands CMD's status back first and removes the session in a
+	# child (errand-teardown): what is left is what remains after it.
+	while [ -n "$busy" ] && [ $n -lt 300 ]; do
+		busy=
+		for p in $(pgrep -x errand-teardown); do
+			grep -qa -- "$W" "/proc/$p/cmdline" 2>/dev/null && busy=1
+		done
+		[ -n "$busy" ] && sleep 0.05
+		n=$((n + 1))
+	done
 	for f in /run/"$W"/netns/*; do
 		[ -e "$f" ] && echo "netns file $f"
 	done
 	if [ -d "$W_CG/$W" ]; then
 		find "$W_CG/$W" -mindepth 1 -type d 2>/dev/null | sed 's/^/cgroup /'
 	fi
+	# The program set (prog/<hash>) stays for the sessions to come; what
+	# must not stay is a session's key in its maps.
 	if [ -d "/sys/fs/bpf/$W" ]; then
-		find "/sys/fs/bpf/$W" -mindepth 1 2>/dev/null | sed 's/^/bpffs /'
+		find "/sys/fs/bpf/$W" -mindepth 1 2>/dev/null | grep -v "^/sys/fs/bpf/$W/prog\(/\|$\)" |
+			sed 's/^/bpffs /'
+		for f in /sys/fs/bpf/"$W"/prog/*/cfg_of /sys/fs/bpf/"$W"/prog/*/tc_sess; do
+			[ -e "$f" ] || continue
+			bpftool -j map dump pinned "$f" 2>/dev/null |
+				python3 -c 'import json,sys; n=len(json.load(sys.stdin)); print(n) if n else None' |
+				sed "s|^|bpf session keys in $f: |"
+		done
 	fi
 	in_host "$IP" -o link show 2>/dev/null | awk -F': ' '{ print $2 }' | sed 's/@.*//' |
 		grep '^eh' | sed 's/^/link /'

@@ -4,7 +4,8 @@
  * while grants_live holds the grant and its end has not come, and its
  * segments toward the session are dropped with it. Run on the programs
  * themselves (BPF_PROG_TEST_RUN), with a clock the test cannot wait hours
- * for. */
+ * for; the session found, as on a veth, by the ifindex the packet comes
+ * in on (the test runs see loopback's). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/if_ether.h>
@@ -84,12 +85,27 @@ static struct flow_key flow(void)
 	return k;
 }
 
+/* The session's own maps, as enforce.c makes them, under its key. */
+static int flows_fd, grants_fd;
+
+static int inner(int outer, enum bpf_map_type type, __u32 key, __u32 value, __u32 max, __u32 flags)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = flags);
+	uint64_t sess = 42;
+	int fd = bpf_map_create(type, "t", key, value, max, &o);
+
+	if (fd >= 0 && bpf_map_update_elem(outer, &sess, &fd, BPF_ANY))
+		return -1;
+	return fd;
+}
+
 static void flow_set(struct egress_bpf *s, uint64_t last_ns, uint32_t grant)
 {
 	struct flow_key k = flow();
 	struct flow_val v = {.last_ns = last_ns, .grant = grant};
 
-	bpf_map_update_elem(bpf_map__fd(s->maps.flows), &k, &v, BPF_ANY);
+	(void)s;
+	bpf_map_update_elem(flows_fd, &k, &v, BPF_ANY);
 }
 
 static uint64_t flow_last(struct egress_bpf *s)
@@ -97,15 +113,19 @@ static uint64_t flow_last(struct egress_bpf *s)
 	struct flow_key k = flow();
 	struct flow_val v = {0};
 
-	bpf_map_lookup_elem(bpf_map__fd(s->maps.flows), &k, &v);
+	(void)s;
+	bpf_map_lookup_elem(flows_fd, &k, &v);
 	return v.last_ns;
 }
 
 int main(void)
 {
 	const uint64_t idle = EGRESS_FLOW_IDLE_S * NS;
+	struct sess_cfg cfg = {.cgid = 42, .mode = EGRESS_MODE_RESTRICTED, .ifindex = 1};
+	uint32_t grant = 7, lo = 1, zero = 0;
+	uint64_t key = 42;
 	struct egress_bpf *s;
-	uint32_t grant = 7;
+	int cfd;
 	uint64_t end, now;
 	int gfd;
 
@@ -117,14 +137,21 @@ int main(void)
 	s = egress_bpf__open();
 	if (!CHECK_TRUE(s != NULL, "open the egress object"))
 		return test_exit();
-	s->rodata->mode = EGRESS_MODE_RESTRICTED;
-	inet_pton(AF_INET, SESS, (void *)&s->rodata->sess_addr4);
-	inet_pton(AF_INET, "10.213.0.1", (void *)&s->rodata->gw_addr4);
+	inet_pton(AF_INET, SESS, &cfg.sess_addr4);
+	inet_pton(AF_INET, "10.213.0.1", &cfg.gw_addr4);
 	if (!CHECK_INT(egress_bpf__load(s), 0, "load it")) {
 		egress_bpf__destroy(s);
 		return test_exit();
 	}
-	gfd = bpf_map__fd(s->maps.grants_live);
+	flows_fd = inner(bpf_map__fd(s->maps.flows_of), BPF_MAP_TYPE_LRU_HASH,
+			 sizeof(struct flow_key), sizeof(struct flow_val), EGRESS_FLOWS_MAX, 0);
+	grants_fd = gfd = inner(bpf_map__fd(s->maps.grants_of), BPF_MAP_TYPE_HASH, 4, 8,
+				EGRESS_GRANTS_MAX, BPF_F_NO_PREALLOC);
+	cfd = inner(bpf_map__fd(s->maps.cfg_of), BPF_MAP_TYPE_ARRAY, 4, sizeof(cfg), 1, 0);
+	CHECK_TRUE(flows_fd >= 0 && gfd >= 0 && cfd >= 0, "the session's maps, in the set's");
+	CHECK_INT(bpf_map_update_elem(cfd, &zero, &cfg, BPF_ANY), 0, "its config");
+	CHECK_INT(bpf_map_update_elem(bpf_map__fd(s->maps.tc_sess), &lo, &key, BPF_ANY), 0,
+		  "its veth (loopback here)");
 
 	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT, "a segment of no flow: dropped");
 	CHECK_INT(run(s->progs.errand_tc_out, false), TC_ACT_OK,
@@ -168,6 +195,9 @@ int main(void)
 		  "a revoked grant (deleted): dropped");
 	CHECK_INT(run(s->progs.errand_tc_out, false), TC_ACT_SHOT, "... toward the session too");
 
+	close(flows_fd);
+	close(grants_fd);
+	close(cfd);
 	egress_bpf__destroy(s);
 	return test_exit();
 }
