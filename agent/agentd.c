@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -90,6 +91,15 @@ struct agent {
 	uint64_t next_sweep_ns;
 	bool sweeping;
 	bool quit;
+	/* sandbox.pool: networks prepared ahead, taken by start jobs (hence the
+	 * lock), refilled by one job at a time */
+	pthread_mutex_t pool_lock;
+	struct session *pool[POOL_MAX];
+	size_t n_pool;
+	bool pool_filling;
+	bool pool_stalled; /* the last preparation failed: again after a start */
+	bool pool_stalled_logged;
+	unsigned pool_gen; /* the configuration's generation: older ones are discarded */
 };
 
 static void client_handler(void *arg, int fd, uint32_t events);
@@ -338,6 +348,144 @@ static struct session *find_session(struct agent *a, const char *id)
 
 static void session_ended(struct session *s, void *arg);
 
+/* The warm pool (sandbox.pool): each entry a fresh network namespace with
+ * its veth pair, addresses and NAT, made off the start's path by one job at
+ * a time and taken whole by one session start. An entry is never reused;
+ * one whose preparation failed is gone already (session_net_prepare leaves
+ * nothing), and the pool waits for the next start before trying again. */
+struct pool_job {
+	struct agent *a;
+	char *text;
+	unsigned gen;
+	struct session *net;
+	char err[CONFIG_ERRLEN];
+};
+
+static void pool_discard_work(void *arg)
+{
+	session_net_discard(arg);
+}
+
+static void pool_discard_done(void *arg)
+{
+	(void)arg;
+}
+
+/* Off the loop: each teardown waits for the kernel's grace periods. */
+static void pool_discard(struct agent *a, struct session *net)
+{
+	if (loop_job(a->loop, pool_discard_work, pool_discard_done, net))
+		session_net_discard(net);
+}
+
+static void pool_fill_work(void *arg)
+{
+	struct pool_job *j = arg;
+
+	j->net = session_net_prepare(j->text, j->a->config_path, j->err, sizeof(j->err));
+}
+
+static void pool_fill(struct agent *a);
+
+static void pool_fill_done(void *arg)
+{
+	struct pool_job *j = arg;
+	struct agent *a = j->a;
+	bool kept = false;
+
+	a->pool_filling = false;
+	if (!j->net) {
+		if (!a->pool_stalled_logged)
+			log_warnx("sandbox.pool: cannot prepare a network ahead (sessions make "
+				  "their own): %s",
+				  j->err);
+		a->pool_stalled = a->pool_stalled_logged = true;
+	} else {
+		a->pool_stalled_logged = false;
+		pthread_mutex_lock(&a->pool_lock);
+		if (j->gen == a->pool_gen && a->n_pool < a->cfg.pool_size && !a->quit) {
+			a->pool[a->n_pool++] = j->net;
+			kept = true;
+		}
+		pthread_mutex_unlock(&a->pool_lock);
+		if (!kept)
+			pool_discard(a, j->net);
+	}
+	free(j->text);
+	free(j);
+	pool_fill(a);
+}
+
+static void pool_fill(struct agent *a)
+{
+	struct pool_job *j;
+	size_t n;
+
+	pthread_mutex_lock(&a->pool_lock);
+	n = a->n_pool;
+	pthread_mutex_unlock(&a->pool_lock);
+	if (a->quit || a->pool_filling || a->pool_stalled || n >= a->cfg.pool_size ||
+	    a->cfg.network == NETWORK_NONE)
+		return;
+	j = calloc(1, sizeof(*j));
+	if (!j || !(j->text = strdup(a->config_text))) {
+		free(j);
+		return;
+	}
+	j->a = a;
+	j->gen = a->pool_gen;
+	a->pool_filling = true;
+	if (loop_job(a->loop, pool_fill_work, pool_fill_done, j)) {
+		a->pool_filling = false;
+		free(j->text);
+		free(j);
+	}
+}
+
+/* From a start job's thread. */
+static struct session *pool_take(void *arg)
+{
+	struct agent *a = arg;
+	struct session *net = NULL;
+
+	pthread_mutex_lock(&a->pool_lock);
+	if (a->n_pool)
+		net = a->pool[--a->n_pool];
+	pthread_mutex_unlock(&a->pool_lock);
+	return net;
+}
+
+/* The configuration changed or the agent stops: what was prepared under
+ * the old one goes. */
+static void pool_drain(struct agent *a, bool now)
+{
+	struct session *old[POOL_MAX];
+	size_t n;
+
+	pthread_mutex_lock(&a->pool_lock);
+	a->pool_gen++;
+	n = a->n_pool;
+	memcpy(old, a->pool, n * sizeof(old[0]));
+	a->n_pool = 0;
+	pthread_mutex_unlock(&a->pool_lock);
+	for (size_t i = 0; i < n; i++) {
+		if (now)
+			session_net_discard(old[i]);
+		else
+			pool_discard(a, old[i]);
+	}
+	a->pool_stalled = false;
+}
+
+/* A new configuration: sweep, probe and pool follow it. */
+static void agent_reloaded(struct agent *a)
+{
+	sweep_start(a);
+	probe_start(a);
+	pool_drain(a, false);
+	pool_fill(a);
+}
+
 /* A session's start runs in a job thread: it makes only objects of the new
  * session, which the loop does not see until the job is done. */
 struct start_job {
@@ -436,6 +584,8 @@ out:
 	json_decref(j->request);
 	free(j->config_text);
 	free(j);
+	a->pool_stalled = false;
+	pool_fill(a);
 	start_next(a);
 }
 
@@ -482,6 +632,8 @@ static void handle_run(struct agent *a, struct client *c, const json_t *req)
 		.config_path = a->config_path,
 		.request = j->request,
 		.stdio = j->stdio,
+		.take_net = pool_take,
+		.take_arg = a,
 	};
 	c->starting = true;
 	a->starting++;
@@ -587,8 +739,7 @@ static void handle(struct agent *a, struct client *c, const struct control_msg *
 			reply_error(c, "%s; the agent keeps its configuration", err);
 			return;
 		}
-		sweep_start(a);
-		probe_start(a);
+		agent_reloaded(a);
 		log_info("configuration reloaded from %s; sessions started from now on use it",
 			 a->config_path);
 		reply(c, CONTROL_OK, json_pack("{s:s}", "message", "reloaded"));
@@ -897,8 +1048,7 @@ static void on_signal(void *arg, int fd, uint32_t events)
 		if (si.ssi_signo == SIGHUP) {
 			sd_notify(0, "RELOADING=1");
 			if (config_reload(a, err, sizeof(err)) == 0) {
-				sweep_start(a);
-				probe_start(a);
+				agent_reloaded(a);
 				log_info("configuration reloaded (SIGHUP); sessions started from "
 					 "now on use it");
 			}
@@ -1092,6 +1242,8 @@ int main(int argc, char **argv)
 				perr);
 	}
 	probe_start(&a);
+	pthread_mutex_init(&a.pool_lock, NULL);
+	pool_fill(&a);
 	a.next_sweep_ns = boottime_ns() + SWEEP_INTERVAL_NS;
 	log_info("listening on %s (%s), %zu session(s) adopted", a.sock_path,
 		 a.group == CONTROL_NO_GROUP ? "root only" : "root and group " CONTROL_GROUP,
@@ -1105,6 +1257,8 @@ int main(int argc, char **argv)
 	sd_notify(0, "READY=1");
 	agent_loop(&a);
 	sd_notify(0, "STOPPING=1");
+	/* Prepared networks are nobody's session: they go with the agent. */
+	pool_drain(&a, true);
 	/* Sessions stay: their launchers and pins carry on; the next agent
 	 * adopts them. */
 	log_info("stopping; %zu session(s) keep running and will be adopted by the next agent",

@@ -19,6 +19,11 @@
 #include "lib/util.h"
 
 #define CLIENT_TIMEOUT_S 30
+/* A run's start waits its turn behind the starts before it (four at a
+ * time): on a loaded host, or under an emulator, that is more than the 30 s
+ * an answer takes, and a client that gave up would leave a session running
+ * whose caller was told it failed. */
+#define RUN_START_TIMEOUT_S 600
 /* How long run waits for the exit status once the launcher is gone. */
 #define EXIT_WAIT_MS 3000
 
@@ -141,16 +146,19 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	struct control_msg m = {};
 	char err[512], id[CONTROL_ID_MAX + 1], shown[ESC_LEN(1024)];
 	int fds[CONTROL_FDS_MAX], nfds = 0, pidfd = -1, sfd, status;
-	struct timeval none = {};
+	struct timeval none = {}, start = {.tv_sec = RUN_START_TIMEOUT_S};
 	sigset_t mask, old;
 	bool connected = true;
 	int rc;
 
+	setsockopt(ac->fd, SOL_SOCKET, SO_RCVTIMEO, &start, sizeof(start));
 	rc = control_write_fds(ac->fd, CONTROL_RUN, request, stdio, 3);
 	if (!rc)
 		rc = control_read_fds(ac->fd, &m, fds, &nfds, err, sizeof(err));
 	else
 		snprintf(err, sizeof(err), "%s", strerror(-rc));
+	if (rc == -EAGAIN)
+		snprintf(err, sizeof(err), "no answer within %d s", RUN_START_TIMEOUT_S);
 	if (rc) {
 		fprintf(stderr, "errandctl: errand-agent did not start the session: %s\n", err);
 		return 125;

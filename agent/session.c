@@ -1354,20 +1354,18 @@ static void rule_event(const char *json, const char *text, const char *target, v
 	fprintf(stderr, "%s\n", s->json ? json : text);
 }
 
-static int session_setup(struct session *s)
+/* The session's id and lock, before any object of it exists. */
+static int session_claim(struct session *s)
 {
 	const struct errand_config *cfg = s->cfg;
-	struct enforce_params ep = {};
-	char err[512], dir[PATH_MAX], parent[PATH_MAX];
-	uint64_t cgid;
-	int n_self, rc;
+	char dir[PATH_MAX];
+	int rc;
 
 	snprintf(dir, sizeof(dir), "%s/sessions", cfg->run_dir);
 	if ((rc = mkdir_p(dir, 0700)) || (rc = bpffs_ensure(cfg->bpf_dir))) {
 		return session_fail(s, rc, "cannot prepare %s and %s: %s", dir, cfg->bpf_dir,
 				    strerror(-rc));
 	}
-	session_sweep(cfg);
 	if ((rc = session_new_id(s)) || (rc = session_lock(s))) {
 		return session_fail(s, rc, "cannot take a session id under %s: %s", dir,
 				    strerror(-rc));
@@ -1378,6 +1376,67 @@ static int session_setup(struct session *s)
 				    "paths.state or paths.bpf",
 				    s->id);
 	}
+	return 0;
+}
+
+static int session_netns(struct session *s)
+{
+	int rc = netns_create(s->netns_path);
+
+	if (rc) {
+		return session_fail(s, rc, "session %s: cannot create network namespace %s: %s",
+				    s->id, s->netns_path, strerror(-rc));
+	}
+	s->have_netns = true;
+	return session_network(s);
+}
+
+/* A prepared network fits a session made with the same pool, paths and
+ * mode; one made under a configuration since changed does not. */
+static bool session_net_fits(const struct session *s, const struct session *n)
+{
+	const struct errand_config *a = s->cfg, *b = n->cfg;
+
+	return s->mode != EGRESS_MODE_NONE && !strcmp(a->run_dir, b->run_dir) &&
+	       !strcmp(a->state_dir, b->state_dir) && !strcmp(a->bpf_dir, b->bpf_dir) &&
+	       a->pool.prefixlen == b->pool.prefixlen &&
+	       !memcmp(&a->pool.a, &b->pool.a, sizeof(a->pool.a));
+}
+
+/* The session takes a prepared network whole: its id and lock, namespace,
+ * veth pair, addresses and NAT become the session's, so it is never used
+ * twice. One that does not fit is torn down. */
+static bool session_net_take(struct session *s, struct session *n)
+{
+	if (!n)
+		return false;
+	if (!session_net_fits(s, n)) {
+		session_net_discard(n);
+		return false;
+	}
+	memcpy(s->id, n->id, sizeof(s->id));
+	s->lock_fd = n->lock_fd;
+	n->lock_fd = -1;
+	s->link = n->link;
+	s->have_netns = n->have_netns;
+	s->have_veth = n->have_veth;
+	s->have_nat = n->have_nat;
+	session_release(n);
+	/* the paths are the same, of the same id */
+	return session_paths(s) == 0;
+}
+
+static int session_setup(struct session *s, struct session *net)
+{
+	const struct errand_config *cfg = s->cfg;
+	struct enforce_params ep = {};
+	char err[512], parent[PATH_MAX];
+	uint64_t cgid;
+	int n_self, rc;
+
+	session_sweep(cfg);
+	if (!session_net_take(s, net) && (rc = session_claim(s)))
+		return rc;
 	rc = cgroup2_mount(s->cgroup_mount, sizeof(s->cgroup_mount));
 	if (rc) {
 		return session_fail(s, rc,
@@ -1403,13 +1462,7 @@ static int session_setup(struct session *s)
 		return session_fail(s, rc, "session %s: cannot read the id of cgroup %s: %s", s->id,
 				    s->cgroup_path, strerror(-rc));
 	}
-	rc = netns_create(s->netns_path);
-	if (rc) {
-		return session_fail(s, rc, "session %s: cannot create network namespace %s: %s",
-				    s->id, s->netns_path, strerror(-rc));
-	}
-	s->have_netns = true;
-	if ((rc = session_network(s)))
+	if (!s->have_netns && (rc = session_netns(s)))
 		return rc;
 
 	n_self = netlink_self_addrs(&s->self);
@@ -1550,10 +1603,47 @@ static int session_configure(struct session *s, const char *text, const char *pa
 	return 0;
 }
 
+struct session *session_net_prepare(const char *config_text, const char *config_path, char *err,
+				    size_t errlen)
+{
+	struct session *n = session_alloc();
+	int rc;
+
+	if (!n) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if ((rc = config_load_text(config_text, config_path, &n->config, err, errlen)))
+		goto fail;
+	n->have_config = true;
+	n->mode = session_mode(n->cfg);
+	if (n->mode == EGRESS_MODE_NONE) {
+		snprintf(err, errlen, "sessions have no network here: nothing to prepare");
+		goto fail;
+	}
+	if ((rc = session_claim(n)) || (rc = session_netns(n))) {
+		snprintf(err, errlen, "%s", n->err);
+		session_teardown(n);
+		goto fail;
+	}
+	return n;
+fail:
+	session_release(n);
+	return NULL;
+}
+
+void session_net_discard(struct session *n)
+{
+	if (!n)
+		return;
+	session_teardown(n);
+	session_release(n);
+}
+
 struct session *session_start(const struct session_params *p, char *err, size_t errlen)
 {
 	static const char *const stdio_names[] = {"stdin", "stdout", "stderr"};
-	struct session *s;
+	struct session *s, *net;
 	struct doctor_report *rep;
 	char state[PATH_MAX];
 	int rc;
@@ -1602,7 +1692,9 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 		log_warnx("%s", err);
 		goto fail;
 	}
-	if ((rc = session_setup(s)))
+	net = p->take_net && session_mode(s->cfg) != EGRESS_MODE_NONE ? p->take_net(p->take_arg)
+								       : NULL;
+	if ((rc = session_setup(s, net)))
 		goto fail_teardown;
 	if (path_fmt(state, sizeof(state), "%s/work", s->record_dir) == 0 &&
 	    (rc = disk_watch_start(&s->disk, s->project, state, s->cfg->limits.disk))) {

@@ -1109,6 +1109,7 @@ static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *
 					    "image",
 					    "rules",
 					    "allowJournal",
+					    "pool",
 					    NULL};
 	static const char *const policy_keys[] = {"read", "write", "execute", NULL};
 	uint32_t id;
@@ -1170,6 +1171,8 @@ static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *
 			return rc;
 		cfg->allow_journal = json_is_true(v);
 	}
+	if ((rc = parse_uint(c, sb, "sandbox", "pool", 0, POOL_MAX, &cfg->pool_size)))
+		return rc;
 	if ((v = get(sb, "image"))) {
 		if ((rc = want(c, v, JSON_STRING, "sandbox.image",
 			       "a directory, like \"/srv/errand/image\"")) ||
@@ -1685,6 +1688,7 @@ void config_defaults(struct errand_config *cfg)
 	cfg->n_egress_ports = 1;
 	cidr_parse(DEFAULT_POOL, &cfg->pool);
 	cfg->require_full = true;
+	cfg->pool_size = POOL_DEFAULT;
 	cfg->dns_ttl_floor = 5;
 	cfg->dns_ttl_cap = 300;
 	cfg->dns_grace = 5;

@@ -16,6 +16,10 @@
 #define CONFIG_DEFAULT_PATH "/etc/errand/config.json"
 #define CONFIG_MAX_PORTS 16
 #define CONFIG_ERRLEN 512
+/* sandbox.pool's bound: each prepared network holds a namespace, a veth
+ * pair and an address of the pool while it waits. */
+#define POOL_MAX 64
+#define POOL_DEFAULT 2
 #define CONFIG_MAX_BYTES (1 << 20)
 
 enum config_network {
@@ -130,6 +134,7 @@ struct errand_config {
 	size_t n_egress_ports;
 	struct cidr pool;	/* sandbox.addressPool, default 10.213.0.0/16 (IPv4) */
 	bool require_full;	/* sandbox.requireFullEnforcement, default true */
+	uint32_t pool_size;	/* sandbox.pool: prepared networks the agent keeps, default 2 */
 	uid_t uid;		/* sandbox.uid; default: errand-session, else 65534 */
 	gid_t gid;		/* sandbox.gid */
 	char **dns_upstream;	/* dns.upstream: addresses, NULL-terminated; may be NULL */

@@ -1,0 +1,96 @@
+#!/bin/bash
+# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth, address and NAT, holding its own id's lock, so no sweep takes it); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); --egress none takes none; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops.
+# selftests-timeout: 150
+. "$(dirname "$0")/../lib/world.sh"
+need_errandctl
+world_up
+W_CONFIG=$(world_config pool '"pool": 2, "addressPool": "10.213.0.0/24"')
+ctl() { in_host "$ERRANDCTL" --config "$W_CONFIG" "$@"; }
+# Prepared networks: netns files with no session record.
+prepared() {
+	local f id
+	for f in /run/"$W"/netns/*; do
+		[ -e "$f" ] || continue
+		id=${f##*/}
+		[ -d "$W_DIR/state/sessions/$id" ] || echo "$id"
+	done | sort
+}
+# wait_prepared N: until N are prepared (10 s at most); prints them.
+wait_prepared() {
+	local n=0
+	while [ "$(prepared | wc -l)" != "$1" ] && [ $n -lt 100 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	prepared
+}
+veth_of() { in_host "$IP" -o -4 addr show dev "eh$1" 2>/dev/null | awk '{ print $4 }'; }
+
+agent_start || exit 1
+pool=$(wait_prepared 2)
+assert_eq "$(echo "$pool" | grep -c .)" 2 "the agent prepares sandbox.pool (2) networks at start"
+first=$(echo "$pool" | head -n 1)
+assert_match "$(veth_of "$first")" "^10\.213\.0\.[0-9]+/30$" "a prepared network has its veth with an address of the pool"
+assert_contains "$(in_host nft list tables)" "errand-$first" "... and its NAT table"
+assert_eq "$([ -e "/run/$W/sessions/$first.lock" ] && echo held)" held "... and its id's lock"
+
+errand_run --pin "a.test=$HOST_A:443" --egress a.test:443 -- sh -c \
+	"echo sid=\$ERRAND_SESSION; $(probe_script pinned "tcp $HOST_A 443" forbidden "tcp $HOST_PRIV 80")"
+sid=$(result sid)
+assert_eq "$RUN_RC" 0 "a session starts through the agent"
+assert_contains "$pool" "$sid" "it took a prepared network (its id is one of them)"
+assert_eq "$(result pinned)" "ok hello $HOST_A:443" "in the prepared network, the pinned host is reached"
+assert_eq "$(result forbidden)" EPERM "... and a private address is refused"
+after=$(wait_prepared 2)
+assert_not_contains "$after" "$sid" "the network it took is not prepared again"
+for _ in $(seq 1 100); do
+	[ -e "/run/$W/netns/$sid" ] || break
+	sleep 0.1
+done
+assert_eq "$([ -e "/run/$W/netns/$sid" ] && echo there)" "" "... its namespace is removed with its session"
+assert_eq "$(comm -13 <(echo "$pool") <(echo "$after") | grep -c .)" 1 "a fresh one replaced it"
+
+errand_run --egress none -- sh -c 'echo sid=$ERRAND_SESSION'
+assert_eq "$RUN_RC" 0 "an --egress none session starts"
+assert_not_contains "$after" "$(result sid)" "... without taking a prepared network"
+assert_eq "$(wait_prepared 2)" "$after" "... which stay as they were"
+
+# A reload with another address pool: what was prepared goes, new ones come.
+sed -i 's|"addressPool": "10.213.0.0/24"|"addressPool": "10.214.0.0/24"|' "$W_CONFIG"
+ctl reload >/dev/null
+n=0
+while [ $n -lt 100 ]; do
+	now=$(prepared)
+	[ "$(echo "$now" | grep -c .)" = 2 ] && [ -z "$(comm -12 <(echo "$after") <(echo "$now"))" ] && break
+	sleep 0.1
+	n=$((n + 1))
+done
+assert_eq "$(comm -12 <(echo "$after") <(echo "$now") | grep -c .)" 0 "a reload that changes the address pool discards what was prepared"
+assert_match "$(veth_of "$(echo "$now" | head -n 1)")" "^10\.214\.0\.[0-9]+/30$" "... and prepares from the new pool"
+
+# A /28 pool has room for four sessions and six are to be prepared: the fifth
+# cannot be, and leaves nothing.
+sed -i 's|"addressPool": "10.214.0.0/24"|"addressPool": "10.215.0.0/28"|; s|"pool": 2|"pool": 6|' "$W_CONFIG"
+ctl reload >/dev/null
+for _ in $(seq 1 100); do
+	grep -q "sandbox.pool: cannot prepare a network ahead" "$AGENT_LOG" && break
+	sleep 0.1
+done
+sleep 0.5
+assert_eq "$(prepared | grep -c .)" 4 "with room for four, four networks are prepared"
+assert_match "$(cat "$AGENT_LOG")" "sandbox.pool: cannot prepare a network ahead .*no free address in sandbox.addressPool" "the fifth, which cannot be, is named in the log with its cause"
+assert_eq "$(in_host "$IP" -o link show | grep -c ': eh')" 4 "... and left no veth behind"
+errand_run --pin "a.test=$HOST_A:443" --egress a.test:443 -- sh -c "$(probe_script pinned "tcp $HOST_A 443")"
+assert_eq "$(result pinned)" "ok hello $HOST_A:443" "a session still starts (in a prepared network) and is served"
+
+# sandbox.pool 0: nothing prepared.
+sed -i 's|"pool": 6|"pool": 0|' "$W_CONFIG"
+ctl reload >/dev/null
+sleep 1
+assert_empty "$(wait_prepared 0)" "sandbox.pool 0 prepares none (and drops what was)"
+sed -i 's|"pool": 0|"pool": 2|; s|"addressPool": "10.215.0.0/28"|"addressPool": "10.213.0.0/24"|' "$W_CONFIG"
+ctl reload >/dev/null
+assert_eq "$(wait_prepared 2 | grep -c .)" 2 "control: prepared again after a reload back"
+agent_stop
+assert_empty "$(leftovers)" "the agent removes its prepared networks when it stops: nothing left"
+world_finish
