@@ -84,6 +84,6 @@ assert_eq "$apart" "$N" "each session's denied list holds its own refusal and no
 assert_le 20 "$peak" "the sessions overlapped (peak $peak live at once)"
 assert_le "$started" 120 "all started and probed within 120 s"
 assert_eq "$(grep -c 'cannot load the egress' "$AGENT_LOG")" 0 "the agent loaded its programs once, at start, without error"
-assert_empty "$(leftovers)" "all ended: no session dir, no session key left in the program set"
 agent_stop
+assert_empty "$(leftovers)" "all ended (and the agent stopped, with its prepared networks): no session dir, no session key left in the program set"
 world_finish
