@@ -516,6 +516,50 @@ static void existing_dir(const char *path, char *buf, size_t len)
 	}
 }
 
+/* Whether a mount can be idmapped is the mount's (its filesystem type and
+ * the kernel), not the directory's: each session would otherwise pay two
+ * probes (a child for its user namespace and a cloned tree, some 3 ms each).
+ * Kept by mount id and the session account until the next doctor_refresh. */
+#define IDMAP_CACHE_MAX 32
+static pthread_mutex_t idmap_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	uint64_t mnt_id;
+	uid_t uid;
+	gid_t gid;
+	int err;
+} idmap_cache[IDMAP_CACHE_MAX];
+static size_t n_idmap_cache;
+
+static int idmap_probe_cached(const char *path, const struct errand_config *cfg)
+{
+	struct statx stx;
+	size_t i;
+	int err;
+
+	if (statx(AT_FDCWD, path, 0, STATX_MNT_ID, &stx) < 0 || !(stx.stx_mask & STATX_MNT_ID))
+		return idmap_probe(path, cfg->uid, cfg->gid);
+	pthread_mutex_lock(&idmap_lock);
+	for (i = 0; i < n_idmap_cache; i++) {
+		if (idmap_cache[i].mnt_id == stx.stx_mnt_id && idmap_cache[i].uid == cfg->uid &&
+		    idmap_cache[i].gid == cfg->gid) {
+			err = idmap_cache[i].err;
+			pthread_mutex_unlock(&idmap_lock);
+			return err;
+		}
+	}
+	pthread_mutex_unlock(&idmap_lock);
+	err = idmap_probe(path, cfg->uid, cfg->gid);
+	pthread_mutex_lock(&idmap_lock);
+	if (n_idmap_cache < IDMAP_CACHE_MAX) {
+		idmap_cache[n_idmap_cache].mnt_id = stx.stx_mnt_id;
+		idmap_cache[n_idmap_cache].uid = cfg->uid;
+		idmap_cache[n_idmap_cache].gid = cfg->gid;
+		idmap_cache[n_idmap_cache++].err = err;
+	}
+	pthread_mutex_unlock(&idmap_lock);
+	return err;
+}
+
 /* The session writes its project as the project's owner through an
  * idmapped mount (launcher/ns.c): probed on a copy of the very directory,
  * since whether a filesystem type allows it depends on the kernel (tmpfs
@@ -534,7 +578,7 @@ static void probe_idmap(struct doctor_report *r, const struct errand_config *cfg
 		     sizeof(r->idmap[1].path));
 	for (int i = 0; i < 2; i++) {
 		idmap_fs_name(r->idmap[i].path, r->idmap[i].fs, sizeof(r->idmap[i].fs));
-		r->idmap[i].err = idmap_probe(r->idmap[i].path, cfg->uid, cfg->gid);
+		r->idmap[i].err = idmap_probe_cached(r->idmap[i].path, cfg);
 	}
 	e = r->idmap[0].err;
 	if (stat(r->idmap[0].path, &st) == 0 && st.st_uid == cfg->uid)
@@ -599,6 +643,9 @@ int doctor_refresh(const struct errand_config *cfg)
 	struct doctor_report *r;
 	int rc = 0;
 
+	pthread_mutex_lock(&idmap_lock);
+	n_idmap_cache = 0;
+	pthread_mutex_unlock(&idmap_lock);
 	pthread_mutex_lock(&host_lock);
 	r = probe_host(cfg);
 	if (r) {

@@ -22,6 +22,9 @@
 #include "lib/log.h"
 #include "lib/util.h"
 
+/* the session's own maps (I_MAX below) */
+#define I_MAX_PREPARED 11
+
 struct enforce {
 	int allow_fd, events_fd; /* the session's own maps */
 	int grants_fd;		 /* grants_live; -1 for a session pinned before it existed */
@@ -35,6 +38,11 @@ struct enforce {
 	/* The allow map was found full, expired entries swept, until then: an
 	 * answer meanwhile is refused without walking the map again. */
 	uint64_t full_until_ns;
+	/* Made by enforce_prepare and not attached yet: the session's maps, in
+	 * the set of this hash under its key. */
+	bool prepared;
+	uint64_t set_hash;
+	int fd[I_MAX_PREPARED];
 };
 
 #define ENFORCE_FULL_RECHECK_NS 1000000000ull
@@ -88,6 +96,7 @@ enum {
 	I_COUNTERS,
 	I_MAX
 };
+_Static_assert(I_MAX == I_MAX_PREPARED, "struct enforce keeps every inner map");
 static const struct inner_def inners[I_MAX] = {
 	[I_CONFIG] = {EGRESS_MAP_CONFIG, "cfg_of", BPF_MAP_TYPE_ARRAY, 4, sizeof(struct sess_cfg),
 		      1, 0},
@@ -588,10 +597,14 @@ static void parent_dir(const char *pin_dir, char *out, size_t len)
 	snprintf(out, len, "%.*s", slash ? (int)(slash - pin_dir) : 1, slash ? pin_dir : ".");
 }
 
-/* The session's maps and links, made under set_lock: the set stays the same
- * while a session is put into it. */
-static int attach_locked(struct enforce *e, const struct enforce_params *p, char *err,
-			 size_t errlen)
+static void enforce_init(struct enforce *e)
+{
+	e->allow_fd = e->events_fd = e->grants_fd = e->self_fd = -1;
+	for (int i = 0; i < I_MAX; i++)
+		e->fd[i] = -1;
+}
+
+static struct sess_cfg session_cfg_of(const struct enforce_params *p, uint64_t set_hash)
 {
 	struct sess_cfg cfg = {
 		.cgid = p->cgroup_id,
@@ -601,38 +614,49 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 		.ifindex = (__u32)p->host_ifindex,
 		.dns_port = p->dns_port,
 		.broker_port = p->broker_port,
+		.set_hash = set_hash,
 	};
+
+	memcpy(cfg.gw_addr6, p->gw6, 16);
+	memcpy(cfg.sess_addr6, p->sess6, 16);
+	return cfg;
+}
+
+/* The session's maps, made, pinned and put into the set under its key,
+ * under set_lock: the set stays the same while a session is put into it.
+ * Each insertion into an outer map waits for an RCU grace period, which is
+ * why sandbox.pool does this ahead of a start. No program runs for the
+ * session yet: no link is attached to its cgroup nor to its veth. */
+static int prepare_locked(struct enforce *e, const struct enforce_params *p, char *err,
+			  size_t errlen)
+{
 	char bpf_dir[PATH_MAX], path[PATH_MAX];
-	int fd[I_MAX], rc = 0;
+	int rc = 0;
 	struct progset *ps;
+	struct sess_cfg cfg;
 	__u64 key = p->cgroup_id;
 	__u32 zero = 0, ifindex = (__u32)p->host_ifindex;
 
-	for (int i = 0; i < I_MAX; i++)
-		fd[i] = -1;
 	parent_dir(p->pin_dir, bpf_dir, sizeof(bpf_dir));
 	if (!(ps = set_get(bpf_dir, err, errlen)))
 		return -errno;
-	cfg.set_hash = ps->hash;
-	memcpy(cfg.gw_addr6, p->gw6, 16);
-	memcpy(cfg.sess_addr6, p->sess6, 16);
+	e->set_hash = ps->hash;
+	cfg = session_cfg_of(p, ps->hash);
 	for (int i = 0; i < I_MAX && !rc; i++) {
 		LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = inners[i].flags);
 
-		fd[i] = bpf_map_create(inners[i].type, inners[i].pin, inners[i].key,
-				       inners[i].value, inners[i].max, &o);
-		if (fd[i] < 0) {
+		e->fd[i] = bpf_map_create(inners[i].type, inners[i].pin, inners[i].key,
+					  inners[i].value, inners[i].max, &o);
+		if (e->fd[i] < 0) {
 			rc = -errno;
 			snprintf(err, errlen, "cannot create the session's %s map: %s",
 				 inners[i].pin, strerror(-rc));
 		}
 	}
-	if (!rc && bpf_map_update_elem(fd[I_CONFIG], &zero, &cfg, BPF_ANY)) {
+	if (!rc && bpf_map_update_elem(e->fd[I_CONFIG], &zero, &cfg, BPF_ANY)) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot fill the session's config map: %s", strerror(-rc));
 	}
-	if (!rc)
-		rc = fill_session(fd, p, err, errlen);
 	if (!rc && mkdir(p->pin_dir, 0700) && errno != EEXIST) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot create %s: %s", p->pin_dir, strerror(-rc));
@@ -641,19 +665,19 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 	 * the session's keys in the set through it. */
 	for (int i = 0; i < I_MAX && !rc; i++) {
 		snprintf(path, sizeof(path), "%s/%s", p->pin_dir, inners[i].pin);
-		if (bpf_obj_pin(fd[i], path)) {
+		if (bpf_obj_pin(e->fd[i], path)) {
 			rc = -errno;
 			snprintf(err, errlen, "cannot pin map %s: %s", path, strerror(-rc));
 		}
 	}
-	/* Into the set under the session's key, all at once: no hook of the
-	 * session runs before its links below, nor any process in its cgroup. */
+	/* Into the set under the session's key, all at once. */
 	if (!rc) {
 		struct outer_op ops[I_MAX];
 		size_t bad = 0;
 
 		for (int i = 0; i < I_MAX; i++)
-			ops[i] = (struct outer_op){.map = ps->outer[i], .key = key, .value = fd[i]};
+			ops[i] = (struct outer_op){
+				.map = ps->outer[i], .key = key, .value = e->fd[i]};
 		if ((rc = outer_ops(ops, I_MAX, &bad)))
 			snprintf(err, errlen, "cannot add the session to the %s map: %s",
 				 inners[bad].outer, strerror(-rc));
@@ -662,6 +686,31 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 		rc = -errno;
 		snprintf(err, errlen, "cannot add the session's veth: %s", strerror(-rc));
 	}
+	e->prepared = !rc;
+	return rc;
+}
+
+/* The session's settings and policy into its maps, then its links: from
+ * here its hooks and backstop run. Under set_lock. */
+static int attach_locked(struct enforce *e, const struct enforce_params *p, char *err,
+			 size_t errlen)
+{
+	char bpf_dir[PATH_MAX];
+	struct progset *ps;
+	struct sess_cfg cfg;
+	__u32 zero = 0;
+	int rc = 0;
+
+	parent_dir(p->pin_dir, bpf_dir, sizeof(bpf_dir));
+	if (!(ps = set_get(bpf_dir, err, errlen)))
+		return -errno;
+	cfg = session_cfg_of(p, ps->hash);
+	if (bpf_map_update_elem(e->fd[I_CONFIG], &zero, &cfg, BPF_ANY)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot fill the session's config map: %s", strerror(-rc));
+	}
+	if (!rc)
+		rc = fill_session(e->fd, p, err, errlen);
 	if (!rc)
 		rc = attach_cgroup(ps, p, err, errlen);
 	if (!rc && p->host_ifindex)
@@ -670,20 +719,23 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 	if (!rc && p->host_ifindex)
 		rc = attach_tc_one(ps->prog[P_TC_OUT], p, BPF_TC_EGRESS, "tc_egress", "flow guard",
 				   err, errlen);
-	if (!rc) {
-		e->allow_fd = fd[I_ALLOW];
-		e->events_fd = fd[I_EVENTS];
-		e->grants_fd = fd[I_GRANTS];
-		e->self_fd = fd[I_SELF];
-		fd[I_ALLOW] = fd[I_EVENTS] = fd[I_GRANTS] = fd[I_SELF] = -1;
+	if (rc)
+		return rc;
+	e->allow_fd = e->fd[I_ALLOW];
+	e->events_fd = e->fd[I_EVENTS];
+	e->grants_fd = e->fd[I_GRANTS];
+	e->self_fd = e->fd[I_SELF];
+	e->fd[I_ALLOW] = e->fd[I_EVENTS] = e->fd[I_GRANTS] = e->fd[I_SELF] = -1;
+	for (int i = 0; i < I_MAX; i++) {
+		if (e->fd[i] >= 0)
+			close(e->fd[i]);
+		e->fd[i] = -1;
 	}
-	for (int i = 0; i < I_MAX; i++)
-		if (fd[i] >= 0)
-			close(fd[i]);
-	return rc;
+	e->prepared = false;
+	return 0;
 }
 
-struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t errlen)
+struct enforce *enforce_prepare(const struct enforce_params *p, char *err, size_t errlen)
 {
 	struct enforce *e = calloc(1, sizeof(*e));
 	int rc;
@@ -692,9 +744,56 @@ struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	e->allow_fd = e->events_fd = e->grants_fd = e->self_fd = -1;
+	enforce_init(e);
 	pthread_mutex_lock(&set_lock);
-	rc = attach_locked(e, p, err, errlen);
+	rc = prepare_locked(e, p, err, errlen);
+	pthread_mutex_unlock(&set_lock);
+	if (rc) {
+		enforce_unpin(p->pin_dir);
+		enforce_free(e);
+		errno = -rc;
+		return NULL;
+	}
+	return e;
+}
+
+/* A prepared session of the set this process serves now; one of an older
+ * set (the object changed since) is not taken. Under set_lock. */
+static bool prepared_current(const struct enforce *e, const char *pin_dir)
+{
+	char bpf_dir[PATH_MAX], err[256];
+	struct progset *ps;
+
+	parent_dir(pin_dir, bpf_dir, sizeof(bpf_dir));
+	ps = set_get(bpf_dir, err, sizeof(err));
+	return e && e->prepared && ps && ps->hash == e->set_hash;
+}
+
+struct enforce *enforce_attach(const struct enforce_params *p, struct enforce *prepared, char *err,
+			       size_t errlen)
+{
+	struct enforce *e = prepared;
+	int rc = 0;
+
+	pthread_mutex_lock(&set_lock);
+	if (e && !prepared_current(e, p->pin_dir)) {
+		enforce_unpin(p->pin_dir);
+		enforce_free(e);
+		e = NULL;
+	}
+	if (!e) {
+		e = calloc(1, sizeof(*e));
+		if (!e) {
+			pthread_mutex_unlock(&set_lock);
+			snprintf(err, errlen, "out of memory");
+			errno = ENOMEM;
+			return NULL;
+		}
+		enforce_init(e);
+		rc = prepare_locked(e, p, err, errlen);
+	}
+	if (!rc)
+		rc = attach_locked(e, p, err, errlen);
 	pthread_mutex_unlock(&set_lock);
 	if (rc)
 		goto fail;
@@ -848,6 +947,9 @@ void enforce_free(struct enforce *e)
 		close(e->self_fd);
 	if (e->grants_fd >= 0)
 		close(e->grants_fd);
+	for (int i = 0; i < I_MAX; i++)
+		if (e->fd[i] >= 0)
+			close(e->fd[i]);
 	free(e);
 }
 

@@ -39,10 +39,21 @@ struct enforce;
  * process holds it or finds it pinned (an agent does at start, so no session
  * start pays for it). 0 or -errno with one line in err. */
 int enforce_preload(const char *bpf_dir, char *err, size_t errlen);
-/* Makes the session's maps, fills, attaches, pins and verifies. Returns NULL with errno set and
- * one line in err naming what failed; nothing is left attached or pinned. The
+/* Makes the session's maps, pins them and puts them into the program set
+ * under the session's key, with nothing attached yet: what a start would
+ * otherwise wait for (each insertion into the set waits for an RCU grace
+ * period), done ahead for sandbox.pool. Needs p's pin_dir, cgroup_id,
+ * host_ifindex and addresses. NULL with errno set and one line in err;
+ * nothing is left pinned. */
+struct enforce *enforce_prepare(const struct enforce_params *p, char *err, size_t errlen);
+/* Makes the session's maps (or takes prepared's, made by enforce_prepare
+ * with the same pin_dir, cgroup and veth, unless the program set changed
+ * since: then they are removed and made afresh), fills them, attaches,
+ * pins and verifies. Returns NULL with errno set and one line in err naming
+ * what failed; nothing is left attached or pinned, prepared included. The
  * caller owns the result and frees it with enforce_free(). */
-struct enforce *enforce_attach(const struct enforce_params *p, char *err, size_t errlen);
+struct enforce *enforce_attach(const struct enforce_params *p, struct enforce *prepared, char *err,
+			       size_t errlen);
 /* Adds or replaces an allow entry. 0 or -errno. */
 int enforce_allow(struct enforce *e, const struct addr *a, uint16_t port, uint64_t expires_ns,
 		  uint32_t flags);

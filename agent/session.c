@@ -1379,6 +1379,35 @@ static int session_claim(struct session *s)
 	return 0;
 }
 
+static int session_cgroup(struct session *s)
+{
+	char parent[PATH_MAX];
+	int rc;
+
+	rc = cgroup2_mount(s->cgroup_mount, sizeof(s->cgroup_mount));
+	if (rc) {
+		return session_fail(s, rc,
+				    "no cgroup v2 mount found; mount cgroup2 at /sys/fs/cgroup (or "
+				    "/sys/fs/cgroup/unified on a hybrid host)");
+	}
+	rc = cgroup_sessions_parent(s->cgroup_mount, s->cfg->cgroup_name, true, parent,
+				    sizeof(parent));
+	if (rc) {
+		return session_fail(s, rc,
+				    "session %s: systemd did not delegate a cgroup to errand's "
+				    "sessions (%s): %s",
+				    s->id, CGROUP_SCOPE, strerror(-rc));
+	}
+	rc = cgroup_session_create(s->cgroup_mount, parent, s->id, s->cgroup_path,
+				   sizeof(s->cgroup_path));
+	if (rc) {
+		return session_fail(s, rc, "session %s: cannot create cgroup %s/%s/%s: %s", s->id,
+				    s->cgroup_mount, parent, s->id, strerror(-rc));
+	}
+	s->have_cgroup = true;
+	return 0;
+}
+
 static int session_netns(struct session *s)
 {
 	int rc = netns_create(s->netns_path);
@@ -1392,14 +1421,15 @@ static int session_netns(struct session *s)
 }
 
 /* A prepared network fits a session made with the same pool, paths and
- * mode; one made under a configuration since changed does not. */
+ * mode (its maps are in the set of its time: enforce_attach checks that); one made under a
+ * configuration since changed does not. */
 static bool session_net_fits(const struct session *s, const struct session *n)
 {
 	const struct errand_config *a = s->cfg, *b = n->cfg;
 
 	return s->mode != EGRESS_MODE_NONE && !strcmp(a->run_dir, b->run_dir) &&
 	       !strcmp(a->state_dir, b->state_dir) && !strcmp(a->bpf_dir, b->bpf_dir) &&
-	       a->pool.prefixlen == b->pool.prefixlen &&
+	       !strcmp(a->cgroup_name, b->cgroup_name) && a->pool.prefixlen == b->pool.prefixlen &&
 	       !memcmp(&a->pool.a, &b->pool.a, sizeof(a->pool.a));
 }
 
@@ -1421,6 +1451,11 @@ static bool session_net_take(struct session *s, struct session *n)
 	s->have_netns = n->have_netns;
 	s->have_veth = n->have_veth;
 	s->have_nat = n->have_nat;
+	memcpy(s->cgroup_mount, n->cgroup_mount, sizeof(s->cgroup_mount));
+	memcpy(s->cgroup_path, n->cgroup_path, sizeof(s->cgroup_path));
+	s->have_cgroup = n->have_cgroup;
+	s->enf = n->enf;
+	n->enf = NULL;
 	session_release(n);
 	/* the paths are the same, of the same id */
 	return session_paths(s) == 0;
@@ -1430,40 +1465,20 @@ static int session_setup(struct session *s, struct session *net)
 {
 	const struct errand_config *cfg = s->cfg;
 	struct enforce_params ep = {};
-	char err[512], parent[PATH_MAX];
+	char err[512];
 	uint64_t cgid;
 	int n_self, rc;
 
 	session_sweep(cfg);
 	if (!session_net_take(s, net) && (rc = session_claim(s)))
 		return rc;
-	rc = cgroup2_mount(s->cgroup_mount, sizeof(s->cgroup_mount));
-	if (rc) {
-		return session_fail(s, rc,
-				    "no cgroup v2 mount found; mount cgroup2 at /sys/fs/cgroup (or "
-				    "/sys/fs/cgroup/unified on a hybrid host)");
-	}
-	rc = cgroup_sessions_parent(s->cgroup_mount, cfg->cgroup_name, true, parent,
-				    sizeof(parent));
-	if (rc) {
-		return session_fail(s, rc,
-				    "session %s: systemd did not delegate a cgroup to errand's "
-				    "sessions (%s): %s",
-				    s->id, CGROUP_SCOPE, strerror(-rc));
-	}
-	rc = cgroup_session_create(s->cgroup_mount, parent, s->id, s->cgroup_path,
-				   sizeof(s->cgroup_path));
-	if (rc) {
-		return session_fail(s, rc, "session %s: cannot create cgroup %s/%s/%s: %s", s->id,
-				    s->cgroup_mount, parent, s->id, strerror(-rc));
-	}
-	s->have_cgroup = true;
+	if ((!s->have_cgroup && (rc = session_cgroup(s))) ||
+	    (!s->have_netns && (rc = session_netns(s))))
+		return rc;
 	if ((rc = cgroup_id(s->cgroup_path, &cgid))) {
 		return session_fail(s, rc, "session %s: cannot read the id of cgroup %s: %s", s->id,
 				    s->cgroup_path, strerror(-rc));
 	}
-	if (!s->have_netns && (rc = session_netns(s)))
-		return rc;
 
 	n_self = netlink_self_addrs(&s->self);
 	if (n_self < 0) {
@@ -1491,7 +1506,8 @@ static int session_setup(struct session *s, struct session *net)
 	s->n_self = (size_t)n_self;
 	ep.self = s->self;
 	ep.n_self = s->n_self;
-	s->enf = enforce_attach(&ep, err, sizeof(err));
+	/* a prepared network's maps are in the set already */
+	s->enf = enforce_attach(&ep, s->enf, err, sizeof(err));
 	if (!s->enf)
 		return session_fail(s, -errno, "session %s: %s", s->id, err);
 	if ((rc = session_pins(s, s->self, s->n_self)))
@@ -1603,6 +1619,33 @@ static int session_configure(struct session *s, const char *text, const char *pa
 	return 0;
 }
 
+/* The session's maps, in the program set under its cgroup's key ahead of
+ * its start: each insertion waits for a grace period of the kernel's. */
+static int session_net_maps(struct session *n)
+{
+	struct enforce_params ep = {
+		.pin_dir = n->pin_dir,
+		.cgroup_path = n->cgroup_path,
+		.host_ifindex = n->link.host_ifindex,
+		.sess4 = n->link.sess4,
+		.gw4 = n->link.gw4,
+	};
+	char err[512];
+	int rc;
+
+	if ((rc = cgroup_id(n->cgroup_path, &ep.cgroup_id)))
+		return session_fail(n, rc, "cannot read the id of cgroup %s: %s", n->cgroup_path,
+				    strerror(-rc));
+	if (n->link.v6) {
+		memcpy(ep.gw6, n->link.gw6, 16);
+		memcpy(ep.sess6, n->link.sess6, 16);
+	}
+	n->enf = enforce_prepare(&ep, err, sizeof(err));
+	if (!n->enf)
+		return session_fail(n, -errno, "%s", err);
+	return 0;
+}
+
 struct session *session_net_prepare(const char *config_text, const char *config_path, char *err,
 				    size_t errlen)
 {
@@ -1621,7 +1664,8 @@ struct session *session_net_prepare(const char *config_text, const char *config_
 		snprintf(err, errlen, "sessions have no network here: nothing to prepare");
 		goto fail;
 	}
-	if ((rc = session_claim(n)) || (rc = session_netns(n))) {
+	if ((rc = session_claim(n)) || (rc = session_cgroup(n)) || (rc = session_netns(n)) ||
+	    (rc = session_net_maps(n))) {
 		snprintf(err, errlen, "%s", n->err);
 		session_teardown(n);
 		goto fail;
@@ -1693,7 +1737,7 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 		goto fail;
 	}
 	net = p->take_net && session_mode(s->cfg) != EGRESS_MODE_NONE ? p->take_net(p->take_arg)
-								       : NULL;
+								      : NULL;
 	if ((rc = session_setup(s, net)))
 		goto fail_teardown;
 	if (path_fmt(state, sizeof(state), "%s/work", s->record_dir) == 0 &&

@@ -15,22 +15,35 @@ for t in hyperfine bwrap; do
 	command -v "$t" >/dev/null || { echo "bench/start.sh needs $t (make bench installs it)" >&2; exit 1; }
 done
 world_up >/dev/null
-ns="nsenter --net=/run/netns/$W-host"
-# Two agents of their own paths: one with the pool, one without; and a
-# configuration no agent serves, for the embedded arm.
+# Each errand of its own paths in a namespace of its own (an agent sweeps the
+# veths of its namespace that no session of its own holds): the pool's
+# agent in the world's, the one without a pool and the embedded errandctl in
+# empty ones; every arm pays the same nsenter.
 W_CONFIG=$(world_config start-pool '"pool": 2')
 pool_cfg=$W_CONFIG
 agent_start >/dev/null || exit 1
+other_paths() {
+	sed -i "s|/run/$W\"|/run/$W-$2\"|; s|/sys/fs/bpf/$W\"|/sys/fs/bpf/$W-$2\"|; s|\"cgroup\": \"$W\"|\"cgroup\": \"$W-$2\"|; s|$W_DIR/state\"|$W_DIR/state-$2\"|" "$1"
+	ip netns add "$W-$2"
+	ip -n "$W-$2" link set lo up
+}
 nopool_cfg=$(world_config start-nopool '"pool": 0')
-sed -i "s|/run/$W\"|/run/$W-np\"|; s|/sys/fs/bpf/$W\"|/sys/fs/bpf/$W-np\"|; s|\"cgroup\": \"$W\"|\"cgroup\": \"$W-np\"|; s|$W_DIR/state\"|$W_DIR/state-np\"|" "$nopool_cfg"
-W_CONFIG=$nopool_cfg AGENT_LOG=$W_DIR/agent-np.log agent_start >/dev/null || exit 1
+other_paths "$nopool_cfg" np
+(exec nsenter --net="/run/netns/$W-np" "$ROOT/build/bin/errand-agent" --foreground --config "$nopool_cfg" \
+	</dev/null >>"$W_DIR/agent-np.log" 2>&1) &
+W_PIDS+=($!)
 embedded_cfg=$(world_config start-embedded)
-sed -i "s|/run/$W\"|/run/$W-em\"|; s|/sys/fs/bpf/$W\"|/sys/fs/bpf/$W-em\"|; s|\"cgroup\": \"$W\"|\"cgroup\": \"$W-em\"|; s|$W_DIR/state\"|$W_DIR/state-em\"|" "$embedded_cfg"
-hyperfine -N --warmup 3 --runs "$RUNS" --export-markdown "$W_DIR/start.md" \
-	-n "errandctl run -- /bin/true (agent, pool)" "$ns $ERRANDCTL run --config $pool_cfg -- /bin/true" \
-	-n "errandctl run -- /bin/true (agent, no pool)" "$ns $ERRANDCTL run --config $nopool_cfg -- /bin/true" \
-	-n "errandctl run --egress none -- /bin/true (agent)" "$ns $ERRANDCTL run --config $pool_cfg --egress none -- /bin/true" \
-	-n "errandctl run -- /bin/true (embedded)" "$ns $ERRANDCTL run --config $embedded_cfg -- /bin/true" \
-	-n "bwrap --unshare-all" "$ns bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc /bin/true" \
-	-n "unshare -Urnpf --mount-proc" "$ns unshare -Urnpf --mount-proc /bin/true" 2>&1 | grep -v '^ *$'
+other_paths "$embedded_cfg" em
+for _ in $(seq 1 100); do
+	"$ERRANDCTL" --config "$nopool_cfg" version 2>/dev/null | grep -q '^errand-agent [0-9]' && break
+	sleep 0.05
+done
+in_ns() { echo "nsenter --net=/run/netns/$W-$1"; }
+hyperfine -N ${HF_ARGS:-} --warmup 3 --runs "$RUNS" --export-markdown "$W_DIR/start.md" \
+	-n "errandctl run -- /bin/true (agent, pool)" "$(in_ns host) $ERRANDCTL run --config $pool_cfg -- /bin/true" \
+	-n "errandctl run -- /bin/true (agent, no pool)" "$(in_ns np) $ERRANDCTL run --config $nopool_cfg -- /bin/true" \
+	-n "errandctl run --egress none -- /bin/true (agent)" "$(in_ns host) $ERRANDCTL run --config $pool_cfg --egress none -- /bin/true" \
+	-n "errandctl run -- /bin/true (embedded)" "$(in_ns em) $ERRANDCTL run --config $embedded_cfg -- /bin/true" \
+	-n "bwrap --unshare-all" "$(in_ns host) bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc /bin/true" \
+	-n "unshare -Urnpf --mount-proc" "$(in_ns host) unshare -Urnpf --mount-proc /bin/true" 2>&1 | grep -v '^ *$'
 cat "$W_DIR/start.md"
