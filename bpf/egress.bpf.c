@@ -934,8 +934,19 @@ int errand_tc_in(struct __sk_buff *skb)
 			cur->last_ns = now;
 		goto pass;
 	}
-	/* A segment of a flow no SYN opened: dropped without an event, as the
-	 * retransmissions of a refused flow would flood the ring. */
+	/* No flow: its SYN was never let out, or the session's own newer flows
+	 * pushed it out of the table (an LRU of EGRESS_FLOWS_MAX). It is judged
+	 * as its SYN was, by the policy as it stands now, and passes (as a flow
+	 * again) only if that would admit a new connection to it; a once
+	 * grant's connection is not admitted twice. Dropped without an event:
+	 * the retransmissions of a refused flow would flood the ring. */
+	why = verdict(s, addr, dport, &flags, &grant);
+	if (!why && !(flags & ENTRY_F_ONCE) && flows) {
+		fv.last_ns = bpf_ktime_get_boot_ns();
+		fv.grant = grant;
+		bpf_map_update_elem(flows, &fk, &fv, BPF_ANY);
+		goto pass;
+	}
 	count(s, CNT_TC_DROP);
 	return TC_ACT_SHOT;
 pass:

@@ -26,13 +26,14 @@
 #define EGRESS_MAP_GRANTS "grants_live"
 
 #define EGRESS_ALLOW_MAX 4096
-/* The connections one session holds open at once. 8192: far above what a
- * build or an agent session opens (tens, a crawler hundreds), a few hundred
- * KiB of kernel memory preallocated per session where 65536 took megabytes
- * (doc/design.md has the measured cost). Past it the LRU forgets the least
- * recently used flow, whose next segment is then dropped: a session that
- * holds more connections cuts only its own. */
-#define EGRESS_FLOWS_MAX 8192
+/* The connections one session's table holds at once: an LRU, preallocated
+ * (about 100 KiB at 1024; 8192 took 0.85 MiB a session). Past it the
+ * least recently used flow is forgotten, and its next segment is judged
+ * as a new connection would be (errand_tc_in): it passes while the policy
+ * admits its destination, so only a flow whose admission has lapsed since
+ * (a DNS answer expired, a once grant) is cut, and only the session that
+ * holds more connections feels it. */
+#define EGRESS_FLOWS_MAX 1024
 /* A flow no segment has used for this long is gone: the next one is dropped
  * as a flow's without a SYN. Longer than TCP's default keepalive time (2 h),
  * so a connection kept alive by default keepalives never ages out; UDP never

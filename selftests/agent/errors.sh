@@ -5,7 +5,8 @@
 need_errandctl
 world_up
 world_dns || exit 1
-W_CONFIG=$(world_config errors '"addressPool": "10.216.0.0/28"')
+# No networks prepared ahead: the pool's exhaustion below must meet a start.
+W_CONFIG=$(world_config errors '"addressPool": "10.216.0.0/28", "pool": 0')
 agent_start --max-sessions 2 || exit 1
 SOCK=$(agent_sock)
 ctl() { in_host "$ERRANDCTL" --config "$W_CONFIG" "$@"; }

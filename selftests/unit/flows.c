@@ -5,7 +5,9 @@
  * segments toward the session are dropped with it. Run on the programs
  * themselves (BPF_PROG_TEST_RUN), with a clock the test cannot wait hours
  * for; the session found, as on a veth, by the ifindex the packet comes
- * in on (the test runs see loopback's). */
+ * in on (the test runs see loopback's). A segment of no flow is judged as its
+ * SYN would be: it passes, and is a flow again, only while the policy admits
+ * its destination, and never for a once grant. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/if_ether.h>
@@ -194,6 +196,38 @@ int main(void)
 	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT,
 		  "a revoked grant (deleted): dropped");
 	CHECK_INT(run(s->progs.errand_tc_out, false), TC_ACT_SHOT, "... toward the session too");
+
+	/* A segment of no flow (forgotten by the LRU, or never opened) is judged
+	 * as its SYN would be, by the policy as it stands. */
+	{
+		struct allow_key ak = {.port = DPORT};
+		struct allow_val av = {.flags = ENTRY_F_PINNED};
+		struct flow_key k = flow();
+		int afd, sfd;
+
+		memcpy(ak.addr, k.daddr, 16);
+		afd = inner(bpf_map__fd(s->maps.allow_of), BPF_MAP_TYPE_HASH,
+			    sizeof(struct allow_key), sizeof(struct allow_val), EGRESS_ALLOW_MAX,
+			    BPF_F_NO_PREALLOC);
+		sfd = inner(bpf_map__fd(s->maps.self_of), BPF_MAP_TYPE_HASH,
+			    sizeof(struct self_key), 1, EGRESS_SELF_MAX, BPF_F_NO_PREALLOC);
+		CHECK_TRUE(afd >= 0 && sfd >= 0, "the session's allow and own-address maps");
+		bpf_map_delete_elem(flows_fd, &k);
+		CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT,
+			  "no flow, and its destination not allowed: dropped");
+		bpf_map_update_elem(afd, &ak, &av, BPF_ANY);
+		CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_OK,
+			  "no flow, its destination allowed now (pinned): it passes");
+		CHECK_TRUE(flow_last(s) != 0, "... and is a flow again");
+		bpf_map_delete_elem(flows_fd, &k);
+		av.flags = ENTRY_F_ONCE;
+		av.grant = grant;
+		bpf_map_update_elem(afd, &ak, &av, BPF_ANY);
+		CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT,
+			  "no flow, its destination a once grant's: dropped (once is one connection)");
+		close(afd);
+		close(sfd);
+	}
 
 	close(flows_fd);
 	close(grants_fd);
