@@ -197,6 +197,9 @@ static int scope_start(const char *mount)
 			_exit(125);
 		execlp("systemd-run", "systemd-run", "--scope", "--quiet", "--unit=" CGROUP_SCOPE,
 		       "--slice=system.slice", "--property=Delegate=yes",
+		       /* each session has its own pids limit; the scope holds all
+			* of them, past systemd's default of 15% of the pids */
+		       "--property=TasksMax=infinity",
 		       "--description=errand sessions (delegated by systemd)", "--", "/bin/sh",
 		       "-c", holder_sh, "errand-holder", mount, (char *)NULL);
 		_exit(127);

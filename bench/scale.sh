@@ -1,0 +1,81 @@
+#!/bin/bash
+# Benchmark, not a test: sessions at scale. One errand-agent holds LEVELS
+# sessions at once (default "1 100 1000"), each pinned to a wan host and
+# sleeping; at each level, measured with the sessions running: one more
+# session's start (median of 5 `errandctl run -- /bin/true`), the connect
+# rate from one more session (connect, read the greeting, close; CONNS of
+# them), the agent's RSS and the kernel memory of one session's maps
+# (bpftool's memlock). Sessions are added 50 at a time; a level stops early
+# when MemAvailable falls below MIN_FREE_MB (default 2048) and says so.
+set -u
+. "$(dirname "$0")/lib.sh"
+
+LEVELS=${LEVELS:-"1 100 1000"}
+CONNS=${CONNS:-1000}
+MIN_FREE_MB=${MIN_FREE_MB:-2048}
+HOLD=${HOLD:-7200}
+
+world_up >/dev/null
+W_CONFIG=$(world_config scale '"addressPool": "10.200.0.0/16"')
+world_serve wan "$W_DIR/scale-serve.log" 198.18.1.10:9102
+agent_start --max-sessions 1100 >/dev/null || exit 1
+
+free_mb() { awk '/^MemAvailable/ { print int($2 / 1024) }' /proc/meminfo; }
+rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$AGENT_PID/status"; }
+ms_now() { date +%s%N | cut -c1-13; }
+live() { in_host "$ERRANDCTL" --config "$W_CONFIG" sessions --json | python3 -c 'import json,sys; print(sum(1 for s in json.load(sys.stdin) if s.get("status") != "exited"))'; }
+one_maps_kb() {
+	local d t=0 b f
+	d=$(find "/sys/fs/bpf/$W" -mindepth 1 -maxdepth 1 -type d ! -name prog | head -n 1)
+	for f in "$d"/*; do
+		b=$(bpftool -j map show pinned "$f" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin).get("bytes_memlock", 0))' 2>/dev/null)
+		t=$((t + ${b:-0}))
+	done
+	echo $((t / 1024))
+}
+start_ms() {
+	local i s e
+	for i in 1 2 3 4 5; do
+		s=$(ms_now)
+		in_host "$ERRANDCTL" run --config "$W_CONFIG" -- /bin/true
+		e=$(ms_now)
+		echo $((e - s))
+		sleep 0.3
+	done | median
+}
+rate() {
+	errand_run --pin a.test=198.18.1.10 --egress a.test:9102 -- "$PROBE" rr 198.18.1.10 9102 "$CONNS" >/dev/null
+	sed -n 's/.*(\([0-9.]*\)\/s).*/\1/p' "$RUN_OUT" | head -n1
+}
+
+n=0
+printf '| sessions | started in (s) | start, one more (ms) | connects/s, one more | agent RSS (MiB) | one session'"'"'s maps (KiB) | MemAvailable (MiB) |\n'
+printf '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
+for level in $LEVELS; do
+	t0=$(date +%s)
+	short=
+	while [ "$n" -lt "$level" ]; do
+		if [ "$(free_mb)" -lt "$MIN_FREE_MB" ]; then
+			short=" (stopped: MemAvailable below $MIN_FREE_MB MiB)"
+			break
+		fi
+		for _ in $(seq 1 50); do
+			[ "$n" -ge "$level" ] && break
+			n=$((n + 1))
+			(exec nsenter --net="/run/netns/$W-host" "$ERRANDCTL" run --config "$W_CONFIG" \
+				--pin s.test=198.18.1.10 --egress s.test:9102 -- sleep "$HOLD" \
+				</dev/null >/dev/null 2>"$W_DIR/scale$n.err") &
+			W_BG_PIDS+=($!)
+		done
+		# this batch is up before the next one starts
+		for _ in $(seq 1 240); do
+			[ "$(live)" -ge "$n" ] && break
+			sleep 0.5
+		done
+	done
+	up=$(live)
+	t1=$(date +%s)
+	printf '| %s%s | %s | %s | %s | %s | %s | %s |\n' "$up" "$short" "$((t1 - t0))" "$(start_ms)" "$(rate)" \
+		"$(($(rss_kb) / 1024))" "$(one_maps_kb)" "$(free_mb)"
+	[ -n "$short" ] && break
+done
