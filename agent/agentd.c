@@ -70,9 +70,11 @@ struct client {
 	uint64_t deadline_ns; /* for the whole request, then for the whole answer */
 	uint8_t *out;	      /* the answer not written yet */
 	size_t out_len, out_off;
-	bool closing;	       /* closed once out is written */
-	bool starting;	       /* its session is being started by a job */
-	bool gone;	       /* closed while starting: the job frees it */
+	bool closing;  /* closed once out is written */
+	bool starting; /* its session is being started by a job */
+	bool gone;     /* closed while starting: the job frees it */
+	bool counted;  /* counts against MAX_CLIENTS (a run's does not: --max-sessions bounds those)
+			*/
 	struct session *waits; /* a run client waiting for its session's end */
 };
 
@@ -137,7 +139,8 @@ static void client_close(struct client *c)
 			break;
 		}
 	}
-	a->n_clients--;
+	if (c->counted)
+		a->n_clients--;
 	if (c->starting) {
 		c->gone = true;
 		return;
@@ -655,6 +658,10 @@ static void handle_run(struct agent *a, struct client *c, const json_t *req)
 	};
 	c->starting = true;
 	a->starting++;
+	/* From here the client waits for its session, as long as it runs: the
+	 * session limit bounds these, and they leave the 64 to control. */
+	c->counted = false;
+	a->n_clients--;
 	for (struct start_job **q = &a->start_queue;; q = &(*q)->next) {
 		if (!*q) {
 			*q = j;
@@ -910,7 +917,10 @@ static void client_accept(void *arg, int lfd, uint32_t events)
 		close(fd);
 		return;
 	}
-	*c = (struct client){.a = a, .fd = fd, .deadline_ns = boottime_ns() + CLIENT_DEADLINE_NS};
+	*c = (struct client){.a = a,
+			     .fd = fd,
+			     .deadline_ns = boottime_ns() + CLIENT_DEADLINE_NS,
+			     .counted = true};
 	if (loop_add(a->loop, fd, EPOLLIN, client_handler, c)) {
 		close(fd);
 		free(c);
