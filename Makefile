@@ -171,11 +171,7 @@ bench: deps-check
 		command -v wrk >/dev/null && command -v nginx >/dev/null && command -v mitmdump >/dev/null || \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(BENCH_PACKAGES)
 	@$(MAKE) --no-print-directory all $(BENCH_BPF)
-	@bench/egress.sh
-	@bench/dns.sh
-	@bench/start.sh
-	@bench/grant.sh
-	@bench/broker.sh
+	@bench/all.sh
 
 fuzz: deps-check
 	@$(MAKE) --no-print-directory all

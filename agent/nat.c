@@ -4,11 +4,15 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <net/if.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <nftables/libnftables.h>
 
@@ -44,7 +48,7 @@ static int errno_from_text(const char *text)
 
 /* Runs cmds as one transaction. With out set, *out gets nft's output
  * (malloc'd). 0 or -errno; nft's error text is logged under what. */
-static int nft_run(const char *what, const char *cmds, char **out)
+static int nft_run_here(const char *what, const char *cmds, char **out)
 {
 	struct nft_ctx *ctx;
 	int r;
@@ -74,6 +78,76 @@ static int nft_run(const char *what, const char *cmds, char **out)
 	}
 	nft_ctx_free(ctx);
 	return r;
+}
+
+/* libnftables waits on its netlink socket with select(), whose fd_set
+ * holds descriptors below 1024 only (past that glibc's fortified FD_SET
+ * aborts the process), and an agent serving a thousand sessions holds more.
+ * So each batch runs in a child with nothing open but stdio and the pipe
+ * that carries back its result (a status line, then the output). */
+static int nft_run(const char *what, const char *cmds, char **out)
+{
+	cleanup_free char *buf = NULL;
+	size_t len = 0, cap = 0;
+	int p[2], status, rc;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		close(p[0]);
+		close(p[1]);
+		return rc;
+	}
+	if (pid == 0) {
+		char *o = NULL;
+		FILE *f;
+
+		if (dup2(p[1], 3) < 0)
+			_exit(125);
+		syscall(SYS_close_range, 4U, ~0U, 0U);
+		f = fdopen(3, "w");
+		rc = nft_run_here(what, cmds, out ? &o : NULL);
+		if (!f)
+			_exit(125);
+		fprintf(f, "%d\n%s", rc, o ? o : "");
+		_exit(fclose(f) ? 125 : 0);
+	}
+	close(p[1]);
+	for (;;) {
+		ssize_t n;
+
+		if (len + 4096 > cap) {
+			char *nb = realloc(buf, cap = cap ? 2 * cap : 8192);
+
+			if (!nb)
+				break;
+			buf = nb;
+		}
+		n = read(p[0], buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(p[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!buf || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return -EIO;
+	buf[len] = '\0';
+	rc = atoi(buf);
+	if (rc == 0 && out) {
+		const char *nl = strchr(buf, '\n');
+
+		*out = strdup(nl ? nl + 1 : "");
+		if (!*out)
+			rc = -ENOMEM;
+	}
+	return rc;
 }
 
 int nat_add(const char *id, uint32_t sess4, const char *host_if)
