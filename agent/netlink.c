@@ -170,6 +170,19 @@ static int veth_harden(const char *ifname)
 
 static const uint8_t session_v6_prefix[12] = {0xfd, 0x65, 0x72, 0x72, 0x61, 0x6e, 0x00, 0x64};
 
+bool session_link_addr(const struct addr *a, const struct cidr *pool)
+{
+	struct addr v4 = {};
+
+	if (addr_is_v4(a))
+		return cidr_contains(pool, a);
+	if (memcmp(a->b, session_v6_prefix, 12))
+		return false;
+	v4.b[10] = v4.b[11] = 0xff;
+	memcpy(v4.b + 12, a->b + 12, 4);
+	return cidr_contains(pool, &v4);
+}
+
 void session_link_v6(struct session_link *l)
 {
 	memcpy(l->gw6, session_v6_prefix, 12);
@@ -654,17 +667,57 @@ int netlink_addr6_in_use(const uint8_t addr6[16])
 	return each_addr(match_addr6, (void *)addr6);
 }
 
-/* The watch is a plain rtnetlink socket in the address groups: what a message
- * says matters less than that one came, since the caller lists the addresses
- * again (which also covers a lost message when the socket overflowed). */
+/* The watch is a plain rtnetlink socket in the address groups. Each new
+ * address is taken from its message, so a change costs each session that
+ * one address, not a listing of every address here (a thousand sessions
+ * make thousands); a lost message (the socket overflowed) asks the caller
+ * to list them all again. */
 struct netlink_watch {
 	struct nl_sock *sk;
+	struct addr *got;
+	size_t n, cap;
+	bool relist;
 };
 
-static int watch_count(struct nl_msg *msg, void *arg)
+static int watch_collect(struct nl_msg *msg, void *arg)
 {
-	(void)msg;
-	(*(int *)arg)++;
+	struct netlink_watch *w = arg;
+	struct nlmsghdr *h = nlmsg_hdr(msg);
+	struct nlattr *tb[IFA_MAX + 1];
+	struct ifaddrmsg *ifa;
+	struct nlattr *at;
+	size_t len;
+
+	if (h->nlmsg_type != RTM_NEWADDR)
+		return NL_OK;
+	if (nlmsg_parse(h, sizeof(*ifa), tb, IFA_MAX, NULL) < 0) {
+		w->relist = true;
+		return NL_OK;
+	}
+	ifa = nlmsg_data(h);
+	at = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
+	len = ifa->ifa_family == AF_INET ? 4 : ifa->ifa_family == AF_INET6 ? 16 : 0;
+	if (!at || !len || (size_t)nla_len(at) != len)
+		return NL_OK;
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 8;
+		struct addr *v = realloc(w->got, cap * sizeof(*v));
+
+		if (!v) {
+			w->relist = true;
+			return NL_OK;
+		}
+		w->got = v;
+		w->cap = cap;
+	}
+	memset(&w->got[w->n], 0, sizeof(w->got[0]));
+	if (len == 4) {
+		w->got[w->n].b[10] = w->got[w->n].b[11] = 0xff;
+		memcpy(w->got[w->n].b + 12, nla_data(at), 4);
+	} else {
+		memcpy(w->got[w->n].b, nla_data(at), 16);
+	}
+	w->n++;
 	return NL_OK;
 }
 
@@ -698,22 +751,26 @@ int netlink_addr_watch_fd(const struct netlink_watch *w)
 	return nl_socket_get_fd(w->sk);
 }
 
-int netlink_addr_watch_drain(struct netlink_watch *w)
+int netlink_addr_watch_drain(struct netlink_watch *w, const struct addr **got, size_t *n)
 {
-	int n = 0, r;
+	int r;
 
-	nl_socket_modify_cb(w->sk, NL_CB_VALID, NL_CB_CUSTOM, watch_count, &n);
+	w->n = 0;
+	w->relist = false;
+	nl_socket_modify_cb(w->sk, NL_CB_VALID, NL_CB_CUSTOM, watch_collect, w);
 	for (int i = 0; i < 64; i++) {
 		r = nl_recvmsgs_default(w->sk);
 		if (r == -NLE_AGAIN)
 			break;
 		if (r < 0) {
-			n++; /* an overflow lost messages: list again all the same */
+			w->relist = true; /* an overflow lost messages */
 			if (r != -NLE_NOMEM && r != -NLE_INTR)
 				break;
 		}
 	}
-	return n > 0;
+	*got = w->got;
+	*n = w->n;
+	return w->relist;
 }
 
 void netlink_addr_watch_free(struct netlink_watch *w)
@@ -722,5 +779,6 @@ void netlink_addr_watch_free(struct netlink_watch *w)
 		return;
 	if (w->sk)
 		nl_socket_free(w->sk);
+	free(w->got);
 	free(w);
 }

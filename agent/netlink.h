@@ -29,6 +29,11 @@ struct session_link {
  * hooks cannot send to an IPv4 responder. */
 #define SESSION_V6_PREFIXLEN 126
 void session_link_v6(struct session_link *l);
+/* Is a one of the sessions' link addresses (IPv4 in pool, or its IPv6 form
+ * above)? Those are refused to every session by their ranges (the
+ * configuration sees to it), so they need not be followed one by one as
+ * this host's own: a thousand sessions would make it thousands. */
+bool session_link_addr(const struct addr *a, const struct cidr *pool);
 
 /* Creates the veth pair in the caller's namespace, moves sess_if into the
  * namespace at netns_path and renames it eth0 there; addresses both sides;
@@ -53,13 +58,15 @@ int netlink_addr4_in_use(uint32_t addr4);
 int netlink_addr6_in_use(const uint8_t addr6[16]);
 
 /* A watch on the caller's namespace's addresses (rtnetlink IPv4 and IPv6
- * address notifications): poll its fd, then drain it; 1 when something
- * changed (list the addresses again), 0 when nothing did. new: NULL with
- * errno set; the caller owns it and frees it with netlink_addr_watch_free. */
+ * address notifications): poll its fd, then drain it. new: NULL with errno
+ * set; the caller owns it and frees it with netlink_addr_watch_free. */
 struct netlink_watch;
 struct netlink_watch *netlink_addr_watch_new(void);
 int netlink_addr_watch_fd(const struct netlink_watch *w);
-int netlink_addr_watch_drain(struct netlink_watch *w);
+/* Reads what came: *got (n of them, valid until the next drain) are the
+ * addresses added since; 1 when messages were lost and the caller must list
+ * the addresses again, else 0. */
+int netlink_addr_watch_drain(struct netlink_watch *w, const struct addr **got, size_t *n);
 void netlink_addr_watch_free(struct netlink_watch *w);
 
 #endif

@@ -313,14 +313,23 @@ static int session_lock(struct session *s)
 	return rc;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* A /30 from the pool whose gateway no link here uses. The pool lock is held
  * until the veth carries the address, so two errands never pick the same. */
 static int pool_pick(struct session *s, int *lock_fd)
 {
 	const struct cidr *pool = &s->cfg->pool;
+	cleanup_free struct addr *all = NULL;
+	cleanup_free uint32_t *used = NULL;
 	char path[PATH_MAX];
-	uint32_t base, blocks;
-	int plen = pool->prefixlen - 96;
+	uint32_t base, blocks, n_used = 0, pick = 0;
+	int plen = pool->prefixlen - 96, n;
 
 	snprintf(path, sizeof(path), "%s/pool.lock", s->cfg->run_dir);
 	*lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -328,17 +337,34 @@ static int pool_pick(struct session *s, int *lock_fd)
 		return -errno;
 	base = ntohl(addr_v4(&pool->a)) & (plen ? ~0u << (32 - plen) : 0);
 	blocks = plen >= 30 ? 1 : 1u << (30 - plen);
-	for (uint32_t i = 0; i < blocks; i++) {
-		uint32_t gw = htonl(base + 4 * i + 1);
+	/* One listing, not one a block: with a thousand sessions there are a
+	 * thousand gateways here. The blocks whose gateway a link uses, in
+	 * order; the first one missing is free. */
+	n = netlink_self_addrs(&all);
+	if (n < 0)
+		return n;
+	used = calloc((size_t)n + 1, sizeof(*used));
+	if (!used)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++) {
+		uint32_t off;
 
-		if (netlink_addr4_in_use(gw) == 0) {
-			s->link.gw4 = gw;
-			s->link.sess4 = htonl(base + 4 * i + 2);
-			s->link.prefixlen = 30;
-			return 0;
-		}
+		if (!addr_is_v4(&all[i]))
+			continue;
+		off = ntohl(addr_v4(&all[i])) - base;
+		if (off < 4 * blocks && off % 4 == 1)
+			used[n_used++] = off / 4;
 	}
-	return -EADDRNOTAVAIL;
+	qsort(used, n_used, sizeof(*used), cmp_u32);
+	for (uint32_t i = 0; i < n_used && used[i] <= pick; i++)
+		if (used[i] == pick)
+			pick++;
+	if (pick >= blocks)
+		return -EADDRNOTAVAIL;
+	s->link.gw4 = htonl(base + 4 * pick + 1);
+	s->link.sess4 = htonl(base + 4 * pick + 2);
+	s->link.prefixlen = 30;
+	return 0;
 }
 
 static int lo_up(void *arg)
@@ -1052,54 +1078,80 @@ void session_stop(struct session *s)
 /* An address the agent's namespace gained after the session started is
  * refused at once, in the kernel and in DNS answers, like those it had. An
  * address it lost stays refused: it was the host's, and may come back. */
+/* This namespace's own addresses but the sessions' link addresses. */
+static int self_addrs(const struct errand_config *cfg, struct addr **out)
+{
+	int n = netlink_self_addrs(out), k = 0;
+
+	for (int i = 0; i < n; i++)
+		if (!session_link_addr(&(*out)[i], &cfg->pool))
+			(*out)[k++] = (*out)[i];
+	return n < 0 ? n : k;
+}
+
+/* Refuses the addresses of got (n) that are this host's and new to the
+ * session, from now on, in its maps and its DNS answers. */
+static void session_self_learn(struct session *s, const struct addr *got, size_t n)
+{
+	struct addr *fresh, *v;
+	size_t n_fresh = 0;
+
+	fresh = calloc(n ? n : 1, sizeof(*fresh));
+	if (!fresh) {
+		log_warnx("session %s: out of memory following this host's addresses", s->id);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		bool known = session_link_addr(&got[i], &s->cfg->pool);
+
+		for (size_t j = 0; j < s->n_self && !known; j++)
+			known = !memcmp(&s->self[j], &got[i], sizeof(got[i]));
+		for (size_t j = 0; j < n_fresh && !known; j++)
+			known = !memcmp(&fresh[j], &got[i], sizeof(got[i]));
+		if (!known)
+			fresh[n_fresh++] = got[i];
+	}
+	/* The responder holds s->self: a moved array is handed to it below. */
+	v = n_fresh ? realloc(s->self, (s->n_self + n_fresh) * sizeof(*v)) : NULL;
+	if (!v) {
+		if (n_fresh)
+			log_warnx("session %s: out of memory following this host's addresses",
+				  s->id);
+		free(fresh);
+		return;
+	}
+	s->self = v;
+	for (size_t i = 0; i < n_fresh; i++) {
+		char a[ADDR_STRLEN];
+		int rc = enforce_self_add(s->enf, &fresh[i]);
+
+		if (rc)
+			log_warnx("session %s: cannot refuse %s, a new address of this host: %s",
+				  s->id, addr_str(&fresh[i], a), strerror(-rc));
+		else
+			log_info("session %s: %s is a new address of this host; refused from now "
+				 "on",
+				 s->id, addr_str(&fresh[i], a));
+		s->self[s->n_self++] = fresh[i];
+	}
+	free(fresh);
+	if (n_fresh && s->dns)
+		dns_responder_set_self(s->dns, s->self, s->n_self);
+}
+
+/* Lists them all again: at start, and when the watch lost messages. */
 static void session_self_sync(struct session *s)
 {
-	struct addr *now = NULL, *v;
-	size_t fresh = 0;
-	int n = netlink_self_addrs(&now);
+	struct addr *now = NULL;
+	int n = self_addrs(s->cfg, &now);
 
 	if (n < 0) {
 		log_warnx("session %s: cannot list this namespace's own addresses: %s", s->id,
 			  strerror(-n));
 		return;
 	}
-	/* The addresses not known yet, moved to the front of now. */
-	for (int i = 0; i < n; i++) {
-		bool known = false;
-
-		for (size_t j = 0; j < s->n_self && !known; j++)
-			known = !memcmp(&s->self[j], &now[i], sizeof(now[i]));
-		for (size_t j = 0; j < fresh && !known; j++)
-			known = !memcmp(&now[j], &now[i], sizeof(now[i]));
-		if (!known)
-			now[fresh++] = now[i];
-	}
-	/* The responder holds s->self: a moved array is handed to it below. */
-	v = fresh ? realloc(s->self, (s->n_self + fresh) * sizeof(*v)) : NULL;
-	if (!v) {
-		if (fresh)
-			log_warnx("session %s: out of memory following this host's addresses",
-				  s->id);
-		free(now);
-		return;
-	}
-	s->self = v;
-	for (size_t i = 0; i < fresh; i++) {
-		char a[ADDR_STRLEN];
-		int rc = enforce_self_add(s->enf, &now[i]);
-
-		if (rc)
-			log_warnx("session %s: cannot refuse %s, a new address of this host: %s",
-				  s->id, addr_str(&now[i], a), strerror(-rc));
-		else
-			log_info("session %s: %s is a new address of this host; refused from now "
-				 "on",
-				 s->id, addr_str(&now[i], a));
-		s->self[s->n_self++] = now[i];
-	}
+	session_self_learn(s, now, (size_t)n);
 	free(now);
-	if (s->dns)
-		dns_responder_set_self(s->dns, s->self, s->n_self);
 }
 
 /* What the agent serves while the session runs: the event stream, the DNS
@@ -1480,7 +1532,7 @@ static int session_setup(struct session *s, struct session *net)
 				    s->cgroup_path, strerror(-rc));
 	}
 
-	n_self = netlink_self_addrs(&s->self);
+	n_self = self_addrs(cfg, &s->self);
 	if (n_self < 0) {
 		return session_fail(s, n_self, "cannot list this namespace's own addresses: %s",
 				    strerror(-n_self));
@@ -1928,7 +1980,7 @@ struct session *session_adopt(const struct state_session *row, const char *state
 		goto fail;
 	}
 	fcntl(s->pidfd, F_SETFD, FD_CLOEXEC);
-	rc = netlink_self_addrs(&s->self);
+	rc = self_addrs(s->cfg, &s->self);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot list this namespace's own addresses: %s",
 			 strerror(-rc));
@@ -2130,11 +2182,15 @@ static void session_on_grants(void *arg, int fd, uint32_t events)
 static void session_on_addrs(void *arg, int fd, uint32_t events)
 {
 	struct session *s = arg;
+	const struct addr *got;
+	size_t n;
 
 	(void)fd;
 	(void)events;
-	if (netlink_addr_watch_drain(s->addr_watch))
+	if (netlink_addr_watch_drain(s->addr_watch, &got, &n))
 		session_self_sync(s);
+	else if (n)
+		session_self_learn(s, got, n);
 }
 
 /* The session's broker asks for a key again (a provider answered 401). */

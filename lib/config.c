@@ -1092,6 +1092,45 @@ int config_rules_defaults(struct errand_config *cfg)
 	return 0;
 }
 
+static bool cidr_overlap(const struct cidr *a, const struct cidr *b)
+{
+	return a->prefixlen <= b->prefixlen ? cidr_contains(a, &b->a) : cidr_contains(b, &a->a);
+}
+
+/* Every address of the pool (the sessions' gateways and their own) must be
+ * refused to every session by its range: a session never reaches another's
+ * gateway, which is this host, and the agent need not follow the thousands
+ * of gateway addresses as the host's own. */
+static int check_pool(struct ctx *c, const struct errand_config *cfg)
+{
+	const struct cidr *f = NULL, *forbid;
+	char a[ADDR_STRLEN], b[ADDR_STRLEN];
+	size_t n;
+
+	forbid = forbidden_ranges(&n);
+	for (size_t i = 0; i < n && !f; i++)
+		if (forbid[i].prefixlen <= cfg->pool.prefixlen &&
+		    cidr_contains(&forbid[i], &cfg->pool.a))
+			f = &forbid[i];
+	if (!f)
+		return cfg_error(c,
+				 "sandbox.addressPool: %s/%d is not in a range refused to "
+				 "sessions; use a private one like "
+				 "10.213.0.0/16",
+				 addr_str(&cfg->pool.a, a), cfg->pool.prefixlen - 96);
+	for (size_t i = 0; i < cfg->n_public; i++)
+		if (cidr_overlap(&cfg->public_ranges[i], &cfg->pool))
+			return cfg_error(c,
+					 "sandbox.egress.treatAsPublic: %s/%d overlaps "
+					 "sandbox.addressPool %s/%d, the sessions' own addresses; "
+					 "narrow one of them",
+					 addr_str(&cfg->public_ranges[i].a, a),
+					 cfg->public_ranges[i].prefixlen -
+						 (addr_is_v4(&cfg->public_ranges[i].a) ? 96 : 0),
+					 addr_str(&cfg->pool.a, b), cfg->pool.prefixlen - 96);
+	return 0;
+}
+
 static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *cfg)
 {
 	static const char *const known[] = {"network",
@@ -1181,7 +1220,7 @@ static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *
 		if (set_string(&cfg->image, json_string_value(v)))
 			return oom(c);
 	}
-	return 0;
+	return check_pool(c, cfg);
 }
 
 /* where.key and where[i] for the keys of a provider, whose where is itself

@@ -400,6 +400,18 @@ static void test_types(void)
 	refused("treatAsPublic with a name",
 		"{\"sandbox\": {\"egress\": {\"treatAsPublic\": [\"example.com\"]}}}",
 		"is not an address range; write one like 198.18.0.0/15", NULL);
+	refused("an address pool that is not private",
+		"{\"sandbox\": {\"addressPool\": \"44.0.0.0/16\"}}",
+		"sandbox.addressPool: 44.0.0.0/16 is not in a range refused to sessions; use a "
+		"private one like "
+		"10.213.0.0/16",
+		NULL);
+	refused("treatAsPublic over the address pool",
+		"{\"sandbox\": {\"addressPool\": \"10.213.0.0/16\", \"egress\": "
+		"{\"treatAsPublic\": [\"10.0.0.0/8\"]}}}",
+		"sandbox.egress.treatAsPublic: 10.0.0.0/8 overlaps sandbox.addressPool "
+		"10.213.0.0/16, the sessions' own addresses; narrow one of them",
+		NULL);
 	refused("readOnly as a string", "{\"sandbox\": {\"egress\": {\"readOnly\": \"yes\"}}}",
 		"sandbox.egress.readOnly is a string; write true or false", NULL);
 	refused("allowInternal as a number", "{\"sandbox\": {\"egress\": {\"allowInternal\": 1}}}",
