@@ -102,8 +102,9 @@ struct session {
 	enum egress_mode mode;
 	struct grant_set grants;
 	struct suggest_limiter suggest;
-	int inotify_fd; /* on the record directory: grants.json written by errandctl grant */
-	pid_t pid;	/* the launcher */
+	int grants_wd; /* the record directory's watch (grants.json written by errandctl grant) */
+	struct session *grants_next; /* in grants_watch */
+	pid_t pid;		     /* the launcher */
 	int pidfd;
 	bool child; /* this process started the launcher (and reaps it) */
 	bool stopped;
@@ -680,9 +681,12 @@ static void session_teardown(struct session *s)
 		unlink(s->exit_path);
 }
 
+static void grants_watch_rm(int wd);
+
 /* Closes what this process holds; the session's kernel objects stay. */
 static void session_release(struct session *s)
 {
+	grants_watch_rm(s->grants_wd);
 	disk_watch_stop(&s->disk);
 	free(s->pfd);
 	for (int k = 0; k < DNS_SOCKS; k++)
@@ -699,8 +703,6 @@ static void session_release(struct session *s)
 		close(s->lock_fd);
 	if (s->pidfd >= 0)
 		close(s->pidfd);
-	if (s->inotify_fd >= 0)
-		close(s->inotify_fd);
 	if (s->broker_keeper >= 0)
 		close(s->broker_keeper);
 	if (s->have_config)
@@ -1156,6 +1158,91 @@ static void session_self_sync(struct session *s)
 
 /* What the agent serves while the session runs: the event stream, the DNS
  * responder on the session's gateway, and the watch on its grants. */
+/* One inotify instance for every session's record directory: each instance
+ * counts against a per-user limit (fs.inotify.max_user_instances, 128 by
+ * default), which a session each would hit at the 129th session; watches
+ * count against a far larger one. Sessions are found by their watch. */
+static struct {
+	pthread_mutex_t lock;
+	int fd;
+	struct loop *loop; /* the fd is registered there while sessions are */
+	struct session *sessions;
+} grants_watch = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+
+static int grants_watch_add(const char *dir)
+{
+	int wd;
+
+	pthread_mutex_lock(&grants_watch.lock);
+	if (grants_watch.fd < 0)
+		grants_watch.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	wd = grants_watch.fd < 0
+		     ? -errno
+		     : inotify_add_watch(grants_watch.fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO);
+	if (wd < 0 && grants_watch.fd >= 0)
+		wd = -errno;
+	pthread_mutex_unlock(&grants_watch.lock);
+	return wd;
+}
+
+static void grants_watch_rm(int wd)
+{
+	pthread_mutex_lock(&grants_watch.lock);
+	if (wd >= 0 && grants_watch.fd >= 0)
+		inotify_rm_watch(grants_watch.fd, wd);
+	pthread_mutex_unlock(&grants_watch.lock);
+}
+
+static void session_on_grants(void *arg, int fd, uint32_t events)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n;
+
+	(void)arg;
+	(void)events;
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+
+			for (struct session *s = grants_watch.sessions; s; s = s->grants_next)
+				if (s->grants_wd == ev->wd)
+					session_grants_reload(s);
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+}
+
+/* On the loop's thread, as the loop's handlers. */
+static int grants_watch_attach(struct session *s, struct loop *l)
+{
+	if (grants_watch.loop && grants_watch.loop != l)
+		return -EINVAL;
+	if (!grants_watch.loop) {
+		int rc = loop_add(l, grants_watch.fd, EPOLLIN, session_on_grants, NULL);
+
+		if (rc)
+			return rc;
+		grants_watch.loop = l;
+	}
+	s->grants_next = grants_watch.sessions;
+	grants_watch.sessions = s;
+	return 0;
+}
+
+static void grants_watch_detach(struct session *s)
+{
+	for (struct session **p = &grants_watch.sessions; *p; p = &(*p)->grants_next) {
+		if (*p == s) {
+			*p = s->grants_next;
+			break;
+		}
+	}
+	if (!grants_watch.sessions && grants_watch.loop) {
+		loop_del(grants_watch.loop, grants_watch.fd);
+		grants_watch.loop = NULL;
+	}
+}
+
 static int session_services(struct session *s)
 {
 	char path[PATH_MAX], err[512];
@@ -1179,10 +1266,9 @@ static int session_services(struct session *s)
 		log_warnx("session %s: cannot read its grants: %s", s->id, strerror(-rc));
 	else if (s->enf)
 		enforce_grants_set(s->enf, &s->grants);
-	s->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (s->inotify_fd < 0 ||
-	    inotify_add_watch(s->inotify_fd, s->record_dir, IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
-		rc = -errno;
+	s->grants_wd = grants_watch_add(s->record_dir);
+	if (s->grants_wd < 0) {
+		rc = s->grants_wd;
 		return session_fail(s, rc, "session %s: cannot watch %s for grants: %s", s->id,
 				    s->record_dir, strerror(-rc));
 	}
@@ -1638,7 +1724,7 @@ static struct session *session_alloc(void)
 	if (!s)
 		return NULL;
 	s->cfg = &s->config;
-	s->lock_fd = s->pidfd = s->inotify_fd = s->broker_keeper = -1;
+	s->lock_fd = s->pidfd = s->grants_wd = s->broker_keeper = -1;
 	for (int k = 0; k < DNS_SOCKS; k++)
 		s->held[k] = -1;
 	s->status = -1;
@@ -2166,17 +2252,6 @@ static void session_on_events(void *arg, int fd, uint32_t events)
 	s->events_ready = true;
 }
 
-static void session_on_grants(void *arg, int fd, uint32_t events)
-{
-	struct session *s = arg;
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-
-	(void)events;
-	while (read(fd, buf, sizeof(buf)) > 0)
-		;
-	session_grants_reload(s);
-}
-
 /* Before any DNS work of this turn (that runs in the check hook), so no
  * answer given in it holds a new own address. */
 static void session_on_addrs(void *arg, int fd, uint32_t events)
@@ -2280,7 +2355,7 @@ int session_attach(struct session *s, struct loop *l, session_ended_fn fn, void 
 	s->ended_arg = arg;
 	if ((rc = loop_add(l, s->pidfd, EPOLLIN, session_on_pid, s)) ||
 	    (rc = loop_add(l, enforce_events_fd(s->enf), EPOLLIN, session_on_events, s)) ||
-	    (rc = loop_add(l, s->inotify_fd, EPOLLIN, session_on_grants, s)) ||
+	    (rc = grants_watch_attach(s, l)) ||
 	    (s->addr_watch && (rc = loop_add(l, netlink_addr_watch_fd(s->addr_watch), EPOLLIN,
 					     session_on_addrs, s))) ||
 	    (disk_watch_fd(&s->disk) >= 0 &&
@@ -2305,7 +2380,7 @@ void session_unattach(struct session *s)
 	loop_del(l, s->pidfd);
 	if (s->enf)
 		loop_del(l, enforce_events_fd(s->enf));
-	loop_del(l, s->inotify_fd);
+	grants_watch_detach(s);
 	if (s->addr_watch)
 		loop_del(l, netlink_addr_watch_fd(s->addr_watch));
 	loop_del(l, disk_watch_fd(&s->disk));
