@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <net/if.h>
 #include <stdbool.h>
@@ -17,6 +18,7 @@
 #include <nftables/libnftables.h>
 
 #include "agent/nat.h"
+#include "lib/addr.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -150,38 +152,62 @@ static int nft_run(const char *what, const char *cmds, char **out)
 	return rc;
 }
 
-int nat_add(const char *id, uint32_t sess4, const char *host_if)
+/* "errand-pool-10.213.0.0-16": the pool's own table, made once a process. */
+static int pool_table(const struct cidr *pool, char *name, size_t len)
+{
+	char a[ADDR_STRLEN];
+
+	if (!addr_is_v4(&pool->a) || pool->prefixlen < 96)
+		return -EINVAL;
+	snprintf(name, len, NAT_POOL_PREFIX "%s-%d", addr_str(&pool->a, a), pool->prefixlen - 96);
+	return valid_word(name, ID_MAX + 16) ? 0 : -EINVAL;
+}
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cidr pools_done[8];
+static size_t n_pools_done;
+
+int nat_pool(const struct cidr *pool)
 {
 	cleanup_free char *cmds = NULL;
-	char a[INET_ADDRSTRLEN], what[128];
-	int n;
+	char name[ID_MAX + 32], a[ADDR_STRLEN], what[ID_MAX + 48];
+	int n, rc = 0;
 
-	if (!valid_word(id, ID_MAX) || !valid_word(host_if, IFNAMSIZ - 1) || sess4 == 0)
-		return -EINVAL;
-	inet_ntop(AF_INET, &sess4, a, sizeof(a));
-	snprintf(what, sizeof(what), "table ip " NAT_TABLE_PREFIX "%s", id);
-	/* "add" then "delete" first: a table left by an earlier agent is
+	if ((rc = pool_table(pool, name, sizeof(name))))
+		return rc;
+	pthread_mutex_lock(&pool_lock);
+	for (size_t i = 0; i < n_pools_done; i++)
+		if (!memcmp(&pools_done[i], pool, sizeof(*pool)))
+			goto out;
+	snprintf(what, sizeof(what), "table ip %s", name);
+	/* "add" then "delete" first: a table left by an earlier errand is
 	 * replaced rather than merged into, and the whole batch commits or
-	 * none of it does. */
+	 * none of it does (running sessions keep their NAT throughout). */
 	n = asprintf(&cmds,
-		     "add table ip " NAT_TABLE_PREFIX "%1$s\n"
-		     "delete table ip " NAT_TABLE_PREFIX "%1$s\n"
-		     "add table ip " NAT_TABLE_PREFIX "%1$s\n"
-		     "add chain ip " NAT_TABLE_PREFIX "%1$s postrouting "
+		     "add table ip %1$s\n"
+		     "delete table ip %1$s\n"
+		     "add table ip %1$s\n"
+		     "add chain ip %1$s postrouting "
 		     "{ type nat hook postrouting priority srcnat; policy accept; }\n"
-		     "add rule ip " NAT_TABLE_PREFIX "%1$s postrouting "
-		     "ip saddr %2$s oifname != \"%3$s\" masquerade\n"
-		     "add chain ip " NAT_TABLE_PREFIX "%1$s forward "
+		     "add rule ip %1$s postrouting "
+		     "ip saddr %2$s/%3$d oifname != \"" VETH_HOST_GLOB "\" masquerade\n"
+		     "add chain ip %1$s forward "
 		     "{ type filter hook forward priority filter; policy accept; }\n"
-		     "add rule ip " NAT_TABLE_PREFIX "%1$s forward iifname \"%3$s\" accept\n"
-		     "add rule ip " NAT_TABLE_PREFIX "%1$s forward "
-		     "oifname \"%3$s\" ct state established,related accept\n",
-		     id, a, host_if);
+		     "add rule ip %1$s forward iifname \"" VETH_HOST_GLOB "\" accept\n"
+		     "add rule ip %1$s forward "
+		     "oifname \"" VETH_HOST_GLOB "\" ct state established,related accept\n",
+		     name, addr_str(&pool->a, a), pool->prefixlen - 96);
 	if (n < 0) {
 		cmds = NULL;
-		return -ENOMEM;
+		rc = -ENOMEM;
+		goto out;
 	}
-	return nft_run(what, cmds, NULL);
+	rc = nft_run(what, cmds, NULL);
+	if (!rc && n_pools_done < ARRAY_SIZE(pools_done))
+		pools_done[n_pools_done++] = *pool;
+out:
+	pthread_mutex_unlock(&pool_lock);
+	return rc;
 }
 
 int nat_remove(const char *id)
@@ -217,6 +243,10 @@ int nat_sweep(int (*keep)(const char *id, void *arg), void *arg)
 		if (strncmp(line, head, strlen(head)) != 0)
 			continue;
 		id = line + strlen(head);
+		/* a pool's table serves every session of the pool, ever */
+		if (!strncmp(line, "table ip " NAT_POOL_PREFIX,
+			     strlen("table ip " NAT_POOL_PREFIX)))
+			continue;
 		if (!valid_word(id, ID_MAX)) {
 			log_warnx("nft table %s: not a name errand makes, left alone", line);
 			continue;

@@ -63,7 +63,6 @@
 
 #define BPF_FS_MAGIC_NUM 0xcafe4a11
 #define BPF_FS_ROOT "/sys/fs/bpf"
-#define VETH_HOST_PREFIX "eh"
 #define VETH_SESS_PREFIX "es"
 
 struct session {
@@ -422,13 +421,13 @@ static int session_network(struct session *s)
 				    s->link.host_if, strerror(-rc));
 	}
 	s->have_veth = true;
-	rc = nat_add(s->id, s->link.sess4, s->link.host_if);
+	rc = nat_pool(&s->cfg->pool);
 	if (rc) {
-		return session_fail(
-			s, rc, "session %s: cannot add nftables table " NAT_TABLE_PREFIX "%s: %s",
-			s->id, s->id, strerror(-rc));
+		return session_fail(s, rc,
+				    "session %s: cannot add the address pool's nftables table "
+				    "(" NAT_POOL_PREFIX "...): %s",
+				    s->id, strerror(-rc));
 	}
-	s->have_nat = true;
 	return 0;
 }
 

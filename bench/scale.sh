@@ -23,9 +23,9 @@ agent_start --max-sessions 1100 >/dev/null || exit 1
 free_mb() { awk '/^MemAvailable/ { print int($2 / 1024) }' /proc/meminfo; }
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$AGENT_PID/status"; }
 ms_now() { date +%s%N | cut -c1-13; }
-# Sessions whose maps are pinned and whose command runs: counted from the
-# outside, so the count costs the agent nothing.
-live() { pgrep -f -- "--egress s.test:9102 -- sleep $HOLD" -c 2>/dev/null | awk -v n="$(find "/sys/fs/bpf/$W" -mindepth 1 -maxdepth 1 -type d ! -name prog | wc -l)" '{ print ($1 < n) ? $1 : n }'; }
+# Sessions whose hooks are attached (a prepared network has none yet):
+# counted from the outside, so the count costs the agent nothing.
+live() { find "/sys/fs/bpf/$W" -mindepth 2 -maxdepth 2 -name connect4 | wc -l; }
 one_maps_kb() {
 	local d t=0 b f
 	d=$(find "/sys/fs/bpf/$W" -mindepth 1 -maxdepth 1 -type d ! -name prog | head -n 1)

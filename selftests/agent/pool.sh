@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth, address and NAT, a cgroup, and the session's maps already in the program set with nothing attached, holding its own id's lock, so no sweep takes it); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); --egress none takes none; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops.
+# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth and address, the pool's NAT, a cgroup, and the session's maps already in the program set with nothing attached, holding its own id's lock, so no sweep takes it); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); --egress none takes none; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops.
 # selftests-timeout: 150
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -31,7 +31,7 @@ pool=$(wait_prepared 2)
 assert_eq "$(echo "$pool" | grep -c .)" 2 "the agent prepares sandbox.pool (2) networks at start"
 first=$(echo "$pool" | head -n 1)
 assert_match "$(veth_of "$first")" "^10\.213\.0\.[0-9]+/30$" "a prepared network has its veth with an address of the pool"
-assert_contains "$(in_host nft list tables)" "errand-$first" "... and its NAT table"
+assert_contains "$(in_host nft list tables)" "errand-pool-10.213.0.0-24" "... and the pool's NAT table"
 assert_eq "$([ -e "/run/$W/sessions/$first.lock" ] && echo held)" held "... and its id's lock"
 assert_eq "$(find "$W_CG/$W" -type d -name "$first" | grep -c .)" 1 "... and its cgroup"
 assert_eq "$([ -e "/sys/fs/bpf/$W/$first/config" ] && echo pinned)" pinned "... and its maps, in the program set already"

@@ -33,7 +33,7 @@ assert_eq "$([ -e "$W_DIR/state/sessions/0dead001" ] && echo there)" "" "... and
 assert_eq "$([ -e "/run/$W/sessions/0dead001.lock" ] && echo there)" "" "... and its lock file"
 assert_contains "$left" "link eh$live" "the running session's veth is untouched"
 assert_contains "$left" "cgroup $W_CG/$W/$live" "... and its cgroup"
-assert_contains "$left" "nft table ip errand-$live" "... and its nft table"
+assert_eq "$(in_host nft list tables | grep -c 'table ip errand-pool-')" 1 "... and the address pool's nft table (every session's NAT)"
 assert_eq "$(in_host "$IP" -o link show xh0badc0de | grep -c xh0badc0de)" 1 "a link named otherwise is untouched"
 assert_eq "$(in_host nft list tables | grep -c 'errandx-0badc0de\|table ip other$')" 2 "tables named otherwise are untouched"
 

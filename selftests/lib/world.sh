@@ -821,5 +821,7 @@ leftovers() {
 	fi
 	in_host "$IP" -o link show 2>/dev/null | awk -F': ' '{ print $2 }' | sed 's/@.*//' |
 		grep '^eh' | sed 's/^/link /'
-	in_host nft list tables 2>/dev/null | grep 'errand-' | sed 's/^/nft /'
+	# The address pool's NAT table (errand-pool-...) serves every session
+	# of the pool, ever, as the program set does: it stays.
+	in_host nft list tables 2>/dev/null | grep 'errand-' | grep -v 'errand-pool-' | sed 's/^/nft /'
 }

@@ -32,6 +32,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/nat.h"
+#include "lib/addr.h"
 #include "agent/netlink.h"
 #include "agent/netns.h"
 #include "lib/log.h"
@@ -573,7 +574,9 @@ static bool test_veth(void)
 
 static void test_nat(void)
 {
-	struct session_link l2 = {.host_if = "ehtest2",
+	/* The far side's link is not one of the sessions' (eh*): the pool's
+	 * masquerade applies to what leaves through it. */
+	struct session_link l2 = {.host_if = "fhtest2",
 				  .sess_if = "estest2",
 				  .gw4 = GW2,
 				  .sess4 = FAR2,
@@ -592,48 +595,50 @@ static void test_nat(void)
 	check_ip4("forwarded TCP without NAT, seen from",
 		  connect_seen(ns_s1, FAR2, far.port, far.fd, &r), SESS1);
 
-	check_int("nat_add", nat_add("test1", SESS1, "ehtest1"), 0);
-	r = nft("list table ip errand-test1", out, sizeof(out));
-	check_int("nft list table ip errand-test1", r, 0);
-	check(strstr(out, "type nat hook postrouting priority srcnat") != NULL,
-	      "postrouting nat chain", "%s vs a srcnat chain", out);
-	check(strstr(out, "ip saddr 10.231.7.2 oifname != \"ehtest1\" masquerade") != NULL,
-	      "masquerade rule", "%s vs the rule", out);
-	check(strstr(out, "type filter hook forward priority filter; policy accept;") != NULL,
-	      "forward chain", "%s vs a forward chain", out);
-	check(strstr(out, "iifname \"ehtest1\" accept") != NULL, "forward from host_if rule",
-	      "%s vs the rule", out);
-	check(strstr(out, "oifname \"ehtest1\" ct state established,related accept") != NULL,
-	      "forward established back rule", "%s vs the rule", out);
-	check_ip4("forwarded TCP with NAT, seen from",
-		  connect_seen(ns_s1, FAR2, far.port, far.fd, &r), GW2);
-	check_int("forwarded TCP connect with NAT", r, 0);
+	{
+		struct cidr pool;
 
-	check_int("nat_add again replaces the table", nat_add("test1", SESS1, "ehtest1"), 0);
-	nft("list table ip errand-test1", out, sizeof(out));
-	check_int("one masquerade rule after nat_add again", count_of(out, "masquerade"), 1);
-	check_int("nat_add rejects a bad id", nat_add("a b", SESS1, "ehtest1"), -EINVAL);
-	check_int("nat_add rejects a bad host_if", nat_add("t", SESS1, "eh\"x"), -EINVAL);
+		cidr_parse("10.231.7.0/24", &pool);
+		check_int("nat_pool", nat_pool(&pool), 0);
+		r = nft("list table ip errand-pool-10.231.7.0-24", out, sizeof(out));
+		check_int("nft list table ip errand-pool-10.231.7.0-24", r, 0);
+		check(strstr(out, "type nat hook postrouting priority srcnat") != NULL,
+		      "postrouting nat chain", "%s vs a srcnat chain", out);
+		check(strstr(out, "ip saddr 10.231.7.0/24 oifname != \"eh*\" masquerade") != NULL,
+		      "masquerade rule for the pool, out of anything but the sessions' veths",
+		      "%s vs the rule", out);
+		check(strstr(out, "type filter hook forward priority filter; policy accept;") !=
+			      NULL,
+		      "forward chain", "%s vs a forward chain", out);
+		check(strstr(out, "iifname \"eh*\" accept") != NULL, "forward from the veths rule",
+		      "%s vs the rule", out);
+		check(strstr(out, "oifname \"eh*\" ct state established,related accept") != NULL,
+		      "forward established back rule", "%s vs the rule", out);
+		check_ip4("forwarded TCP with NAT, seen from",
+			  connect_seen(ns_s1, FAR2, far.port, far.fd, &r), GW2);
+		check_int("forwarded TCP connect with NAT", r, 0);
+		check_int("nat_pool again (made once a process)", nat_pool(&pool), 0);
+		nft("list table ip errand-pool-10.231.7.0-24", out, sizeof(out));
+		check_int("one masquerade rule after nat_pool again", count_of(out, "masquerade"),
+			  1);
 
-	check_int("nat_remove", nat_remove("test1"), 0);
-	check(nft("list table ip errand-test1", NULL, 0) != 0, "nat_remove deleted the table",
-	      "present vs missing");
-	check_int("nat_remove of a missing table", nat_remove("test1"), 0);
-	check_ip4("forwarded TCP after nat_remove, seen from",
-		  connect_seen(ns_s1, FAR2, far.port, far.fd, &r), SESS1);
+		check_int("a session table of an older errand",
+			  nft("add table ip errand-test1", NULL, 0), 0);
+		check_int("an unrelated table", nft("add table ip errtp-other", NULL, 0), 0);
+		check_int("nat_sweep removes an older errand's session table, nothing else",
+			  nat_sweep(NULL, NULL), 1);
+		check(nft("list table ip errand-test1", NULL, 0) != 0,
+		      "nat_sweep removed errand-test1", "present vs missing");
+		check_int("nat_sweep leaves the pool's table",
+			  nft("list table ip errand-pool-10.231.7.0-24", NULL, 0), 0);
+		check_int("nat_sweep leaves other tables",
+			  nft("list table ip errtp-other", NULL, 0), 0);
+		check_int("nat_remove of a missing table", nat_remove("test1"), 0);
+		nft("delete table ip errand-pool-10.231.7.0-24", NULL, 0);
+		check_ip4("forwarded TCP once the pool's table is gone, seen from",
+			  connect_seen(ns_s1, FAR2, far.port, far.fd, &r), SESS1);
+	}
 	close(far.fd);
-
-	r = nat_add("test1", SESS1, "ehtest1");
-	r = r ? r : nat_add("test2", SESS1, "ehtest1");
-	check_int("nat_add test1 and test2", r, 0);
-	check_int("an unrelated table", nft("add table ip errtp-other", NULL, 0), 0);
-	check_int("nat_sweep removes what keep rejects", nat_sweep(keep_named, "test2"), 1);
-	check(nft("list table ip errand-test1", NULL, 0) != 0, "nat_sweep removed test1",
-	      "present vs missing");
-	check_int("nat_sweep leaves what keep accepts", nft("list table ip errand-test2", NULL, 0),
-		  0);
-	check_int("nat_sweep with no keep", nat_sweep(NULL, NULL), 1);
-	check_int("nat_sweep leaves other tables", nft("list table ip errtp-other", NULL, 0), 0);
 	nft("delete table ip errtp-other", NULL, 0);
 }
 
@@ -641,6 +646,8 @@ static void test_sweeps(void)
 {
 	char path[PATH_MAX + 16];
 
+	check_int("a second session-named veth, ehtest2",
+		  system("ip link add ehtest2 type veth peer name estest2"), 0);
 	check_int("veth_sweep removes what keep rejects", veth_sweep("ehtest", keep_named, "2"), 1);
 	check(if_nametoindex("ehtest1") == 0, "veth_sweep removed ehtest1", "present vs missing");
 	check(if_nametoindex("ehtest2") != 0, "veth_sweep leaves what keep accepts",
@@ -675,6 +682,7 @@ static void cleanup(void)
 	}
 	veth_remove("ehtest1");
 	veth_remove("ehtest2");
+	veth_remove("fhtest2");
 	veth_remove("ehtest3");
 	if (ns_dir[0]) {
 		netns_sweep(ns_dir, NULL, NULL);
