@@ -52,6 +52,7 @@
 #include "agent/observe.h"
 #include "agent/request.h"
 #include "agent/rules.h"
+#include "agent/secrets.h"
 #include "agent/session.h"
 #include "agent/state.h"
 #include "agent/stdio.h"
@@ -119,6 +120,7 @@ struct session {
 	char err[CONFIG_ERRLEN]; /* why it could not start: see session_fail */
 	pid_t broker_pid;	 /* the session's own errand-broker; 0: none */
 	char **broker_env;	 /* its stand-ins and base URLs, NAME=VALUE */
+	char **secret_env;	 /* its secrets' placeholders, NAME=VALUE (never a value) */
 	char broker_sock[PATH_MAX];
 	int broker_keeper; /* the registry connection the broker asks rereads on; -1: none */
 };
@@ -682,6 +684,7 @@ static void session_release(struct session *s)
 	json_decref(s->request);
 	json_decref(s->gaps);
 	strv_free(s->broker_env);
+	strv_free(s->secret_env);
 	free(s->config_text);
 	free(s);
 }
@@ -959,6 +962,12 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	args[n++] = "--env";
 	args[n++] = sessenv;
 	for (char **e = s->broker_env; e && *e; e++) {
+		if (n + 2 >= LAUNCH_ARGS_MAX - 2)
+			return -E2BIG;
+		args[n++] = "--env";
+		args[n++] = *e;
+	}
+	for (char **e = s->secret_env; e && *e; e++) {
 		if (n + 2 >= LAUNCH_ARGS_MAX - 2)
 			return -E2BIG;
 		args[n++] = "--env";
@@ -1454,6 +1463,9 @@ static int session_setup(struct session *s)
 		return session_fail(s, rc, "session %s: cannot write its record under %s: %s",
 				    s->id, s->record_dir, strerror(-rc));
 	}
+	if (cfg->n_secrets && (rc = secrets_placeholders(cfg, s->record_dir, &s->secret_env)))
+		return session_fail(s, rc, "session %s: cannot keep its placeholders under %s: %s",
+				    s->id, s->record_dir, strerror(-rc));
 	if (s->mode != EGRESS_MODE_NONE && cfg->n_providers && (rc = session_broker(s)))
 		return rc;
 	return session_services(s);
@@ -1599,6 +1611,10 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 		goto fail;
 	warn_weakened(s->cfg);
 	if (session_keys_check(s, err, errlen)) {
+		log_warnx("%s", err);
+		goto fail;
+	}
+	if (secrets_check(s->cfg, err, errlen)) {
 		log_warnx("%s", err);
 		goto fail;
 	}
