@@ -601,6 +601,7 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 		.ifindex = (__u32)p->host_ifindex,
 		.dns_port = p->dns_port,
 		.broker_port = p->broker_port,
+		.relay_port = p->relay_port,
 	};
 	char bpf_dir[PATH_MAX], path[PATH_MAX];
 	int fd[I_MAX], rc = 0;
@@ -769,8 +770,14 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 		/* Another answer may already keep it longer, but a once grant's
 		 * entry (perhaps spent) gives way to any other source. */
 		if ((!(old.flags & ENTRY_F_ONCE) || old.grant == grant) &&
-		    old.expires_ns > expires_ns)
+		    old.expires_ns > expires_ns &&
+		    (old.flags & ENTRY_F_RELAY) >= (flags & ENTRY_F_RELAY))
 			return 0;
+		/* an address a secret host resolved to stays the broker's: another
+		 * name's answer must not send the session around it */
+		v.flags |= old.flags & ENTRY_F_RELAY;
+		if (old.grant == grant && old.expires_ns > v.expires_ns)
+			v.expires_ns = old.expires_ns;
 	}
 	if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) == 0)
 		return 0;

@@ -198,3 +198,69 @@ out:
 		*env = v;
 	return rc;
 }
+
+#define SYSTEM_ROOTS "/etc/ssl/certs/ca-certificates.crt"
+#define CA_BUNDLE_IN_SESSION "/run/errand/ca-bundle.pem" /* the launcher's LAUNCH_CA_BUNDLE */
+
+static int append_file(int out, const char *path, bool must)
+{
+	char buf[65536];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return must ? -errno : 0;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n) {
+			close(fd);
+			return -EIO;
+		}
+	close(fd);
+	return n < 0 ? -EIO : 0;
+}
+
+int secrets_ca_bundle(const char *ca_dir, const char *path)
+{
+	char ca[4096], tmp[4096];
+	int fd, rc;
+
+	if (snprintf(ca, sizeof(ca), "%s/ca.pem", ca_dir) >= (int)sizeof(ca) ||
+	    snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	fchmod(fd, 0644);
+	/* the system's roots where the host has them: the session's other
+	 * hosts keep working with the variables set */
+	rc = append_file(fd, SYSTEM_ROOTS, false);
+	if (!rc && write(fd, "\n", 1) != 1)
+		rc = -EIO;
+	if (!rc)
+		rc = append_file(fd, ca, true);
+	if (close(fd) && !rc)
+		rc = -EIO;
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+int secrets_ca_env(char ***env)
+{
+	static const char *const vars[] = {
+		"SSL_CERT_FILE",     "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",	 "GIT_SSL_CAINFO",
+		"CARGO_HTTP_CAINFO", "DENO_CERT",	   "NODE_EXTRA_CA_CERTS"};
+	size_t n = 0;
+	char kv[128];
+
+	while (*env && (*env)[n])
+		n++;
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		snprintf(kv, sizeof(kv), "%s=%s", vars[i], CA_BUNDLE_IN_SESSION);
+		if (strv_push(env, &n, kv))
+			return -ENOMEM;
+	}
+	return 0;
+}

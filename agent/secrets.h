@@ -33,4 +33,13 @@ int secrets_check(const struct errand_config *cfg, char *err, size_t errlen);
  * written there, 0600, before the session exists. 0 or -errno. */
 int secrets_placeholders(const struct errand_config *cfg, const char *record_dir, char ***env);
 
+/* The roots a session with secrets trusts, written to path (0644): the
+ * system's and its broker's CA (<ca_dir>/ca.pem). 0 or -errno. */
+int secrets_ca_bundle(const char *ca_dir, const char *path);
+/* Appends to the environment *env the variables every common TLS client
+ * reads its roots from, each naming the bundle inside the session
+ * (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO,
+ * CARGO_HTTP_CAINFO, DENO_CERT, NODE_EXTRA_CA_CERTS). 0 or -ENOMEM. */
+int secrets_ca_env(char ***env);
+
 #endif

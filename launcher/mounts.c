@@ -435,6 +435,23 @@ static int resolv(const char *file)
 	return set_attr(dst, 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
+/* The roots the session trusts, its broker's CA among them, at a fixed path
+ * in the root's own tmpfs (a host root only: an image's is the image's). */
+static int ca_bundle(const char *file)
+{
+	char src[PATH_MAX];
+	const char *dst = NEW LAUNCH_CA_BUNDLE;
+	int r;
+
+	if (path_fmt(src, sizeof(src), OLD "%s", file))
+		return -ENAMETOOLONG;
+	if ((r = mkdir_p(dst, true)) < 0 || (r = touch(dst)) < 0)
+		return r;
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		return fail("bind the CA bundle on", LAUNCH_CA_BUNDLE);
+	return set_attr(dst, 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+}
+
 static int stage(void)
 {
 	int r;
@@ -488,6 +505,8 @@ int mounts_setup(const struct launch_args *a)
 	if (r < 0 || (r = masks(a)) < 0)
 		return r;
 	if (a->resolv && (r = resolv(a->resolv)) < 0)
+		return r;
+	if (a->ca_bundle && !a->image && (r = ca_bundle(a->ca_bundle)) < 0)
 		return r;
 	return enter();
 }

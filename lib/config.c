@@ -1858,7 +1858,10 @@ static int parse_root(struct ctx *c, const json_t *root, struct errand_config *c
 		return rc;
 	if ((v = get(root, "secrets")) && (rc = parse_secrets(c, v, cfg)))
 		return rc;
-	if ((v = get(root, "tls")) && (rc = section(c, v, "tls", tls_keys, NULL)))
+	if ((v = get(root, "tls")) &&
+	    ((rc = section(c, v, "tls", tls_keys, NULL)) ||
+	     ((v = get(v, "trustedCa")) &&
+	      (rc = provider_file(c, v, "tls.trustedCa", &cfg->tls_trusted_ca)))))
 		return rc;
 	if ((v = get(root, "paths"))) {
 		if ((rc = section(c, v, "paths", path_keys, NULL)) ||
@@ -2043,6 +2046,7 @@ void config_free(struct errand_config *cfg)
 	free(cfg->bpf_dir);
 	free(cfg->cgroup_name);
 	free(cfg->secrets_dir);
+	free(cfg->tls_trusted_ca);
 	for (size_t i = 0; i < cfg->n_secrets; i++)
 		config_secret_free(&cfg->secrets[i]);
 	free(cfg->secrets);
@@ -2192,4 +2196,14 @@ int config_secrets_apply(struct errand_config *cfg, char *err, size_t errlen)
 			}
 		}
 	return 0;
+}
+
+bool config_secret_host(const struct errand_config *cfg, const char *host, uint16_t port)
+{
+	for (size_t i = 0; i < cfg->n_secrets; i++)
+		for (size_t k = 0; k < cfg->secrets[i].n_hosts; k++)
+			if (cfg->secrets[i].hosts[k].port == port &&
+			    host_rule_match(&cfg->secrets[i].hosts[k], host))
+				return true;
+	return false;
 }

@@ -157,8 +157,9 @@ struct errand_config {
 	char *state_dir;		 /* paths.state, default /var/lib/errand */
 	char *run_dir;			 /* paths.run, default /run/errand */
 	char *bpf_dir;			 /* paths.bpf, default /sys/fs/bpf/errand */
-	char *cgroup_name;	       /* paths.cgroup, default "errand": below the cgroup2 mount */
-	char *secrets_dir;	       /* paths.secrets, default /etc/errand/secrets */
+	char *cgroup_name;    /* paths.cgroup, default "errand": below the cgroup2 mount */
+	char *secrets_dir;    /* paths.secrets, default /etc/errand/secrets */
+	char *tls_trusted_ca; /* tls.trustedCa: a PEM file trusted beside the system roots */
 	struct config_secret *secrets; /* secrets, then --secret */
 	size_t n_secrets;
 	char *path; /* the file it came from; NULL for defaults */
@@ -213,6 +214,9 @@ int config_add_secret(struct errand_config *cfg, struct config_secret *sec);
  * variable once and set by nothing else (sandbox.env); then each host is
  * added to the allowed hosts. 0, or -E2BIG / -EINVAL with one line in err. */
 int config_secrets_apply(struct errand_config *cfg, char *err, size_t errlen);
+/* Whether a secret of cfg names host (normalised) on port: the session's
+ * connections there go through its broker. */
+bool config_secret_host(const struct errand_config *cfg, const char *host, uint16_t port);
 /* Parses "NAME=IP[:PORT]" for --pin. 0 or -EINVAL with one line in err. */
 int pin_parse(const char *s, struct pin *out, char *err, size_t errlen);
 /* Whether sandbox.env may not set NAME: PATH and HOME (errand places both)
