@@ -556,7 +556,14 @@ static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
 		emit(s, addr, port, proto, why, hook);
 		return 0;
 	}
-	if (relay_to_broker(s, flags, proto) && is_v4_mapped(addr)) {
+	/* The broker listens on the gateway's IPv4 address: a secret host's
+	 * native IPv6 address would pass it by, so it is refused (clients
+	 * fall back to IPv4). */
+	if (relay_to_broker(s, flags, proto) && !is_v4_mapped(addr)) {
+		emit(s, addr, port, proto, REASON_NOT_ALLOWED, hook);
+		return 0;
+	}
+	if (relay_to_broker(s, flags, proto)) {
 		dns_remember(ctx, addr);
 		ctx->user_ip6[3] = s->c->gw_addr4;
 		ctx->user_port = bpf_htons(s->c->relay_port);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: --secret ENV[=SECRET]@HOST and the file's secrets give the session only a placeholder (errand-secret- and 64 hex digits) in ENV, never the value from paths.secrets: not in its environment, its files, errand's record or errand's output; the secret's hosts are reachable on 443; a store file that is missing, not root's 0600, empty or holding CR/LF/NUL, over 16 secrets or 256 hosts, a bad spec or --egress none refuse the session with 125 and one line, nothing made.
+# Guarantee: --secret ENV[=SECRET]@HOST and the file's secrets give the session only a placeholder (errand-secret- and 64 hex digits) in ENV, never the value from paths.secrets: not in its environment, its files, errand's record or errand's output; the secret's hosts are reachable on 443 (through its broker); a store file that is missing, not root's 0600, empty or holding CR/LF/NUL, over 16 secrets or 256 hosts, a bad spec or --egress none refuse the session with 125 and one line, nothing made.
 # shellcheck disable=SC2016 # $TOK and the like expand in the session's shell
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -29,7 +29,7 @@ errand_start --project "$PROJ" --secret TOK=gh@api.test -- sh -c 'echo "tok=$TOK
 bg_wait '^done' 20
 PH=$(sed -n 's/^tok=//p' "$BG_OUT")
 assert_match "$PH" "$PH_RE" "TOK holds a placeholder"
-assert_eq "$(sed -n 's/^reach=//p' "$BG_OUT")" "ok hello $HOST_A:443" "the secret's host is reachable on 443"
+assert_match "$(sed -n 's/^reach=//p' "$BG_OUT")" "^ok" "the secret's host is reachable on 443 (its broker answers it)"
 environs=$(for p in $(cat "$(session_cgroup)"/cgroup.procs "$(session_cgroup)"/*/cgroup.procs 2>/dev/null); do tr '\0' '\n' <"/proc/$p/environ"; done)
 assert_contains "$environs" "TOK=$PH" "the session's processes hold the placeholder"
 assert_not_contains "$environs" "$VALUE" "no process of the session holds the value in its environment"
@@ -51,7 +51,7 @@ errand_run -- sh -c 'echo "gh=$GH_TOKEN"; '"$(probe_script reach "resolve api.te
 assert_eq "$RUN_RC" 0 "a session with the file's secret ran"
 assert_match "$(result gh)" "$PH_RE" "the file's secret gives a placeholder"
 assert_ne "$(result gh)" "$PH" "another session, another placeholder"
-assert_eq "$(result reach)" "ok hello $HOST_A:443" "the file's secret's host is reachable"
+assert_match "$(result reach)" "^ok" "the file's secret's host is reachable"
 assert_not_contains "$RUN_STDOUT$RUN_STDERR" "$VALUE" "and the value is not seen"
 W_CONFIG=$(cfg secrets)
 
