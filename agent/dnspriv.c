@@ -229,7 +229,7 @@ int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_
 				.port = ports[j].port,
 				.expires_ns = exp < expires ? exp : expires,
 				.flags = (ports[j].flags & ENTRY_F_ONCE) |
-					 (config_secret_host(cfg, norm, ports[j].port)
+					 (config_intercepted_host(cfg, norm, ports[j].port)
 						  ? ENTRY_F_RELAY
 						  : 0),
 				.grant = ports[j].grant};

@@ -438,7 +438,7 @@ static int session_pins(struct session *s, const struct addr *self, size_t n_sel
 				continue;
 			rc = enforce_allow(s->enf, &p->addr, r->port, 0,
 					   ENTRY_F_PINNED |
-						   (config_secret_host(cfg, p->name, r->port)
+						   (config_intercepted_host(cfg, p->name, r->port)
 							    ? ENTRY_F_RELAY
 							    : 0));
 			if (rc) {
@@ -612,7 +612,7 @@ static void broker_stop(struct session *s)
 		s->broker_pid = 0;
 	}
 	/* an adopted session's broker stops by itself; its socket is ours to remove */
-	if (s->broker_sock[0] && (s->cfg->n_providers || s->cfg->n_secrets))
+	if (s->broker_sock[0] && (s->cfg->n_providers || config_intercepts(s->cfg)))
 		unlink(s->broker_sock);
 }
 
@@ -955,7 +955,7 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		args[n++] = "--resolv";
 		args[n++] = resolv;
 	}
-	if (s->cfg->n_secrets && s->mode != EGRESS_MODE_NONE) {
+	if (config_intercepts(s->cfg) && s->mode != EGRESS_MODE_NONE) {
 		if (path_fmt(bundle, sizeof(bundle), "%s/ca-bundle.pem", s->record_dir))
 			return -ENAMETOOLONG;
 		args[n++] = "--ca-bundle";
@@ -1234,7 +1234,7 @@ static int broker_spawn(struct session *s, const char *listen, const char *inter
 	args[n++] = s->broker_sock;
 	args[n++] = "--session-lock";
 	args[n++] = s->lock_path;
-	if (s->cfg->n_secrets) {
+	if (config_intercepts(s->cfg)) {
 		args[n++] = "--intercept";
 		args[n++] = intercept;
 		args[n++] = "--ca";
@@ -1351,7 +1351,8 @@ static int session_broker(struct session *s)
 	}
 	if (!rc)
 		rc = broker_register(fd, s->id, &a, st, n);
-	if (!rc && s->cfg->n_secrets && (rc = session_secrets_hand(s, fd, err, sizeof(err)))) {
+	if (!rc && config_intercepts(s->cfg) &&
+	    (rc = session_secrets_hand(s, fd, err, sizeof(err)))) {
 		session_fail(s, rc, "session %s: %s", s->id, err);
 		close(fd);
 		goto out;
@@ -1508,9 +1509,9 @@ static int session_setup(struct session *s)
 		memcpy(ep.sess6, s->link.sess6, 16);
 	}
 	ep.dns_port = DNS_PORT;
-	if (s->mode != EGRESS_MODE_NONE && (cfg->n_providers || cfg->n_secrets))
+	if (s->mode != EGRESS_MODE_NONE && (cfg->n_providers || config_intercepts(cfg)))
 		ep.broker_port = BROKER_DEFAULT_PORT;
-	if (s->mode != EGRESS_MODE_NONE && cfg->n_secrets)
+	if (s->mode != EGRESS_MODE_NONE && config_intercepts(cfg))
 		ep.relay_port = BROKER_INTERCEPT_PORT;
 	ep.ports = cfg->egress_ports;
 	ep.n_ports = cfg->n_egress_ports;
@@ -1538,7 +1539,7 @@ static int session_setup(struct session *s)
 	if (cfg->n_secrets && (rc = secrets_placeholders(cfg, s->record_dir, &s->secret_env)))
 		return session_fail(s, rc, "session %s: cannot keep its placeholders under %s: %s",
 				    s->id, s->record_dir, strerror(-rc));
-	if (s->mode != EGRESS_MODE_NONE && (cfg->n_providers || cfg->n_secrets) &&
+	if (s->mode != EGRESS_MODE_NONE && (cfg->n_providers || config_intercepts(cfg)) &&
 	    (rc = session_broker(s)))
 		return rc;
 	return session_services(s);

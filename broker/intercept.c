@@ -258,7 +258,30 @@ static uint16_t intercepted_port(const char *host)
 				wild = r->port;
 		}
 	pthread_mutex_unlock(&lock);
+	if (!exact && !wild && up_env) {
+		/* a gated host (sandbox.egress.readOnly), intercepted without a secret */
+		const struct errand_config *cfg = up_env->cfg;
+		const struct host_rule *v = cfg->read_only_all ? cfg->allow : cfg->read_only;
+		size_t n = cfg->read_only_all ? cfg->n_allow : cfg->n_read_only;
+
+		for (size_t i = 0; i < n; i++) {
+			if (!rule_names(&v[i], host))
+				continue;
+			if (!v[i].wildcard && !exact)
+				exact = v[i].port;
+			else if (v[i].wildcard && !wild)
+				wild = v[i].port;
+		}
+	}
 	return exact ? exact : wild;
+}
+
+/* What a read-only host accepts (cowboy's egress control): every other
+ * method, WebDAV's and unknown ones included, is a write. */
+static bool method_reads(const char *m)
+{
+	return !strcmp(m, "GET") || !strcmp(m, "HEAD") || !strcmp(m, "OPTIONS") ||
+	       !strcmp(m, "TRACE");
 }
 
 /* Whether secret s's value may go to host:port. Under lock. */
@@ -1201,6 +1224,22 @@ static bool serve_request(struct iconn *c)
 			"errand-broker: Host must be the TLS server name %s (no domain fronting)\n",
 			c->sni);
 		receipt_add(c, method, path, 421, start, 0, 0, RECEIPT_REFUSED);
+		return false;
+	}
+	if (config_gated_host(up_env->cfg, c->sni, c->port) && !method_reads(method) &&
+	    !config_write_allowed(up_env->cfg, c->sni, c->port)) {
+		char m[32];
+
+		/* the method as the session wrote it may be anything: shown escaped */
+		snprintf(m, sizeof(m), "%s", receipt_method(method));
+		blog_info("session=%s intercept %s: %s refused (read-only host)", c->session,
+			  c->sni, m);
+		answerf(c, 403,
+			"errand-broker: %s is read-only (sandbox.egress.readOnly): GET, HEAD, "
+			"OPTIONS and TRACE only; add it to sandbox.egress.writeAllowed to let "
+			"the session write to it\n",
+			c->sni);
+		receipt_add(c, method, path, 403, start, 0, 0, RECEIPT_DENIED);
 		return false;
 	}
 	upg = http_header_find(c->req, "Upgrade");

@@ -315,6 +315,33 @@ static int parse_rules(struct ctx *c, const json_t *arr, const char *where,
 	return 0;
 }
 
+/* A list of host rules kept apart from the allowed hosts (method gating). */
+static int parse_rules_into(struct ctx *c, const json_t *arr, const char *where,
+			    struct host_rule **v, size_t *n)
+{
+	char w[WHERE_MAX], e[CONFIG_ERRLEN];
+	const json_t *it;
+	size_t i;
+	int rc;
+
+	if ((rc = parse_rules(c, arr, where, NULL)))
+		return rc;
+	json_array_foreach(arr, i, it)
+	{
+		struct host_rule r, *grown;
+
+		snprintf(w, sizeof(w), "%s[%zu]", where, i);
+		if (host_rule_parse(json_string_value(it), &r, e, sizeof(e)))
+			return cfg_error(c, "%s: %s", w, e);
+		grown = reallocarray(*v, *n + 1, sizeof(*grown));
+		if (!grown)
+			return oom(c);
+		grown[(*n)++] = r;
+		*v = grown;
+	}
+	return 0;
+}
+
 static int parse_pins(struct ctx *c, const json_t *obj, struct errand_config *cfg)
 {
 	const char *where = "sandbox.egress.pins";
@@ -415,13 +442,25 @@ static int parse_egress(struct ctx *c, const json_t *eg, struct errand_config *c
 		return rc;
 	if ((v = get(eg, "treatAsPublic")) && (rc = parse_public(c, v, cfg)))
 		return rc;
-	/* method gating comes later; its shape is checked now so that a file
-	 * written today keeps meaning the same */
-	if ((v = get(eg, "readOnly")) &&
-	    (rc = want(c, v, JSON_TRUE, "sandbox.egress.readOnly", "true or false")))
-		return rc;
+	/* method gating: true gates every allowed host, a list those hosts
+	 * (allowed too); writeAllowed names the hosts that may still write */
+	if ((v = get(eg, "readOnly")) && json_is_boolean(v)) {
+		cfg->read_only_all = json_is_true(v);
+	} else if (v) {
+		if (!json_is_array(v))
+			return cfg_error(
+				c,
+				"sandbox.egress.readOnly is %s; write true, false or a list "
+				"of host rules, like [\"api.github.com\"]",
+				kind(v));
+		if ((rc = parse_rules_into(c, v, "sandbox.egress.readOnly", &cfg->read_only,
+					   &cfg->n_read_only)) ||
+		    (rc = parse_rules(c, v, "sandbox.egress.readOnly", cfg)))
+			return rc;
+	}
 	if ((v = get(eg, "writeAllowed")) &&
-	    (rc = parse_rules(c, v, "sandbox.egress.writeAllowed", NULL)))
+	    (rc = parse_rules_into(c, v, "sandbox.egress.writeAllowed", &cfg->write_allowed,
+				   &cfg->n_write_allowed)))
 		return rc;
 	if ((v = get(eg, "allowInternal")) &&
 	    (rc = want(c, v, JSON_TRUE, "sandbox.egress.allowInternal", "true or false")))
@@ -2047,6 +2086,8 @@ void config_free(struct errand_config *cfg)
 	free(cfg->cgroup_name);
 	free(cfg->secrets_dir);
 	free(cfg->tls_trusted_ca);
+	free(cfg->read_only);
+	free(cfg->write_allowed);
 	for (size_t i = 0; i < cfg->n_secrets; i++)
 		config_secret_free(&cfg->secrets[i]);
 	free(cfg->secrets);
@@ -2206,4 +2247,34 @@ bool config_secret_host(const struct errand_config *cfg, const char *host, uint1
 			    host_rule_match(&cfg->secrets[i].hosts[k], host))
 				return true;
 	return false;
+}
+
+bool config_gated_host(const struct errand_config *cfg, const char *host, uint16_t port)
+{
+	const struct host_rule *v = cfg->read_only_all ? cfg->allow : cfg->read_only;
+	size_t n = cfg->read_only_all ? cfg->n_allow : cfg->n_read_only;
+
+	for (size_t i = 0; i < n; i++)
+		if (v[i].port == port && host_rule_match(&v[i], host))
+			return true;
+	return false;
+}
+
+bool config_write_allowed(const struct errand_config *cfg, const char *host, uint16_t port)
+{
+	for (size_t i = 0; i < cfg->n_write_allowed; i++)
+		if (cfg->write_allowed[i].port == port &&
+		    host_rule_match(&cfg->write_allowed[i], host))
+			return true;
+	return false;
+}
+
+bool config_intercepted_host(const struct errand_config *cfg, const char *host, uint16_t port)
+{
+	return config_secret_host(cfg, host, port) || config_gated_host(cfg, host, port);
+}
+
+bool config_intercepts(const struct errand_config *cfg)
+{
+	return cfg->n_secrets || cfg->read_only_all || cfg->n_read_only;
 }

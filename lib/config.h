@@ -160,6 +160,11 @@ struct errand_config {
 	char *cgroup_name;    /* paths.cgroup, default "errand": below the cgroup2 mount */
 	char *secrets_dir;    /* paths.secrets, default /etc/errand/secrets */
 	char *tls_trusted_ca; /* tls.trustedCa: a PEM file trusted beside the system roots */
+	bool read_only_all;   /* sandbox.egress.readOnly: true: every allowed host is gated */
+	struct host_rule *read_only; /* sandbox.egress.readOnly as a list: these hosts gated */
+	size_t n_read_only;
+	struct host_rule *write_allowed; /* sandbox.egress.writeAllowed */
+	size_t n_write_allowed;
 	struct config_secret *secrets; /* secrets, then --secret */
 	size_t n_secrets;
 	char *path; /* the file it came from; NULL for defaults */
@@ -217,6 +222,16 @@ int config_secrets_apply(struct errand_config *cfg, char *err, size_t errlen);
 /* Whether a secret of cfg names host (normalised) on port: the session's
  * connections there go through its broker. */
 bool config_secret_host(const struct errand_config *cfg, const char *host, uint16_t port);
+/* Method gating: whether host:port accepts only GET, HEAD, OPTIONS and TRACE
+ * (sandbox.egress.readOnly), and whether it may write all the same
+ * (sandbox.egress.writeAllowed). */
+bool config_gated_host(const struct errand_config *cfg, const char *host, uint16_t port);
+bool config_write_allowed(const struct errand_config *cfg, const char *host, uint16_t port);
+/* Whether the session's connections to host:port go through its broker: a
+ * secret's host or a gated one. */
+bool config_intercepted_host(const struct errand_config *cfg, const char *host, uint16_t port);
+/* Whether any host is: the session's broker then listens for them. */
+bool config_intercepts(const struct errand_config *cfg);
 /* Parses "NAME=IP[:PORT]" for --pin. 0 or -EINVAL with one line in err. */
 int pin_parse(const char *s, struct pin *out, char *err, size_t errlen);
 /* Whether sandbox.env may not set NAME: PATH and HOME (errand places both)
