@@ -403,7 +403,11 @@ static void test_types(void)
 		"{\"sandbox\": {\"egress\": {\"treatAsPublic\": [\"example.com\"]}}}",
 		"is not an address range; write one like 198.18.0.0/15", NULL);
 	refused("readOnly as a string", "{\"sandbox\": {\"egress\": {\"readOnly\": \"yes\"}}}",
-		"sandbox.egress.readOnly is a string; write true or false", NULL);
+		"sandbox.egress.readOnly is a string; write true, false or a list of host rules",
+		NULL);
+	refused("readOnly naming an IP literal",
+		"{\"sandbox\": {\"egress\": {\"readOnly\": [\"10.0.0.1\"]}}}",
+		"sandbox.egress.readOnly[0]", NULL);
 	refused("allowInternal as a number", "{\"sandbox\": {\"egress\": {\"allowInternal\": 1}}}",
 		"sandbox.egress.allowInternal is a number; write true or false", NULL);
 	refused("writeAllowed holding *",
