@@ -1351,9 +1351,9 @@ static void *iconn_main(void *arg)
 	rc = upstream_accept(&c->cl, server_ctx, c->fd, &c->ring, HANDSHAKE_MS);
 	c->fd = -1; /* c->cl holds it */
 	if (rc) {
-		blog_info("session=%s intercept: the TLS handshake failed (%s); a server name "
-			  "that is no secret's host is not served",
-			  c->session, strerror(-rc));
+		blog_debug("session=%s intercept: the TLS handshake failed (%s); a server name "
+			   "that is no secret's host is not served",
+			   c->session, strerror(-rc));
 		goto out;
 	}
 	sni = SSL_get_servername(c->cl.ssl, TLSEXT_NAMETYPE_host_name);
