@@ -52,4 +52,11 @@ assert_not_contains "$RUN_STDERR" "$VALUE_B" "nor B's"
 assert_eq "$(grep -rl -- "$VALUE_A" "$W_DIR/state" "/run/$W" "$PROJ" 2>/dev/null | wc -l | tr -d ' ')" 0 \
 	"no file of errand's state, run directory or the project holds the value"
 
+# The CA's key, while a session runs: root's, 0600, in its record directory.
+errand_start --project "$PROJ" --secret TOK_A=a@sec.test -- sleep 60 || exit 1
+key=$W_DIR/state/sessions/$SESSION/ca.key
+assert_eq "$(stat -c '%a %U' "$key" 2>&1)" "600 root" "the session's CA key is root's, 0600"
+assert_eq "$(stat -c '%a' "$W_DIR/state/sessions/$SESSION/ca-bundle.pem" 2>&1)" 644 "its bundle is readable"
+errand_stop
+
 world_finish
