@@ -866,8 +866,9 @@ static int send_head(struct iconn *c, const char *path)
 	for (size_t i = 0; !rc && i < http_header_count(c->req); i++) {
 		const struct http_header *hd = http_header_at(c->req, i);
 
+		/* Expect: the body follows at once; a 100 the host sends is skipped */
 		if (hop_by_hop(hd->name) || !strcasecmp(hd->name, "Host") ||
-		    !strcasecmp(hd->name, "Accept-Encoding"))
+		    !strcasecmp(hd->name, "Accept-Encoding") || !strcasecmp(hd->name, "Expect"))
 			continue;
 		rc = header_in(c, hd, &h);
 	}
@@ -1180,7 +1181,7 @@ static bool serve_request(struct iconn *c)
 {
 	const struct http_header *host, *upg;
 	const char *method, *target, *path;
-	bool keep, head;
+	bool keep, head, reused;
 	uint64_t up_bytes = 0, down_bytes = 0;
 	int64_t start;
 	char why[512];
@@ -1252,6 +1253,8 @@ static bool serve_request(struct iconn *c)
 		receipt_add(c, method, path, 501, start, 0, 0, RECEIPT_REFUSED);
 		return false;
 	}
+	reused = c->up_open;
+again:
 	if (!c->up_open) {
 		st = upstream_open(&c->up, up_env, &c->route, &c->ring, on_upstream_fd, c, why,
 				   sizeof(why));
@@ -1270,6 +1273,13 @@ static bool serve_request(struct iconn *c)
 		rc = send_body(c, &up_bytes);
 	if (!rc)
 		rc = read_answer_head(c, head);
+	if (rc && reused && !up_bytes && http_framing(c->req) == HTTP_BODY_NONE &&
+	    !http_error_status(c->req)) {
+		/* a kept connection the host had closed: once more, fresh */
+		up_drop(c);
+		reused = false;
+		goto again;
+	}
 	if (rc) {
 		up_drop(c);
 		if (http_error_status(c->req)) {

@@ -20,6 +20,7 @@ echo "front=$('"$c"' -o /dev/null -w "%{http_code}" -H "Host: sec2.test" https:/
 echo "ws=$('"$c"' -o /dev/null -w "%{http_code}" -H "Connection: Upgrade" -H "Upgrade: websocket" -H "Sec-WebSocket-Version: 13" -H "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==" https://sec.test/ws)"
 echo "peer=$(python3 -c "import socket; s = socket.create_connection((\"sec.test\", 443)); print(s.getpeername()[0], s.getpeername()[1])" 2>&1)"
 echo "plainsni=$('"$c"' -o /dev/null -w "%{http_code}" --resolve plain.test:443:'"$SEC_ADDR"' https://plain.test/ 2>&1 | tail -n 1)"
+echo "ka=$('"$c"' -o /dev/null -o /dev/null -w "%{http_code}/%{num_connects} " -H "X-Ka: $TOK_A" https://sec.test/ka1 https://sec.test/ka2)"
 echo "cakey=$(cat '"$W_DIR"'/state/sessions/*/ca.key 2>&1 | head -c 60)"'
 errand_run --project "$PROJ" --secret TOK_A=a@sec.test --secret TOK_B=b@sec2.test -- sh -c "$sh"
 assert_eq "$RUN_RC" 0 "the session ran"
@@ -44,6 +45,8 @@ assert_contains "$(echo_log)" "header Authorization: Basic $BASIC" "Basic creden
 assert_eq "$(result split)" "before-$PH_A-after" "a value split across TLS records comes back as the placeholder"
 assert_eq "$(result front)" 421 "Host other than the SNI: 421"
 assert_eq "$(result ws)" 501 "a WebSocket upgrade: 501"
+assert_eq "$(result ka)" "200/1 200/0 " "two calls on one kept-alive connection"
+assert_contains "$(echo_log)" "request GET /ka2" "the second reaches the host"
 assert_eq "$(result peer)" "$SEC_ADDR 443" "getpeername shows the host's address"
 assert_match "$(result plainsni)" "^000|SSL|certificate|reset" "a name no secret names gets no certificate"
 assert_no_match "$(result cakey)" "PRIVATE KEY" "the CA key is not readable inside"
