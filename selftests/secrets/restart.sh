@@ -20,6 +20,9 @@ echo done' || exit 1
 bg_wait '^before=' 30
 assert_eq "$(sed -n 's/^before=//p' "$BG_OUT")" 200 "through errand-agent, the secret's host is reached"
 assert_contains "$(echo_log)" "header X-Call: before $VALUE_A" "with the value on the wire"
+show=$("$ERRANDCTL" --config "$W_CONFIG" show "$SESSION" --json 2>&1)
+assert_match "$(echo "$show" | tr -d ' \n')" "\"addr\":\"198.18.1.30\"[^}]*\"broker\":true" \
+	"errandctl show marks the secret host's entry as going through the broker"
 agent_kill9
 agent_start || exit 1
 touch "$PROJ/go"
