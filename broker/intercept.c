@@ -991,6 +991,7 @@ static bool answer_has_body(const struct http_parser *r)
  * percent-encoded), framed as chunks. */
 struct chain {
 	struct iconn *c;
+	bool chunked; /* an HTTP/1.0 session reads the body to the connection's end */
 	struct scrub **sc;
 	size_t n, level;
 	uint64_t *bytes;
@@ -1015,7 +1016,7 @@ static int chain_sink(void *ctx, const uint8_t *data, size_t len)
 
 	if (x->level == x->n) {
 		*x->bytes += len;
-		return chunk_out(x->c, data, len);
+		return x->chunked ? chunk_out(x->c, data, len) : out_put(x->c, data, len);
 	}
 	next.level = x->level + 1;
 	return scrub_feed(x->sc[x->level], data, len, chain_sink, &next);
@@ -1049,7 +1050,8 @@ static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 {
 	const struct http_parser *r = c->resp;
 	struct scrub *sc[2 * SECRETS_MAX];
-	struct chain x = {.c = c, .sc = sc, .bytes = down};
+	struct chain x = {
+		.c = c, .sc = sc, .bytes = down, .chunked = http_version_minor(c->req) == 1};
 	bool body = answer_has_body(r);
 	struct buf h = {0};
 	char line[HTTP_LINE_MAX + 64];
@@ -1085,9 +1087,11 @@ static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 									     ?: buf_put(&h, "\r\n", 2);
 	}
 	pthread_mutex_unlock(&lock);
-	if (!rc && body)
+	if (body && !x.chunked)
+		close_after = true;
+	if (!rc && body && x.chunked)
 		rc = buf_put(&h, "Transfer-Encoding: chunked\r\n", 28);
-	else if (!rc && http_framing(r) == HTTP_BODY_LENGTH)
+	else if (!rc && !body && http_framing(r) == HTTP_BODY_LENGTH)
 		rc = buf_put(&h, "Content-Length: 0\r\n", 19);
 	if (!rc && close_after)
 		rc = buf_put(&h, "Connection: close\r\n", 19);
@@ -1116,7 +1120,7 @@ static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 			rc = (int)n;
 	}
 	if (!rc && body)
-		rc = chain_finish(&x) ?: out_put(c, "0\r\n\r\n", 5);
+		rc = chain_finish(&x) ?: x.chunked ? out_put(c, "0\r\n\r\n", 5) : 0;
 	for (size_t i = 0; i < x.n; i++)
 		scrub_free(sc[i]);
 	return rc ? rc : out_flush(c);
@@ -1323,6 +1327,9 @@ again:
 		    (conn && strcasestr(conn->value, "close")))
 			keep = false;
 	}
+	/* an HTTP/1.0 session reads a body to the end of the connection */
+	if (http_version_minor(c->req) == 0)
+		keep = false;
 	rc = relay_answer(c, !keep, &down_bytes);
 	receipt_add(c, method, path, st, start, up_bytes, down_bytes,
 		    rc ? RECEIPT_INTERRUPTED : RECEIPT_COMPLETED);

@@ -516,7 +516,7 @@ static int secret_msg_parse(const char *buf, size_t len, size_t pos, struct brok
 	for (size_t i = 0; hexv[i]; i += 2) {
 		int hi = hex_value((unsigned char)hexv[i]),
 		    lo = hex_value((unsigned char)hexv[i + 1]);
-		unsigned char c = (unsigned char)(hi << 4 | lo);
+		unsigned char c = hi < 0 || lo < 0 ? 0 : (unsigned char)(hi << 4 | lo);
 
 		if (hi < 0 || lo < 0 || c == '\0' || c == '\r' || c == '\n') {
 			explicit_bzero(hexv, sizeof(hexv));

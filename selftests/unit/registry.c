@@ -97,6 +97,8 @@ static void test_secret(void)
 	CHECK_INT(parse("secret p 61 h extra", &m), -EINVAL, "a word more is refused");
 	CHECK_INT(parse("secret p 6 h", &m), -EINVAL, "an odd hex length is refused");
 	CHECK_INT(parse("secret p  h", &m), -EINVAL, "an empty value is refused");
+	/* found by fuzz/fuzz: a digit that is not hex was shifted before it was judged */
+	CHECK_INT(parse("secret p >>?> h", &m), -EINVAL, "a value not in hex is refused");
 }
 
 static void test_mint(void)
