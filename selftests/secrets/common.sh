@@ -27,7 +27,8 @@ secrets_world() {
 	command -v curl >/dev/null || skip "curl is missing (make deps)"
 	command -v openssl >/dev/null || skip "openssl is missing (make deps)"
 	world_up
-	world_dns "sec.test A $SEC_ADDR" "sec2.test A $SEC_ADDR" "plain.test A $SEC_ADDR" || exit 1
+	world_dns "sec.test A $SEC_ADDR" "sec2.test A $SEC_ADDR" "plain.test A $SEC_ADDR" \
+		"priv.test A $HOST_PRIV" || exit 1
 	ip -n "$W-wan" addr add "$SEC_ADDR/32" dev "$W_HOSTS_IF"
 	local d=$W_DIR/tls
 	mkdir -p "$d"

@@ -23,7 +23,9 @@ echo "plainsni=$('"$c"' -o /dev/null -w "%{http_code}" --resolve plain.test:443:
 echo "ka=$('"$c"' -o /dev/null -o /dev/null -w "%{http_code}/%{num_connects} " -H "X-Ka: $TOK_A" https://sec.test/ka1 https://sec.test/ka2)"
 echo "h10=$('"$c"' --http1.0 -H "X-H10: $TOK_A" https://sec.test/h10 | grep "^X-H10")"
 echo "cakey=$(cat '"$W_DIR"'/state/sessions/*/ca.key 2>&1 | head -c 60)"'
-errand_run --project "$PROJ" --secret TOK_A=a@sec.test --secret TOK_B=b@sec2.test -- sh -c "$sh"
+sh+='
+echo "priv=$('"$c"' -o /dev/null -w "%{http_code}" --resolve priv.test:443:'"$SEC_ADDR"' -H "X-P: $TOK_C" https://priv.test/priv)"'
+errand_run --project "$PROJ" --secret TOK_A=a@sec.test --secret TOK_B=b@sec2.test --secret TOK_C=a@priv.test -- sh -c "$sh"
 assert_eq "$RUN_RC" 0 "the session ran"
 PH_A=$(result ph_a)
 PH_B=$(result ph_b)
@@ -50,6 +52,8 @@ assert_eq "$(result ka)" "200/1 200/0 " "two calls on one kept-alive connection"
 assert_contains "$(echo_log)" "request GET /ka2" "the second reaches the host"
 assert_eq "$(result h10)" "X-H10: $PH_A" "an HTTP/1.0 call gets its answer, read to the connection's end"
 assert_contains "$(echo_log)" "header X-H10: $VALUE_A" "with the value on the wire"
+assert_eq "$(result priv)" 403 "a secret's host named in TLS toward another's address, resolving to a private address: 403"
+assert_not_contains "$(cat "$W_DIR/wan-serve.log")" "$HOST_PRIV" "the broker never dialled the private address"
 assert_eq "$(result peer)" "$SEC_ADDR 443" "getpeername shows the host's address"
 assert_match "$(result plainsni)" "^000|SSL|certificate|reset" "a name no secret names gets no certificate"
 assert_no_match "$(result cakey)" "PRIVATE KEY" "the CA key is not readable inside"
