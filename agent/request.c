@@ -125,13 +125,6 @@ static int apply_secrets(struct errand_config *cfg, const json_t *req, char *err
 			}
 		}
 	}
-	if (config_intercepts(cfg) && json_string_value(json_object_get(req, "image"))) {
-		snprintf(err, errlen,
-			 "--secret and sandbox.egress.readOnly with --image are not supported yet "
-			 "(the image's own CA store would not trust the session's broker); drop "
-			 "one");
-		return -EINVAL;
-	}
 	return config_secrets_apply(cfg, err, errlen);
 }
 

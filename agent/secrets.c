@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -202,14 +204,12 @@ out:
 #define SYSTEM_ROOTS "/etc/ssl/certs/ca-certificates.crt"
 #define CA_BUNDLE_IN_SESSION "/run/errand/ca-bundle.pem" /* the launcher's LAUNCH_CA_BUNDLE */
 
-static int append_file(int out, const char *path, bool must)
+/* Copies the file fd (closed here) to out. */
+static int append_fd(int out, int fd)
 {
 	char buf[65536];
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
-		return must ? -errno : 0;
 	while ((n = read(fd, buf, sizeof(buf))) > 0)
 		if (write(out, buf, (size_t)n) != n) {
 			close(fd);
@@ -219,7 +219,40 @@ static int append_file(int out, const char *path, bool must)
 	return n < 0 ? -EIO : 0;
 }
 
-int secrets_ca_bundle(const char *ca_dir, const char *path)
+static int append_file(int out, const char *path, bool must)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return must ? -errno : 0;
+	return append_fd(out, fd);
+}
+
+/* An image's own store, read as root from a directory a client named: its
+ * links resolved inside the image (never to a host file), a regular file
+ * anyone may read, 8 MiB at most; anything else is left out. */
+static int append_image_roots(int out, const char *image)
+{
+	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	int dfd = open(image, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd;
+	struct stat st;
+
+	if (dfd < 0)
+		return 0;
+	fd = (int)syscall(SYS_openat2, dfd, SYSTEM_ROOTS + 1, &how, sizeof(how));
+	close(dfd);
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || !(st.st_mode & 0004) ||
+	    st.st_size > (8 << 20)) {
+		close(fd);
+		return 0;
+	}
+	return append_fd(out, fd);
+}
+
+int secrets_ca_bundle(const char *ca_dir, const char *image, const char *path)
 {
 	char ca[4096], tmp[4096];
 	int fd, rc;
@@ -233,7 +266,7 @@ int secrets_ca_bundle(const char *ca_dir, const char *path)
 	fchmod(fd, 0644);
 	/* the system's roots where the host has them: the session's other
 	 * hosts keep working with the variables set */
-	rc = append_file(fd, SYSTEM_ROOTS, false);
+	rc = image ? append_image_roots(fd, image) : append_file(fd, SYSTEM_ROOTS, false);
 	if (!rc && write(fd, "\n", 1) != 1)
 		rc = -EIO;
 	if (!rc)

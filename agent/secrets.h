@@ -34,8 +34,9 @@ int secrets_check(const struct errand_config *cfg, char *err, size_t errlen);
 int secrets_placeholders(const struct errand_config *cfg, const char *record_dir, char ***env);
 
 /* The roots a session with secrets trusts, written to path (0644): the
- * system's and its broker's CA (<ca_dir>/ca.pem). 0 or -errno. */
-int secrets_ca_bundle(const char *ca_dir, const char *path);
+ * system's (an image's own, when image is not NULL) and its broker's CA
+ * (<ca_dir>/ca.pem). 0 or -errno. */
+int secrets_ca_bundle(const char *ca_dir, const char *image, const char *path);
 /* Appends to the environment *env the variables every common TLS client
  * reads its roots from, each naming the bundle inside the session
  * (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, GIT_SSL_CAINFO,

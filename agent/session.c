@@ -1311,7 +1311,7 @@ static int session_secrets_hand(struct session *s, int fd, char *err, size_t err
 	explicit_bzero(value, SECRET_VALUE_MAX + 2);
 	free(value);
 	if (!rc && !(rc = path_fmt(path, sizeof(path), "%s/ca-bundle.pem", s->record_dir)))
-		rc = secrets_ca_bundle(s->record_dir, path);
+		rc = secrets_ca_bundle(s->record_dir, s->cfg->image, path);
 	if (rc && !*err)
 		snprintf(err, errlen, "the session's CA bundle cannot be written in %.300s: %s",
 			 s->record_dir, strerror(-rc));

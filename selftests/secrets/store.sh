@@ -84,7 +84,6 @@ refuse "not a regular file" "a symbolic link" --secret T=link@api.test
 refuse "write ENV\\[=SECRET\\]@HOST" "a spec without hosts" --secret TOK
 refuse "the secret's name" "a store name leaving the store" --secret T=../gh@api.test
 refuse "needs the network" "with --egress none" --egress none --secret T=gh@api.test
-refuse "not supported yet" "with --image" --image / --secret T=gh@api.test
 args=()
 for i in $(seq 1 17); do args+=(--secret "T$i=gh@h$i.test"); done
 refuse "at most 16" "17 secrets" "${args[@]}"
