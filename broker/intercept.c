@@ -1172,6 +1172,10 @@ static void receipt_add(struct iconn *c, const char *method, const char *target,
 	struct timespec ts;
 	const char *q = strchr(target, '?');
 
+	/* as a provider route's: a denied call at most once a minute a session,
+	 * with the count of those left out, so a loop cannot flood receipts.db */
+	if (o == RECEIPT_DENIED && !sessions_denied_due(c->session, &r.unrecorded))
+		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	r.ended_at_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	/* the query is never kept, and a path may hold a placeholder */
