@@ -40,5 +40,8 @@ assert_contains "$rows" "sec.test|POST|/gate-POST|13|403|denied" "a refused writ
 assert_eq "$(echo "$rows" | grep -c '|denied$')" 1 "refused writes leave one receipt a minute, as a provider's denied calls"
 assert_contains "$rows" "sec2.test|OTHER|/write-MKCOL|0|200|completed" "a WebDAV verb is kept as OTHER"
 assert_not_contains "$rows" "secretquery" "no receipt holds a query"
+listed=$(in_host "$ERRANDCTL" --config "$W_CONFIG" receipts --json 2>&1)
+assert_match "$(echo "$listed" | tr -d ' \n')" '"provider":"intercept"' "errandctl receipts lists intercepted calls"
+assert_match "$(echo "$listed" | tr -d ' \n')" '"host":"sec2.test"' "with their host"
 
 world_finish
