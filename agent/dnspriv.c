@@ -224,11 +224,15 @@ int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_
 				exp = now_ns + (uint64_t)(ports[j].until - unix_now) * NS_PER_S;
 			if (k == max)
 				return -E2BIG;
-			out[k++] = (struct dnsp_entry){.addr = m.addrs[i],
-						       .port = ports[j].port,
-						       .expires_ns = exp < expires ? exp : expires,
-						       .flags = ports[j].flags & ENTRY_F_ONCE,
-						       .grant = ports[j].grant};
+			out[k++] = (struct dnsp_entry){
+				.addr = m.addrs[i],
+				.port = ports[j].port,
+				.expires_ns = exp < expires ? exp : expires,
+				.flags = (ports[j].flags & ENTRY_F_ONCE) |
+					 (config_intercepted_host(cfg, norm, ports[j].port)
+						  ? ENTRY_F_RELAY
+						  : 0),
+				.grant = ports[j].grant};
 		}
 	}
 	*n_out = k;

@@ -615,6 +615,7 @@ static struct sess_cfg session_cfg_of(const struct enforce_params *p, uint64_t s
 		.dns_port = p->dns_port,
 		.broker_port = p->broker_port,
 		.set_hash = set_hash,
+		.relay_port = p->relay_port,
 	};
 
 	memcpy(cfg.gw_addr6, p->gw6, 16);
@@ -868,8 +869,14 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 		/* Another answer may already keep it longer, but a once grant's
 		 * entry (perhaps spent) gives way to any other source. */
 		if ((!(old.flags & ENTRY_F_ONCE) || old.grant == grant) &&
-		    old.expires_ns > expires_ns)
+		    old.expires_ns > expires_ns &&
+		    (old.flags & ENTRY_F_RELAY) >= (flags & ENTRY_F_RELAY))
 			return 0;
+		/* an address a secret host resolved to stays the broker's: another
+		 * name's answer must not send the session around it */
+		v.flags |= old.flags & ENTRY_F_RELAY;
+		if (old.grant == grant && old.expires_ns > v.expires_ns)
+			v.expires_ns = old.expires_ns;
 	}
 	if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) == 0)
 		return 0;

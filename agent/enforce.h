@@ -25,6 +25,7 @@ struct enforce_params {
 	uint8_t sess6[16], gw6[16]; /* the pair's IPv6 addresses, for DNS alone; zero: none */
 	uint16_t dns_port;
 	uint16_t broker_port;  /* the session's broker on gw4; 0: none */
+	uint16_t relay_port;   /* its listener for intercepted hosts; 0: none */
 	const uint16_t *ports; /* egressPorts, for open mode */
 	size_t n_ports;
 	const struct cidr *public_ranges; /* treatAsPublic */

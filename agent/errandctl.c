@@ -91,14 +91,16 @@ struct run_opts {
 	const char *config_path;
 	const char *project;
 	const char *image;
-	json_t *egress, *pins, *env; /* strings, as the run request carries them */
+	json_t *egress, *pins, *env, *secrets; /* strings, as the run request carries them */
 	bool json;
 };
 
 static void run_usage(FILE *f)
 {
 	fprintf(f, "usage: errandctl run [--config FILE] [--egress none|open|HOST[:PORT]]...\n"
-		   "                     [--pin NAME=IP[:PORT]]... [--project DIR] [--image DIR]\n"
+		   "                     [--pin NAME=IP[:PORT]]... [--secret "
+		   "ENV[=SECRET]@HOST[,HOST...]]...\n"
+		   "                     [--project DIR] [--image DIR]\n"
 		   "                     [--env NAME=VALUE]... [--json] -- CMD [ARG...]\n");
 }
 
@@ -123,6 +125,8 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 			json_array_append_new(o->egress, req_string("--egress", v));
 		} else if ((v = opt_value(argc, argv, &i, "--pin"))) {
 			json_array_append_new(o->pins, req_string("--pin", v));
+		} else if ((v = opt_value(argc, argv, &i, "--secret"))) {
+			json_array_append_new(o->secrets, req_string("--secret", v));
 		} else if ((v = opt_value(argc, argv, &i, "--project"))) {
 			o->project = v;
 		} else if ((v = opt_value(argc, argv, &i, "--image"))) {
@@ -164,6 +168,7 @@ static json_t *run_request(int argc, char **argv, struct run_opts *o, int cmd,
 	json_object_set_new(req, "argv", args);
 	json_object_set(req, "egress", o->egress);
 	json_object_set(req, "pins", o->pins);
+	json_object_set(req, "secrets", o->secrets);
 	json_object_set(req, "env", o->env);
 	json_object_set_new(req, "project", req_string("--project", project));
 	if (o->image)
@@ -190,6 +195,7 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 
 	o.egress = json_array();
 	o.pins = json_array();
+	o.secrets = json_array();
 	o.env = json_array();
 	cmd = run_parse(argc, argv, &o);
 	if (cmd >= argc)
@@ -237,6 +243,7 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 	json_decref(req);
 	json_decref(o.egress);
 	json_decref(o.pins);
+	json_decref(o.secrets);
 	json_decref(o.env);
 	config_free(&cfg);
 	free(text);

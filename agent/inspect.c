@@ -122,8 +122,9 @@ static void entry_cb(const struct addr *a, uint16_t port, uint64_t expires_ns, u
 	char buf[ADDR_STRLEN];
 	uint64_t now = boottime_ns();
 
-	o = json_pack("{s:s,s:i,s:b,s:b}", "addr", addr_str(a, buf), "port", port, "pinned",
-		      (flags & ENTRY_F_PINNED) != 0, "once", (flags & ENTRY_F_ONCE) != 0);
+	o = json_pack("{s:s,s:i,s:b,s:b,s:b}", "addr", addr_str(a, buf), "port", port, "pinned",
+		      (flags & ENTRY_F_PINNED) != 0, "once", (flags & ENTRY_F_ONCE) != 0, "broker",
+		      (flags & ENTRY_F_RELAY) != 0);
 	/* seconds left; null for an entry without end, negative once expired */
 	json_object_set_new(
 		o, "expiresIn",

@@ -85,6 +85,49 @@ static int apply_egress(struct errand_config *cfg, const json_t *list, char *err
 	return 0;
 }
 
+/* --secret, after the file's secrets; then the merged list is checked and
+ * its hosts allowed. A variable --env also sets is refused: one of the two
+ * would be lost. */
+static int apply_secrets(struct errand_config *cfg, const json_t *req, char *err, size_t errlen)
+{
+	const json_t *it, *e;
+	size_t i, j;
+	int rc;
+
+	json_array_foreach(json_object_get(req, "secrets"), i, it)
+	{
+		struct config_secret sec;
+
+		if (!json_is_string(it)) {
+			snprintf(err, errlen, "--secret takes ENV[=SECRET]@HOST[,HOST...] strings");
+			return -EINVAL;
+		}
+		if ((rc = config_secret_parse(json_string_value(it), &sec, err, errlen)))
+			return rc;
+		if (config_add_secret(cfg, &sec)) {
+			config_secret_free(&sec);
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+	}
+	for (i = 0; i < cfg->n_secrets; i++) {
+		size_t n = strlen(cfg->secrets[i].env);
+
+		json_array_foreach(json_object_get(req, "env"), j, e)
+		{
+			const char *kv = json_string_value(e);
+
+			if (kv && !strncmp(kv, cfg->secrets[i].env, n) && kv[n] == '=') {
+				snprintf(err, errlen,
+					 "--env %s and secret %s both set the variable; drop one",
+					 cfg->secrets[i].env, cfg->secrets[i].env);
+				return -EINVAL;
+			}
+		}
+	}
+	return config_secrets_apply(cfg, err, errlen);
+}
+
 static int is_dir(const char *path, const char *what, char *err, size_t errlen)
 {
 	struct stat st;
@@ -117,13 +160,9 @@ int request_apply(struct errand_config *cfg, const json_t *req, char *err, size_
 			return -EINVAL;
 		}
 	}
-	if ((list = json_object_get(req, "secrets")) && json_array_size(list)) {
-		snprintf(err, errlen,
-			 "--secret is not supported by this errand; remove it (provider routes "
-			 "carry credentials)");
-		return -EINVAL;
-	}
 	if ((list = json_object_get(req, "egress")) && (rc = apply_egress(cfg, list, err, errlen)))
+		return rc;
+	if ((rc = apply_secrets(cfg, req, err, errlen)))
 		return rc;
 	json_array_foreach(json_object_get(req, "pins"), i, it)
 	{

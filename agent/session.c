@@ -52,6 +52,7 @@
 #include "agent/observe.h"
 #include "agent/request.h"
 #include "agent/rules.h"
+#include "agent/secrets.h"
 #include "agent/session.h"
 #include "agent/state.h"
 #include "agent/stdio.h"
@@ -119,6 +120,7 @@ struct session {
 	char err[CONFIG_ERRLEN]; /* why it could not start: see session_fail */
 	pid_t broker_pid;	 /* the session's own errand-broker; 0: none */
 	char **broker_env;	 /* its stand-ins and base URLs, NAME=VALUE */
+	char **secret_env;	 /* its secrets' placeholders, NAME=VALUE (never a value) */
 	char broker_sock[PATH_MAX];
 	int broker_keeper; /* the registry connection the broker asks rereads on; -1: none */
 };
@@ -460,7 +462,11 @@ static int session_pins(struct session *s, const struct addr *self, size_t n_sel
 
 			if (!host_rule_match(r, p->name) || (p->port && p->port != r->port))
 				continue;
-			rc = enforce_allow(s->enf, &p->addr, r->port, 0, ENTRY_F_PINNED);
+			rc = enforce_allow(s->enf, &p->addr, r->port, 0,
+					   ENTRY_F_PINNED |
+						   (config_intercepted_host(cfg, p->name, r->port)
+							    ? ENTRY_F_RELAY
+							    : 0));
 			if (rc) {
 				return session_fail(s, rc, "session %s: cannot program pin %s: %s",
 						    s->id, p->name, strerror(-rc));
@@ -632,7 +638,7 @@ static void broker_stop(struct session *s)
 		s->broker_pid = 0;
 	}
 	/* an adopted session's broker stops by itself; its socket is ours to remove */
-	if (s->broker_sock[0] && s->cfg->n_providers)
+	if (s->broker_sock[0] && (s->cfg->n_providers || config_intercepts(s->cfg)))
 		unlink(s->broker_sock);
 }
 
@@ -709,6 +715,7 @@ static void session_release(struct session *s)
 	json_decref(s->request);
 	json_decref(s->gaps);
 	strv_free(s->broker_env);
+	strv_free(s->secret_env);
 	free(s->config_text);
 	free(s);
 }
@@ -918,6 +925,7 @@ static int sibling_path(const char *name, char *out, size_t len)
 static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
+	char bundle[PATH_MAX];
 	char hold[DNS_SOCKS][16];
 	int held[DNS_SOCKS] = {-1, -1, -1, -1};
 	cleanup_free const char **args = calloc(LAUNCH_ARGS_MAX, sizeof(*args));
@@ -974,6 +982,12 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		args[n++] = "--resolv";
 		args[n++] = resolv;
 	}
+	if (config_intercepts(s->cfg) && s->mode != EGRESS_MODE_NONE) {
+		if (path_fmt(bundle, sizeof(bundle), "%s/ca-bundle.pem", s->record_dir))
+			return -ENAMETOOLONG;
+		args[n++] = "--ca-bundle";
+		args[n++] = bundle;
+	}
 	/* Confinement first: the session's own --env come after and win. */
 	rc = confine_launch_args(s->cfg, s->project, state, args, &n, LAUNCH_ARGS_MAX - 4);
 	if (rc) {
@@ -986,6 +1000,12 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	args[n++] = "--env";
 	args[n++] = sessenv;
 	for (char **e = s->broker_env; e && *e; e++) {
+		if (n + 2 >= LAUNCH_ARGS_MAX - 2)
+			return -E2BIG;
+		args[n++] = "--env";
+		args[n++] = *e;
+	}
+	for (char **e = s->secret_env; e && *e; e++) {
 		if (n + 2 >= LAUNCH_ARGS_MAX - 2)
 			return -E2BIG;
 		args[n++] = "--env";
@@ -1318,10 +1338,10 @@ static int broker_wait_ready(int fd)
 	return -EPROTO;
 }
 
-static int broker_spawn(struct session *s, const char *listen)
+static int broker_spawn(struct session *s, const char *listen, const char *intercept)
 {
 	char bin[PATH_MAX], config[PATH_MAX];
-	const char *args[16];
+	const char *args[20];
 	size_t n = 0;
 	int out[2], rc;
 	pid_t pid;
@@ -1351,6 +1371,12 @@ static int broker_spawn(struct session *s, const char *listen)
 	args[n++] = s->broker_sock;
 	args[n++] = "--session-lock";
 	args[n++] = s->lock_path;
+	if (config_intercepts(s->cfg)) {
+		args[n++] = "--intercept";
+		args[n++] = intercept;
+		args[n++] = "--ca";
+		args[n++] = s->record_dir;
+	}
 	args[n] = NULL;
 	if (pipe2(out, O_CLOEXEC))
 		return -errno;
@@ -1384,13 +1410,60 @@ static int broker_spawn(struct session *s, const char *listen)
 	return rc;
 }
 
+/* Each secret's value, read as root from paths.secrets, handed to the
+ * session's broker once for each of its hosts; then the roots the session
+ * trusts (the system's and the broker's CA for it) written for the launcher
+ * to bind, and the variables that name them. 0 or -errno with err set. */
+static int session_secrets_hand(struct session *s, int fd, char *err, size_t errlen)
+{
+	const struct errand_config *cfg = s->cfg;
+	char *value = malloc(SECRET_VALUE_MAX + 2), path[PATH_MAX];
+	int rc = 0;
+
+	err[0] = '\0';
+	if (!value)
+		return -ENOMEM;
+	for (size_t i = 0; i < cfg->n_secrets && !rc; i++) {
+		const struct config_secret *sec = &cfg->secrets[i];
+		const char *ph = strchr(s->secret_env[i], '=') + 1;
+		int len = secret_read(cfg->secrets_dir, sec->name, value, SECRET_VALUE_MAX + 2);
+
+		if (len < 0) {
+			snprintf(err, errlen, "secret %s: %s/%s cannot be used (%s)", sec->env,
+				 cfg->secrets_dir, sec->name, secret_strerror(len));
+			rc = len;
+			break;
+		}
+		for (size_t k = 0; k < sec->n_hosts && !rc; k++) {
+			char host[HOST_NAME_MAX_LEN + 16];
+
+			host_rule_str(&sec->hosts[k], host, sizeof(host));
+			rc = broker_secret_hand(fd, ph, value, (size_t)len, host);
+			if (rc)
+				snprintf(err, errlen,
+					 "secret %s cannot be handed to the session's broker: %s",
+					 sec->env, strerror(-rc));
+		}
+	}
+	explicit_bzero(value, SECRET_VALUE_MAX + 2);
+	free(value);
+	if (!rc && !(rc = path_fmt(path, sizeof(path), "%s/ca-bundle.pem", s->record_dir)))
+		rc = secrets_ca_bundle(s->record_dir, s->cfg->image, path);
+	if (rc && !*err)
+		snprintf(err, errlen, "the session's CA bundle cannot be written in %.300s: %s",
+			 s->record_dir, strerror(-rc));
+	if (!rc)
+		rc = secrets_ca_env(&s->secret_env);
+	return rc;
+}
+
 /* The session's own broker, on its gateway: stand-ins minted, registered
  * for the session's address, and handed to the session in its environment
  * with each provider's base URL. The real keys never come near the session. */
 static int session_broker(struct session *s)
 {
 	struct broker_standin *st = NULL;
-	char listen[ADDR_STRLEN + 8], gw[ADDR_STRLEN], err[512];
+	char listen[ADDR_STRLEN + 8], icpt[ADDR_STRLEN + 8], gw[ADDR_STRLEN], err[512];
 	size_t n = 0, n_env;
 	struct addr a;
 	int fd, rc;
@@ -1398,7 +1471,8 @@ static int session_broker(struct session *s)
 	addr_from_v4(&a, s->link.gw4);
 	addr_str(&a, gw);
 	snprintf(listen, sizeof(listen), "%s:%u", gw, BROKER_DEFAULT_PORT);
-	if ((rc = broker_spawn(s, listen)))
+	snprintf(icpt, sizeof(icpt), "%s:%u", gw, BROKER_INTERCEPT_PORT);
+	if ((rc = broker_spawn(s, listen, icpt)))
 		return rc;
 	if ((rc = broker_standins_mint(s->cfg, &st, &n))) {
 		return session_fail(s, rc, "session %s: cannot mint stand-ins: %s", s->id,
@@ -1414,6 +1488,12 @@ static int session_broker(struct session *s)
 	}
 	if (!rc)
 		rc = broker_register(fd, s->id, &a, st, n);
+	if (!rc && config_intercepts(s->cfg) &&
+	    (rc = session_secrets_hand(s, fd, err, sizeof(err)))) {
+		session_fail(s, rc, "session %s: %s", s->id, err);
+		close(fd);
+		goto out;
+	}
 	/* held: a provider's 401 makes the broker ask on it for the key again */
 	if (!rc)
 		s->broker_keeper = fd;
@@ -1634,8 +1714,10 @@ static int session_setup(struct session *s, struct session *net)
 		memcpy(ep.sess6, s->link.sess6, 16);
 	}
 	ep.dns_port = DNS_PORT;
-	if (s->mode != EGRESS_MODE_NONE && cfg->n_providers)
+	if (s->mode != EGRESS_MODE_NONE && (cfg->n_providers || config_intercepts(cfg)))
 		ep.broker_port = BROKER_DEFAULT_PORT;
+	if (s->mode != EGRESS_MODE_NONE && config_intercepts(cfg))
+		ep.relay_port = BROKER_INTERCEPT_PORT;
 	ep.ports = cfg->egress_ports;
 	ep.n_ports = cfg->n_egress_ports;
 	ep.public_ranges = cfg->public_ranges;
@@ -1660,7 +1742,11 @@ static int session_setup(struct session *s, struct session *net)
 		return session_fail(s, rc, "session %s: cannot write its record under %s: %s",
 				    s->id, s->record_dir, strerror(-rc));
 	}
-	if (s->mode != EGRESS_MODE_NONE && cfg->n_providers && (rc = session_broker(s)))
+	if (cfg->n_secrets && (rc = secrets_placeholders(cfg, s->record_dir, &s->secret_env)))
+		return session_fail(s, rc, "session %s: cannot keep its placeholders under %s: %s",
+				    s->id, s->record_dir, strerror(-rc));
+	if (s->mode != EGRESS_MODE_NONE && (cfg->n_providers || config_intercepts(cfg)) &&
+	    (rc = session_broker(s)))
 		return rc;
 	return session_services(s);
 }
@@ -1870,6 +1956,10 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 		goto fail;
 	warn_weakened(s->cfg);
 	if (session_keys_check(s, err, errlen)) {
+		log_warnx("%s", err);
+		goto fail;
+	}
+	if (secrets_check(s->cfg, err, errlen)) {
 		log_warnx("%s", err);
 		goto fail;
 	}

@@ -382,11 +382,21 @@ static __always_inline __u8 verdict(const struct sess *s, const __u8 addr[16], _
 	return REASON_NOT_ALLOWED;
 }
 
-/* The broker of the session's provider routes listens on its gateway. */
+/* The broker of the session's provider routes listens on its gateway, and
+ * its listener for intercepted hosts beside it. */
 static __always_inline bool to_broker(const struct sess *s, __u32 dst4, __u16 port, __u8 proto)
 {
-	return s->c->broker_port && s->c->mode != EGRESS_MODE_NONE && proto == IPPROTO_TCP &&
-	       dst4 == s->c->gw_addr4 && port == s->c->broker_port;
+	return s->c->mode != EGRESS_MODE_NONE && proto == IPPROTO_TCP && dst4 == s->c->gw_addr4 &&
+	       ((s->c->broker_port && port == s->c->broker_port) ||
+		(s->c->relay_port && port == s->c->relay_port));
+}
+
+/* An entry flagged for the relay: the connect goes to the broker's
+ * intercept listener instead, the address asked kept with the socket for
+ * getpeername. */
+static __always_inline bool relay_to_broker(const struct sess *s, __u32 flags, __u8 proto)
+{
+	return (flags & ENTRY_F_RELAY) && s->c->relay_port && proto == IPPROTO_TCP;
 }
 
 /* A once grant admits one connection: the first connect to mark it spent
@@ -469,6 +479,11 @@ static __always_inline int decide4(struct bpf_sock_addr *ctx, __u8 hook)
 		emit(s, addr, port, proto, why, hook);
 		return 0;
 	}
+	if (relay_to_broker(s, flags, proto)) {
+		dns_remember(ctx, addr);
+		ctx->user_ip4 = s->c->gw_addr4;
+		ctx->user_port = bpf_htons(s->c->relay_port);
+	}
 	count(s, CNT_ALLOWED);
 	return 1;
 }
@@ -541,6 +556,18 @@ static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
 		emit(s, addr, port, proto, why, hook);
 		return 0;
 	}
+	/* The broker listens on the gateway's IPv4 address: a secret host's
+	 * native IPv6 address would pass it by, so it is refused (clients
+	 * fall back to IPv4). */
+	if (relay_to_broker(s, flags, proto) && !is_v4_mapped(addr)) {
+		emit(s, addr, port, proto, REASON_NOT_ALLOWED, hook);
+		return 0;
+	}
+	if (relay_to_broker(s, flags, proto)) {
+		dns_remember(ctx, addr);
+		ctx->user_ip6[3] = s->c->gw_addr4;
+		ctx->user_port = bpf_htons(s->c->relay_port);
+	}
 	count(s, CNT_ALLOWED);
 	return 1;
 }
@@ -578,8 +605,9 @@ static __always_inline void restore4(struct bpf_sock_addr *ctx)
 
 	if (!sess_of_sock(ctx->sk, s))
 		return;
-	if (ctx->user_ip4 != s->c->gw_addr4 || ctx->user_port != bpf_htons(s->c->dns_port) ||
-	    !ctx->sk)
+	if (ctx->user_ip4 != s->c->gw_addr4 || !ctx->sk ||
+	    (ctx->user_port != bpf_htons(s->c->dns_port) &&
+	     !(s->c->relay_port && ctx->user_port == bpf_htons(s->c->relay_port))))
 		return;
 	o = bpf_sk_storage_get(&dns_origs, ctx->sk, 0, 0);
 	if (!o || !is_v4_mapped(o->addr))
@@ -604,7 +632,9 @@ static __always_inline void restore6(struct bpf_sock_addr *ctx)
 	      ctx->user_ip6[1] == s->c->gw_addr6[1] && ctx->user_ip6[2] == s->c->gw_addr6[2] &&
 	      ctx->user_ip6[3] == s->c->gw_addr6[3];
 
-	if (!(gw4 || gw6) || ctx->user_port != bpf_htons(s->c->dns_port) || !ctx->sk)
+	if (!(gw4 || gw6) || !ctx->sk ||
+	    (ctx->user_port != bpf_htons(s->c->dns_port) &&
+	     !(gw4 && s->c->relay_port && ctx->user_port == bpf_htons(s->c->relay_port))))
 		return;
 	o = bpf_sk_storage_get(&dns_origs, ctx->sk, 0, 0);
 	if (!o)

@@ -109,7 +109,8 @@ struct sess_cfg {
 	__u32 ifindex;	  /* host side of the veth; 0: no network */
 	__u16 dns_port;
 	__u16 broker_port; /* the session's broker on its gateway; 0: none */
-	__u32 pad;
+	__u16 relay_port;  /* its listener for intercepted hosts (ENTRY_F_RELAY); 0: none */
+	__u16 pad;
 	/* The pair's IPv6 addresses, which carry the session's DNS to a native
 	 * IPv6 address (sendmsg6 cannot send to a v4-mapped one); all zero: none. */
 	__u32 gw_addr6[4];

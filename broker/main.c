@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "broker/blog.h"
+#include "broker/intercept.h"
 #include "broker/journal.h"
 #include "broker/registry.h"
 #include "broker/relay.h"
@@ -39,6 +40,7 @@ enum ev_type {
 	EV_REG_ACCEPT,
 	EV_REG_RECV,
 	EV_SIGNAL,
+	EV_INTERCEPT_ACCEPT,
 };
 
 struct ev {
@@ -54,6 +56,8 @@ struct opts {
 	const char *user;
 	const char *registry;	  /* the registry socket; default <paths.run>/broker.sock */
 	const char *session_lock; /* a session's lock: the broker ends with the session */
+	const char *intercept;	  /* ADDR:PORT of the listener for intercepted hosts */
+	const char *ca_dir;	  /* where the session's CA is kept (its record directory) */
 	bool verbose;
 };
 
@@ -61,7 +65,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: errand-broker [--config FILE] [--listen ADDR:PORT] "
 			"[--user USER|UID:GID] [--registry SOCKET] [--session-lock FILE] "
-			"[--verbose]\n");
+			"[--intercept ADDR:PORT --ca DIR] [--verbose]\n");
 	exit(2);
 }
 
@@ -211,6 +215,7 @@ static void arm(struct io_uring *ring, struct ev *e)
 	switch (e->type) {
 	case EV_ACCEPT:
 	case EV_REG_ACCEPT:
+	case EV_INTERCEPT_ACCEPT:
 		io_uring_prep_accept(sqe, e->fd, NULL, NULL, SOCK_CLOEXEC);
 		break;
 	case EV_REG_RECV:
@@ -271,6 +276,8 @@ static bool registry_message(struct broker *b, struct ev *e, int n)
 	}
 	if (m.type == BROKER_MSG_KEY)
 		registry_key(b, e->fd, &m, reply, sizeof(reply));
+	else if (m.type == BROKER_MSG_SECRET)
+		intercept_secret_add(&m, reply, sizeof(reply));
 	else
 		sessions_handle(&m, reply, sizeof(reply));
 	explicit_bzero(&m, sizeof(m));
@@ -278,9 +285,10 @@ static bool registry_message(struct broker *b, struct ev *e, int n)
 	return send(e->fd, reply, strlen(reply), MSG_NOSIGNAL) > 0;
 }
 
-static void serve(struct broker *b, int tcp, int reg, int sig)
+static void serve(struct broker *b, int tcp, int icpt, int reg, int sig)
 {
-	struct ev ev_tcp = {.type = EV_ACCEPT, .fd = tcp},
+	struct ev ev_icpt = {.type = EV_INTERCEPT_ACCEPT, .fd = icpt},
+		  ev_tcp = {.type = EV_ACCEPT, .fd = tcp},
 		  ev_reg = {.type = EV_REG_ACCEPT, .fd = reg},
 		  ev_sig = {.type = EV_SIGNAL, .fd = sig};
 	struct io_uring ring;
@@ -291,6 +299,8 @@ static void serve(struct broker *b, int tcp, int reg, int sig)
 		       "kernel.io_uring_disabled 0)",
 		       strerror(-rc));
 	arm(&ring, &ev_tcp);
+	if (icpt >= 0)
+		arm(&ring, &ev_icpt);
 	arm(&ring, &ev_reg);
 	arm(&ring, &ev_sig);
 	for (;;) {
@@ -311,6 +321,13 @@ static void serve(struct broker *b, int tcp, int reg, int sig)
 		case EV_ACCEPT:
 			if (res >= 0)
 				relay_start(b, res);
+			else if (res != -EINTR && res != -ECONNABORTED)
+				blog_warnx("accept: %s", strerror(-res));
+			arm(&ring, e);
+			break;
+		case EV_INTERCEPT_ACCEPT:
+			if (res >= 0)
+				intercept_start(res);
 			else if (res != -EINTR && res != -ECONNABORTED)
 				blog_warnx("accept: %s", strerror(-res));
 			arm(&ring, e);
@@ -358,6 +375,8 @@ int main(int argc, char **argv)
 						  {"user", required_argument, NULL, 'u'},
 						  {"registry", required_argument, NULL, 'r'},
 						  {"session-lock", required_argument, NULL, 's'},
+						  {"intercept", required_argument, NULL, 'i'},
+						  {"ca", required_argument, NULL, 'a'},
 						  {"verbose", no_argument, NULL, 'v'},
 						  {NULL, 0, NULL, 0}};
 	struct opts o = {.config = CONFIG_DEFAULT_PATH, .listen = "0.0.0.0:4780"};
@@ -366,10 +385,10 @@ int main(int argc, char **argv)
 	struct receipts *receipts;
 	char err[CONFIG_ERRLEN];
 	bool explicit_config = false;
-	int opt, tcp, reg, sig;
+	int opt, tcp, icpt = -1, reg, sig;
 	sigset_t mask;
 
-	while ((opt = getopt_long(argc, argv, "c:l:u:r:s:v", long_opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:l:u:r:s:i:a:v", long_opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			o.config = optarg;
@@ -387,6 +406,12 @@ int main(int argc, char **argv)
 		case 's':
 			o.session_lock = optarg;
 			break;
+		case 'i':
+			o.intercept = optarg;
+			break;
+		case 'a':
+			o.ca_dir = optarg;
+			break;
 		case 'v':
 			o.verbose = true;
 			break;
@@ -394,7 +419,7 @@ int main(int argc, char **argv)
 			usage();
 		}
 	}
-	if (optind != argc)
+	if (optind != argc || !o.intercept != !o.ca_dir)
 		usage();
 	log_init("errand-broker", o.verbose);
 	/* one write a line: lines come from many threads, one at a time (blog.c) */
@@ -421,6 +446,13 @@ int main(int argc, char **argv)
 	if (sig < 0)
 		fatal("signalfd");
 	tcp = listen_tcp(o.listen);
+	if (o.intercept) {
+		/* as root: the CA's key is written where only root reads it, and
+		 * kept in memory only once the broker is its own account */
+		if (intercept_init(&cfg, &b.env, o.ca_dir, err, sizeof(err)))
+			fatalx("%s", err);
+		icpt = listen_tcp(o.intercept);
+	}
 	reg = listen_registry(cfg.run_dir, o.registry);
 	if (o.session_lock)
 		watch_session(o.session_lock);
@@ -432,7 +464,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (journal_start(receipts))
 		fatalx("the receipt writer cannot start");
-	serve(&b, tcp, reg, sig);
+	serve(&b, tcp, icpt, reg, sig);
 	journal_stop();
 	receipts_close(receipts);
 	return 0;

@@ -219,6 +219,34 @@ int broker_key_hand(int fd, const char *provider, const char *key, size_t len, b
 	return rc;
 }
 
+int broker_secret_hand(int fd, const char *placeholder, const char *value, size_t len,
+		       const char *host)
+{
+	static const char hex[] = "0123456789abcdef";
+	char *msg = malloc(BROKER_MSG_MAX);
+	size_t at;
+	int rc;
+
+	if (!msg)
+		return -ENOMEM;
+	if (!len || len > BROKER_KEY_MAX || strlen(placeholder) > BROKER_PLACEHOLDER_MAX ||
+	    strlen(host) > BROKER_HOST_MAX || strpbrk(placeholder, " \r\n") ||
+	    strpbrk(host, " \r\n")) {
+		free(msg);
+		return -EINVAL;
+	}
+	at = (size_t)snprintf(msg, BROKER_MSG_MAX, "secret %s ", placeholder);
+	for (size_t i = 0; i < len; i++) {
+		msg[at++] = hex[(unsigned char)value[i] >> 4];
+		msg[at++] = hex[(unsigned char)value[i] & 15];
+	}
+	at += (size_t)snprintf(msg + at, BROKER_MSG_MAX - at, " %s", host);
+	rc = exchange(fd, msg, at);
+	explicit_bzero(msg, BROKER_MSG_MAX);
+	free(msg);
+	return rc;
+}
+
 /* Reads provider p's key and hands it on fd. 0 or -errno, with err set. */
 static int key_hand_one(int fd, const struct config_provider *p, bool wait, char *err,
 			size_t errlen)
@@ -473,6 +501,36 @@ bad:
 	return -EINVAL;
 }
 
+/* "secret PLACEHOLDER HEX HOST", from buf[pos..len): a value any byte but
+ * CR, LF and NUL (what the agent's store refuses). */
+static int secret_msg_parse(const char *buf, size_t len, size_t pos, struct broker_msg *out)
+{
+	char hexv[2 * BROKER_KEY_MAX + 1];
+
+	if (!next_word(buf, len, &pos, out->placeholder, sizeof(out->placeholder)) ||
+	    !next_word(buf, len, &pos, hexv, sizeof(hexv)) ||
+	    !next_word(buf, len, &pos, out->host, sizeof(out->host)) || pos != len)
+		return -EINVAL;
+	if (!hexv[0] || strlen(hexv) % 2)
+		return -EINVAL;
+	for (size_t i = 0; hexv[i]; i += 2) {
+		int hi = hex_value((unsigned char)hexv[i]),
+		    lo = hex_value((unsigned char)hexv[i + 1]);
+		unsigned char c = hi < 0 || lo < 0 ? 0 : (unsigned char)(hi << 4 | lo);
+
+		if (hi < 0 || lo < 0 || c == '\0' || c == '\r' || c == '\n') {
+			explicit_bzero(hexv, sizeof(hexv));
+			explicit_bzero(out->key, sizeof(out->key));
+			out->key_len = 0;
+			return -EINVAL;
+		}
+		out->key[out->key_len++] = (char)c;
+	}
+	explicit_bzero(hexv, sizeof(hexv));
+	out->key[out->key_len] = '\0';
+	return 0;
+}
+
 int broker_msg_parse(const char *buf, size_t len, struct broker_msg *out)
 {
 	char word[BROKER_PROVIDER_MAX + BROKER_STANDIN_LEN + 2];
@@ -489,8 +547,12 @@ int broker_msg_parse(const char *buf, size_t len, struct broker_msg *out)
 		out->type = BROKER_MSG_KEY;
 	else if (!strcmp(word, "reread"))
 		out->type = BROKER_MSG_REREAD;
+	else if (!strcmp(word, "secret"))
+		out->type = BROKER_MSG_SECRET;
 	else
 		return -EINVAL;
+	if (out->type == BROKER_MSG_SECRET)
+		return secret_msg_parse(buf, len, pos, out);
 	if (out->type == BROKER_MSG_KEY || out->type == BROKER_MSG_REREAD)
 		return key_msg_parse(buf, len, pos, out);
 	if (!next_word(buf, len, &pos, out->session, sizeof(out->session)) ||

@@ -20,14 +20,18 @@
 
 #define BROKER_SOCKET_NAME "broker.sock" /* in paths.run */
 #define BROKER_DEFAULT_PORT 4780	 /* the broker's TCP port on every session gateway */
+#define BROKER_INTERCEPT_PORT 4781	 /* its listener for a session's intercepted hosts */
 #define BROKER_STANDIN_PREFIX "errand-session-"
 #define BROKER_STANDIN_LEN (sizeof(BROKER_STANDIN_PREFIX) - 1 + 64)
-#define BROKER_SESSION_MAX 64	/* bytes of a session id */
-#define BROKER_PROVIDER_MAX 64	/* bytes of a provider name */
-#define BROKER_PROVIDERS_MAX 32 /* stand-ins in one registration */
-#define BROKER_KEY_MAX 4095	/* bytes of a provider's key */
-/* bytes of one message: a key in hex is the longest */
-#define BROKER_MSG_MAX (2 * BROKER_KEY_MAX + BROKER_PROVIDER_MAX + 16)
+#define BROKER_SESSION_MAX 64	  /* bytes of a session id */
+#define BROKER_PROVIDER_MAX 64	  /* bytes of a provider name */
+#define BROKER_PROVIDERS_MAX 32	  /* stand-ins in one registration */
+#define BROKER_KEY_MAX 4095	  /* bytes of a provider's key */
+#define BROKER_PLACEHOLDER_MAX 96 /* bytes of a secret's placeholder */
+#define BROKER_HOST_MAX 300	  /* bytes of a host rule */
+/* bytes of one message: a secret's value in hex with its placeholder and a
+ * host is the longest */
+#define BROKER_MSG_MAX (2 * BROKER_KEY_MAX + BROKER_PLACEHOLDER_MAX + BROKER_HOST_MAX + 16)
 
 struct broker_standin {
 	char provider[BROKER_PROVIDER_MAX + 1];
@@ -39,6 +43,7 @@ enum broker_msg_type {
 	BROKER_MSG_UNREGISTER = 2,
 	BROKER_MSG_KEY = 3,    /* agent to broker: a provider's key */
 	BROKER_MSG_REREAD = 4, /* broker to agent: read that provider's key again */
+	BROKER_MSG_SECRET = 5, /* agent to broker: a secret's value for one of its hosts */
 };
 
 struct broker_msg {
@@ -48,8 +53,10 @@ struct broker_msg {
 	struct broker_standin standins[BROKER_PROVIDERS_MAX];
 	size_t n_standins;
 	char provider[BROKER_PROVIDER_MAX + 1]; /* key, reread */
-	char key[BROKER_KEY_MAX + 1];		/* key: the value, NUL-terminated */
+	char key[BROKER_KEY_MAX + 1];		/* key, secret: the value, NUL-terminated */
 	size_t key_len;
+	char placeholder[BROKER_PLACEHOLDER_MAX + 1]; /* secret */
+	char host[BROKER_HOST_MAX + 1];		      /* secret: a host rule */
 };
 
 /* Connects to a broker's registry socket (<paths.run>/broker.sock for a
@@ -110,6 +117,11 @@ int broker_keys_hand(int fd, const struct errand_config *cfg, bool wait, char *e
  * cannot be read now is logged, and the broker keeps the key it has). 0, or
  * -errno when the connection is gone. */
 int broker_keeper_serve(int fd, const struct errand_config *cfg);
+/* "secret PLACEHOLDER HEX HOST": hands the value a session's placeholder
+ * stands for toward one host rule (a message a host; the broker adds each to
+ * the placeholder's). Waits for the answer. 0 or -errno. */
+int broker_secret_hand(int fd, const char *placeholder, const char *value, size_t len,
+		       const char *host);
 /* The broker's side: asks the agent on fd to read provider's key again. */
 int broker_reread_ask(int fd, const char *provider);
 

@@ -16,6 +16,8 @@ struct scrub {
 	size_t len;
 	size_t *fail;	/* fail[i]: longest proper border of secret[0..i] */
 	size_t matched; /* bytes of the secret held back: secret[0..matched) */
+	uint8_t *repl;	/* what each occurrence becomes */
+	size_t repl_len;
 	int error;	/* the sink's error, final */
 	size_t out_len; /* output gathered so the sink sees few large calls */
 	uint8_t out[OUT_BUF];
@@ -28,13 +30,21 @@ static const uint8_t replacement[] = SCRUB_REPLACEMENT;
 
 struct scrub *scrub_new(const uint8_t *secret, size_t len)
 {
-	struct scrub *s;
-
 	/* An occurrence in the output would have to overlap a "[redacted]"
 	 * (one inside original bytes is always found): reaching past its start
 	 * needs a "[", past its end a "]", and within it a substring of it. */
-	if (!len || memchr(secret, '[', len) || memchr(secret, ']', len) ||
-	    memmem(replacement, REPLACEMENT_LEN, secret, len)) {
+	if (!len || memchr(secret, '[', len) || memchr(secret, ']', len)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return scrub_new_as(secret, len, replacement, REPLACEMENT_LEN);
+}
+
+struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *repl, size_t repl_len)
+{
+	struct scrub *s;
+
+	if (!len || !repl_len || memmem(repl, repl_len, secret, len)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -42,14 +52,17 @@ struct scrub *scrub_new(const uint8_t *secret, size_t len)
 	if (!s)
 		return NULL;
 	s->secret = malloc(len);
+	s->repl = malloc(repl_len);
 	s->fail = calloc(len, sizeof(*s->fail));
-	if (!s->secret || !s->fail) {
+	if (!s->secret || !s->fail || !s->repl) {
 		scrub_free(s);
 		errno = ENOMEM;
 		return NULL;
 	}
 	memcpy(s->secret, secret, len);
 	s->len = len;
+	memcpy(s->repl, repl, repl_len);
+	s->repl_len = repl_len;
 	for (size_t i = 1, k = 0; i < len; i++) {
 		while (k && secret[i] != secret[k])
 			k = s->fail[k - 1];
@@ -69,6 +82,7 @@ void scrub_free(struct scrub *s)
 	/* the held bytes are a prefix of the secret */
 	explicit_bzero(s->out, sizeof(s->out));
 	free(s->secret);
+	free(s->repl);
 	free(s->fail);
 	free(s);
 }
@@ -108,7 +122,7 @@ static int scrub_run(const struct scrub *s, size_t *matched, const uint8_t *in, 
 		}
 		if (q == s->len) {
 			q = 0;
-			if ((rc = emit(ctx, replacement, REPLACEMENT_LEN)))
+			if ((rc = emit(ctx, s->repl, s->repl_len)))
 				break;
 		}
 	}

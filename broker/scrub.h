@@ -20,6 +20,9 @@ struct scrub;
  * that holds "[" or "]" or occurs within "[redacted]" itself, since only such
  * a secret could show up again in the output. */
 struct scrub *scrub_new(const uint8_t *secret, size_t len);
+/* The same with each occurrence replaced by repl[0..repl_len) (a secret's
+ * placeholder): EINVAL when the secret occurs within repl. */
+struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *repl, size_t repl_len);
 /* NULL-safe; wipes the copy of the secret. */
 void scrub_free(struct scrub *s);
 

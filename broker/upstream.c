@@ -357,6 +357,24 @@ int upstream_open(struct upstream *u, const struct upstream_env *env, const stru
 	return 0;
 }
 
+int upstream_accept(struct upstream *u, SSL_CTX *ctx, int fd, struct io_uring *ring, int timeout_ms)
+{
+	BIO *inner = NULL;
+	int rc;
+
+	memset(u, 0, sizeof(*u));
+	u->fd = fd;
+	u->ring = ring;
+	u->ssl = SSL_new(ctx);
+	if (!u->ssl || !BIO_new_bio_pair(&inner, TLS_BIO_BUF, &u->net, TLS_BIO_BUF))
+		return -ENOMEM;
+	SSL_set_bio(u->ssl, inner, inner);
+	SSL_set_accept_state(u->ssl);
+	rc = tls_step(u, do_handshake, NULL, 0, timeout_ms);
+	ERR_clear_error();
+	return rc > 0 ? 0 : rc ? rc : -EPROTO;
+}
+
 ssize_t upstream_read(struct upstream *u, void *buf, size_t len, int timeout_ms)
 {
 	if (!u->ssl)

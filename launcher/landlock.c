@@ -167,6 +167,8 @@ static int add_floor(int ruleset, const struct launch_args *a, __u64 handled)
 		r = add_rule(ruleset, "/dev", FS(READ_DIR), handled, false);
 	if (r == 0)
 		r = add_rule(ruleset, "/dev/pts", READ | DEVICE, handled, false);
+	if (r == 0 && a->ca_bundle)
+		r = add_rule(ruleset, LAUNCH_CA_BUNDLE, FS(READ_FILE), handled, false);
 	/* The session's resolv.conf where a link on /etc/resolv.conf leads. */
 	if (r == 0 && realpath("/etc/resolv.conf", resolv) && strncmp(resolv, "/etc/", 5))
 		r = add_rule(ruleset, resolv, FS(READ_FILE), handled, false);

@@ -29,6 +29,7 @@ enum opt {
 	OPT_UID,
 	OPT_GID,
 	OPT_RESOLV,
+	OPT_CA_BUNDLE,
 	OPT_ENV,
 	OPT_CWD,
 	OPT_PROJECT,
@@ -75,6 +76,7 @@ static const struct {
 	[OPT_UID] = {"--uid", "UID", "the host uid the session runs as", REQUIRED},
 	[OPT_GID] = {"--gid", "GID", "the host gid the session runs as", REQUIRED},
 	[OPT_RESOLV] = {"--resolv", "FILE", "the file to bind on /etc/resolv.conf", ABS},
+	[OPT_CA_BUNDLE] = {"--ca-bundle", "FILE", "the roots to bind on " LAUNCH_CA_BUNDLE, ABS},
 	[OPT_ENV] = {"--env", "NAME=VALUE", "a variable for the command", MULTI},
 	[OPT_CWD] = {"--cwd", "DIR", "the command's working directory", ABS},
 	[OPT_PROJECT] = {"--project", "DIR", "the project directory, writable", ABS},
@@ -106,7 +108,8 @@ static const struct {
 
 static const char usage[] =
 	"errand-launch --session ID --cgroup DIR --netns PATH --uid UID --gid GID "
-	"[--resolv FILE] [--env NAME=VALUE]... [--cwd DIR] [--project DIR] [--state DIR] "
+	"[--resolv FILE] [--ca-bundle FILE] [--env NAME=VALUE]... [--cwd DIR] [--project DIR] "
+	"[--state DIR] "
 	"[--image DIR] [--policy-read PATH]... [--policy-write PATH]... [--policy-exec PATH]... "
 	"[--path-extra DIR]... [--block-syscall NAME]... [--fsize BYTES] [--tmp-size BYTES] "
 	"[--shm-size BYTES] [--memory BYTES] [--cpu-milli N] [--pids N] [--landlock-min N] "
@@ -360,6 +363,7 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 	a->cgroup = val[OPT_CGROUP];
 	a->netns = val[OPT_NETNS];
 	a->resolv = val[OPT_RESOLV];
+	a->ca_bundle = val[OPT_CA_BUNDLE];
 	a->status_file = val[OPT_STATUS_FILE];
 	a->cwd = val[OPT_CWD];
 	a->project = val[OPT_PROJECT];
@@ -457,6 +461,7 @@ static int resolve_paths(struct launch_args *a)
 	canonical(&a->project);
 	canonical(&a->image);
 	canonical(&a->resolv);
+	canonical(&a->ca_bundle);
 	/* With an image, the policy paths are the image's, resolved inside it. */
 	if (!a->image) {
 		canonical_list(&a->policy_read);

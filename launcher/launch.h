@@ -31,6 +31,10 @@ struct launch_list {
 	size_t n;
 };
 
+/* Where a session finds the roots it trusts with its broker's CA among them
+ * (--ca-bundle): a fixed path, so the variables that name it never change. */
+#define LAUNCH_CA_BUNDLE "/run/errand/ca-bundle.pem"
+
 struct launch_args {
 	const char *session;	 /* --session ID, also the session's hostname */
 	const char *cgroup;	 /* --cgroup DIR, a cgroup v2 directory */
@@ -38,6 +42,7 @@ struct launch_args {
 	uid_t uid;		 /* --uid, the host uid the session's uid 0 maps to; never 0 */
 	gid_t gid;		 /* --gid, likewise */
 	const char *resolv;	 /* --resolv FILE; NULL keeps the root's /etc/resolv.conf */
+	const char *ca_bundle;	 /* --ca-bundle FILE, bound on LAUNCH_CA_BUNDLE; NULL: none */
 	const char *status_file; /* --status-file FILE: the exit status, written at the end */
 	const char *cwd;	 /* --cwd DIR, inside the session; NULL: the project, else / */
 	struct launch_list env;	 /* each --env NAME=VALUE, in order */

@@ -435,6 +435,45 @@ static int resolv(const char *file)
 	return set_attr(dst, 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
+/* The roots the session trusts, its broker's CA among them, at a fixed path
+ * in the root's own tmpfs. An image's /run (a bind of the image's own) is
+ * covered by a small tmpfs first, so nothing is written into the image; an
+ * image's own store, where it has one, is covered by the bundle too (the
+ * agent made it from that store). */
+static int ca_bundle(const char *file, bool image)
+{
+	static const char image_store[] = "/etc/ssl/certs/ca-certificates.crt";
+	char src[PATH_MAX];
+	const char *dst = NEW LAUNCH_CA_BUNDLE;
+	struct stat st;
+	int r;
+
+	if (path_fmt(src, sizeof(src), OLD "%s", file))
+		return -ENAMETOOLONG;
+	if (image && lstat(NEW "/run", &st) == 0) {
+		if (!S_ISDIR(st.st_mode)) {
+			log_warnx("the image's /run is not a directory; the session's CA bundle "
+				  "goes there: make it one");
+			return -ENOTDIR;
+		}
+		if ((r = tmpfs(NEW "/run", 0755, 65536, 0)) < 0)
+			return r;
+	}
+	if ((r = mkdir_p(dst, true)) < 0 || (r = touch(dst)) < 0)
+		return r;
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		return fail("bind the CA bundle on", LAUNCH_CA_BUNDLE);
+	r = set_attr(dst, 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (r == 0 && image && lstat(NEW "/etc/ssl/certs/ca-certificates.crt", &st) == 0 &&
+	    S_ISREG(st.st_mode)) {
+		if (mount(src, NEW "/etc/ssl/certs/ca-certificates.crt", NULL, MS_BIND, NULL) < 0)
+			return fail("bind the CA bundle on", image_store);
+		r = set_attr(NEW "/etc/ssl/certs/ca-certificates.crt", 0,
+			     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	}
+	return r;
+}
+
 static int stage(void)
 {
 	int r;
@@ -488,6 +527,8 @@ int mounts_setup(const struct launch_args *a)
 	if (r < 0 || (r = masks(a)) < 0)
 		return r;
 	if (a->resolv && (r = resolv(a->resolv)) < 0)
+		return r;
+	if (a->ca_bundle && (r = ca_bundle(a->ca_bundle, a->image != NULL)) < 0)
 		return r;
 	return enter();
 }

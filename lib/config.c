@@ -315,6 +315,33 @@ static int parse_rules(struct ctx *c, const json_t *arr, const char *where,
 	return 0;
 }
 
+/* A list of host rules kept apart from the allowed hosts (method gating). */
+static int parse_rules_into(struct ctx *c, const json_t *arr, const char *where,
+			    struct host_rule **v, size_t *n)
+{
+	char w[WHERE_MAX], e[CONFIG_ERRLEN];
+	const json_t *it;
+	size_t i;
+	int rc;
+
+	if ((rc = parse_rules(c, arr, where, NULL)))
+		return rc;
+	json_array_foreach(arr, i, it)
+	{
+		struct host_rule r, *grown;
+
+		snprintf(w, sizeof(w), "%s[%zu]", where, i);
+		if (host_rule_parse(json_string_value(it), &r, e, sizeof(e)))
+			return cfg_error(c, "%s: %s", w, e);
+		grown = reallocarray(*v, *n + 1, sizeof(*grown));
+		if (!grown)
+			return oom(c);
+		grown[(*n)++] = r;
+		*v = grown;
+	}
+	return 0;
+}
+
 static int parse_pins(struct ctx *c, const json_t *obj, struct errand_config *cfg)
 {
 	const char *where = "sandbox.egress.pins";
@@ -415,13 +442,25 @@ static int parse_egress(struct ctx *c, const json_t *eg, struct errand_config *c
 		return rc;
 	if ((v = get(eg, "treatAsPublic")) && (rc = parse_public(c, v, cfg)))
 		return rc;
-	/* method gating comes later; its shape is checked now so that a file
-	 * written today keeps meaning the same */
-	if ((v = get(eg, "readOnly")) &&
-	    (rc = want(c, v, JSON_TRUE, "sandbox.egress.readOnly", "true or false")))
-		return rc;
+	/* method gating: true gates every allowed host, a list those hosts
+	 * (allowed too); writeAllowed names the hosts that may still write */
+	if ((v = get(eg, "readOnly")) && json_is_boolean(v)) {
+		cfg->read_only_all = json_is_true(v);
+	} else if (v) {
+		if (!json_is_array(v))
+			return cfg_error(
+				c,
+				"sandbox.egress.readOnly is %s; write true, false or a list "
+				"of host rules, like [\"api.github.com\"]",
+				kind(v));
+		if ((rc = parse_rules_into(c, v, "sandbox.egress.readOnly", &cfg->read_only,
+					   &cfg->n_read_only)) ||
+		    (rc = parse_rules(c, v, "sandbox.egress.readOnly", cfg)))
+			return rc;
+	}
 	if ((v = get(eg, "writeAllowed")) &&
-	    (rc = parse_rules(c, v, "sandbox.egress.writeAllowed", NULL)))
+	    (rc = parse_rules_into(c, v, "sandbox.egress.writeAllowed", &cfg->write_allowed,
+				   &cfg->n_write_allowed)))
 		return rc;
 	if ((v = get(eg, "allowInternal")) &&
 	    (rc = want(c, v, JSON_TRUE, "sandbox.egress.allowInternal", "true or false")))
@@ -1675,6 +1714,207 @@ static int parse_cgroup(struct ctx *c, const json_t *v, struct errand_config *cf
 	return set_string(&cfg->cgroup_name, s) ? oom(c) : 0;
 }
 
+/* A store name: a file right in paths.secrets, never a path out of it. */
+static bool secret_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n && n <= CONFIG_SECRET_NAME_MAX && s[0] != '.' &&
+	       strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") == n;
+}
+
+/* The variable and store name of one secret, checked; why says what to fix. */
+static int secret_names(struct config_secret *out, const char *env, size_t env_len,
+			const char *name, size_t name_len, const char **why)
+{
+	char e[CONFIG_SECRET_ENV_MAX + 1];
+
+	if (!env_len || env_len > CONFIG_SECRET_ENV_MAX) {
+		*why = "name a variable of 1 to 128 letters, digits and _";
+		return -EINVAL;
+	}
+	memcpy(e, env, env_len);
+	e[env_len] = '\0';
+	if (!env_name_ok(e)) {
+		*why = "the variable's name takes letters, digits and _ only";
+		return -EINVAL;
+	}
+	if ((*why = config_env_reserved(e)))
+		return -EINVAL;
+	memcpy(out->env, e, env_len + 1);
+	if (!name) {
+		name = env;
+		name_len = env_len;
+	}
+	if (name_len > CONFIG_SECRET_NAME_MAX) {
+		*why = "the secret's name is over 64 bytes";
+		return -EINVAL;
+	}
+	memcpy(out->name, name, name_len);
+	out->name[name_len] = '\0';
+	if (!secret_name_ok(out->name)) {
+		*why = "the secret's name is a file of paths.secrets: letters, digits, _, . and -, "
+		       "not starting with .";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int secret_add_host(struct config_secret *sec, const struct host_rule *r)
+{
+	struct host_rule *grown;
+
+	for (size_t i = 0; i < sec->n_hosts; i++)
+		if (!strcmp(sec->hosts[i].name, r->name) && sec->hosts[i].wildcard == r->wildcard &&
+		    sec->hosts[i].port == r->port)
+			return 0;
+	grown = reallocarray(sec->hosts, sec->n_hosts + 1, sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	grown[sec->n_hosts++] = *r;
+	sec->hosts = grown;
+	return 0;
+}
+
+void config_secret_free(struct config_secret *sec)
+{
+	if (!sec)
+		return;
+	free(sec->hosts);
+	sec->hosts = NULL;
+	sec->n_hosts = 0;
+}
+
+int config_secret_parse(const char *s, struct config_secret *out, char *err, size_t errlen)
+{
+	const char *at = strchr(s, '@'), *eq, *why, *p;
+	struct config_secret sec = {};
+	char host[HOST_NAME_MAX_LEN + 16], e[256];
+	int rc;
+
+	if (!at) {
+		snprintf(err, errlen,
+			 "--secret %s: write ENV[=SECRET]@HOST[,HOST...], like "
+			 "GITHUB_TOKEN@api.github.com",
+			 s);
+		return -EINVAL;
+	}
+	eq = memchr(s, '=', (size_t)(at - s));
+	if (secret_names(&sec, s, (size_t)((eq ? eq : at) - s), eq ? eq + 1 : NULL,
+			 eq ? (size_t)(at - eq - 1) : 0, &why)) {
+		snprintf(err, errlen, "--secret %s: %s", s, why);
+		return -EINVAL;
+	}
+	for (p = at + 1;; p += strcspn(p, ",") + 1) {
+		size_t n = strcspn(p, ",");
+		struct host_rule r;
+
+		if (!n || n >= sizeof(host)) {
+			snprintf(err, errlen, "--secret %s: name each host after @, separated by ,",
+				 s);
+			config_secret_free(&sec);
+			return -EINVAL;
+		}
+		memcpy(host, p, n);
+		host[n] = '\0';
+		if (host_rule_parse(host, &r, e, sizeof(e))) {
+			snprintf(err, errlen, "--secret %s: %s", s, e);
+			config_secret_free(&sec);
+			return -EINVAL;
+		}
+		if ((rc = secret_add_host(&sec, &r))) {
+			snprintf(err, errlen, "out of memory");
+			config_secret_free(&sec);
+			return rc;
+		}
+		if (!p[n])
+			break;
+	}
+	*out = sec;
+	return 0;
+}
+
+int config_add_secret(struct errand_config *cfg, struct config_secret *sec)
+{
+	struct config_secret *grown =
+		reallocarray(cfg->secrets, cfg->n_secrets + 1, sizeof(*grown));
+
+	if (!grown)
+		return -ENOMEM;
+	grown[cfg->n_secrets++] = *sec;
+	cfg->secrets = grown;
+	sec->hosts = NULL;
+	sec->n_hosts = 0;
+	return 0;
+}
+
+/* secrets: [{"env": "GITHUB_TOKEN", "secret": "github", "hosts": ["api.github.com"]}] */
+static int parse_secrets(struct ctx *c, const json_t *arr, struct errand_config *cfg)
+{
+	static const char *const keys[] = {"env", "secret", "hosts", NULL};
+	char w[WHERE_MAX], e[CONFIG_ERRLEN];
+	const json_t *v, *h;
+	size_t i, j;
+	int rc;
+
+	if ((rc = want(c, arr, JSON_ARRAY, "secrets",
+		       "a list, like [{\"env\": \"GITHUB_TOKEN\", \"hosts\": "
+		       "[\"api.github.com\"]}]")))
+		return rc;
+	json_array_foreach(arr, i, v)
+	{
+		struct config_secret sec = {};
+		const char *env, *name = NULL, *why;
+		const json_t *hosts;
+
+		snprintf(w, sizeof(w), "secrets[%zu]", i);
+		if ((rc = section(c, v, w, keys, NULL)))
+			return rc;
+		if (!json_is_string(json_object_get(v, "env")))
+			return cfg_error(c,
+					 "%s: write \"env\": the variable the session holds "
+					 "the placeholder in",
+					 w);
+		env = json_string_value(json_object_get(v, "env"));
+		if (get(v, "secret")) {
+			if (!json_is_string(get(v, "secret")))
+				return cfg_error(c,
+						 "%s.secret: write the name of a file in "
+						 "paths.secrets",
+						 w);
+			name = json_string_value(get(v, "secret"));
+		}
+		if (secret_names(&sec, env, strlen(env), name, name ? strlen(name) : 0, &why))
+			return cfg_error(c, "%s: %s", w, why);
+		hosts = get(v, "hosts");
+		if (!json_is_array(hosts) || !json_array_size(hosts))
+			return cfg_error(c,
+					 "%s.hosts: write the hosts the value may go to, like "
+					 "[\"api.github.com\"]",
+					 w);
+		json_array_foreach(hosts, j, h)
+		{
+			struct host_rule r;
+
+			if (!json_is_string(h) ||
+			    host_rule_parse(json_string_value(h), &r, e, sizeof(e))) {
+				config_secret_free(&sec);
+				return cfg_error(c, "%s.hosts[%zu]: %s", w, j,
+						 json_is_string(h) ? e : "write a host rule");
+			}
+			if (secret_add_host(&sec, &r)) {
+				config_secret_free(&sec);
+				return oom(c);
+			}
+		}
+		if (config_add_secret(cfg, &sec)) {
+			config_secret_free(&sec);
+			return oom(c);
+		}
+	}
+	return 0;
+}
+
 static int parse_root(struct ctx *c, const json_t *root, struct errand_config *cfg)
 {
 	static const char *const known[] = {"sandbox", "agent", "dns", "secrets",
@@ -1697,16 +1937,19 @@ static int parse_root(struct ctx *c, const json_t *root, struct errand_config *c
 		return rc;
 	if ((v = get(root, "dns")) && (rc = parse_dns(c, v, cfg)))
 		return rc;
-	if ((v = get(root, "secrets")) && (rc = want(c, v, JSON_OBJECT, "secrets", "an object")))
+	if ((v = get(root, "secrets")) && (rc = parse_secrets(c, v, cfg)))
 		return rc;
-	if ((v = get(root, "tls")) && (rc = section(c, v, "tls", tls_keys, NULL)))
+	if ((v = get(root, "tls")) &&
+	    ((rc = section(c, v, "tls", tls_keys, NULL)) ||
+	     ((v = get(v, "trustedCa")) &&
+	      (rc = provider_file(c, v, "tls.trustedCa", &cfg->tls_trusted_ca)))))
 		return rc;
 	if ((v = get(root, "paths"))) {
 		if ((rc = section(c, v, "paths", path_keys, NULL)) ||
 		    (rc = parse_path(c, v, "state", &cfg->state_dir)) ||
 		    (rc = parse_path(c, v, "run", &cfg->run_dir)) ||
 		    (rc = parse_path(c, v, "bpf", &cfg->bpf_dir)) ||
-		    (rc = parse_path(c, v, "secrets", NULL)))
+		    (rc = parse_path(c, v, "secrets", &cfg->secrets_dir)))
 			return rc;
 		if ((v = get(v, "cgroup")) && (rc = parse_cgroup(c, v, cfg)))
 			return rc;
@@ -1751,6 +1994,7 @@ void config_defaults(struct errand_config *cfg)
 	cfg->run_dir = strdup("/run/errand");
 	cfg->bpf_dir = strdup("/sys/fs/bpf/errand");
 	cfg->cgroup_name = strdup("errand");
+	cfg->secrets_dir = strdup("/etc/errand/secrets");
 }
 
 int config_read_text(const char *path, bool explicit_path, char **text, char *err, size_t errlen)
@@ -1883,6 +2127,13 @@ void config_free(struct errand_config *cfg)
 	free(cfg->run_dir);
 	free(cfg->bpf_dir);
 	free(cfg->cgroup_name);
+	free(cfg->secrets_dir);
+	free(cfg->tls_trusted_ca);
+	free(cfg->read_only);
+	free(cfg->write_allowed);
+	for (size_t i = 0; i < cfg->n_secrets; i++)
+		config_secret_free(&cfg->secrets[i]);
+	free(cfg->secrets);
 	free(cfg->path);
 	strv_free(&cfg->policy_read);
 	strv_free(&cfg->policy_write);
@@ -1962,4 +2213,111 @@ int pin_parse(const char *s, struct pin *out, char *err, size_t errlen)
 	}
 	*out = p;
 	return 0;
+}
+
+int config_secrets_apply(struct errand_config *cfg, char *err, size_t errlen)
+{
+	size_t hosts = 0;
+
+	if (!cfg->n_secrets)
+		return 0;
+	if (cfg->n_secrets > CONFIG_SECRETS_MAX) {
+		snprintf(err, errlen,
+			 "%zu secrets asked; a session holds at most %d (secrets and --secret "
+			 "together); drop some",
+			 cfg->n_secrets, CONFIG_SECRETS_MAX);
+		return -E2BIG;
+	}
+	for (size_t i = 0; i < cfg->n_secrets; i++)
+		hosts += cfg->secrets[i].n_hosts;
+	if (hosts > CONFIG_SECRET_HOSTS_MAX) {
+		snprintf(
+			err, errlen,
+			"the secrets name %zu hosts; a session's secrets name at most %d together; "
+			"drop some",
+			hosts, CONFIG_SECRET_HOSTS_MAX);
+		return -E2BIG;
+	}
+	if (cfg->network == NETWORK_NONE) {
+		snprintf(err, errlen,
+			 "--secret %s needs the network, which --egress none removes; drop one",
+			 cfg->secrets[0].env);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < cfg->n_secrets; i++) {
+		const char *env = cfg->secrets[i].env;
+		size_t n = strlen(env);
+
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(cfg->secrets[j].env, env)) {
+				snprintf(err, errlen,
+					 "secret %s is named twice; give each variable one secret",
+					 env);
+				return -EINVAL;
+			}
+		for (size_t j = 0; j < cfg->env.n; j++)
+			if (!strncmp(cfg->env.v[j], env, n) && cfg->env.v[j][n] == '=') {
+				snprintf(err, errlen,
+					 "sandbox.env sets %s, which secret %s sets to its "
+					 "placeholder; remove one",
+					 env, env);
+				return -EINVAL;
+			}
+	}
+	/* Each host is allowed too: the value goes nowhere the session cannot reach. */
+	for (size_t i = 0; i < cfg->n_secrets; i++)
+		for (size_t k = 0; k < cfg->secrets[i].n_hosts; k++) {
+			const struct host_rule *r = &cfg->secrets[i].hosts[k];
+			bool have = false;
+
+			for (size_t j = 0; j < cfg->n_allow && !have; j++)
+				have = !strcmp(cfg->allow[j].name, r->name) &&
+				       cfg->allow[j].wildcard == r->wildcard &&
+				       cfg->allow[j].port == r->port;
+			if (!have && config_add_rule(cfg, r)) {
+				snprintf(err, errlen, "out of memory");
+				return -ENOMEM;
+			}
+		}
+	return 0;
+}
+
+bool config_secret_host(const struct errand_config *cfg, const char *host, uint16_t port)
+{
+	for (size_t i = 0; i < cfg->n_secrets; i++)
+		for (size_t k = 0; k < cfg->secrets[i].n_hosts; k++)
+			if (cfg->secrets[i].hosts[k].port == port &&
+			    host_rule_match(&cfg->secrets[i].hosts[k], host))
+				return true;
+	return false;
+}
+
+bool config_gated_host(const struct errand_config *cfg, const char *host, uint16_t port)
+{
+	const struct host_rule *v = cfg->read_only_all ? cfg->allow : cfg->read_only;
+	size_t n = cfg->read_only_all ? cfg->n_allow : cfg->n_read_only;
+
+	for (size_t i = 0; i < n; i++)
+		if (v[i].port == port && host_rule_match(&v[i], host))
+			return true;
+	return false;
+}
+
+bool config_write_allowed(const struct errand_config *cfg, const char *host, uint16_t port)
+{
+	for (size_t i = 0; i < cfg->n_write_allowed; i++)
+		if (cfg->write_allowed[i].port == port &&
+		    host_rule_match(&cfg->write_allowed[i], host))
+			return true;
+	return false;
+}
+
+bool config_intercepted_host(const struct errand_config *cfg, const char *host, uint16_t port)
+{
+	return config_secret_host(cfg, host, port) || config_gated_host(cfg, host, port);
+}
+
+bool config_intercepts(const struct errand_config *cfg)
+{
+	return cfg->n_secrets || cfg->read_only_all || cfg->n_read_only;
 }

@@ -82,6 +82,21 @@ struct config_provider {
 	bool allow_internal; /* sandbox.egress.allowInternal: dial a literal internal address */
 };
 
+/* secrets[] and --secret: a variable the session holds a placeholder in, the
+ * name of the file in paths.secrets whose content the value is, and the hosts
+ * the value may be sent to (each also allowed, on 443 unless given). */
+#define CONFIG_SECRETS_MAX 16	    /* secrets a session */
+#define CONFIG_SECRET_HOSTS_MAX 256 /* hosts of all its secrets together */
+#define CONFIG_SECRET_NAME_MAX 64   /* bytes of a store name */
+#define CONFIG_SECRET_ENV_MAX 128   /* bytes of a variable name */
+
+struct config_secret {
+	char env[CONFIG_SECRET_ENV_MAX + 1];
+	char name[CONFIG_SECRET_NAME_MAX + 1]; /* a file in paths.secrets; default env */
+	struct host_rule *hosts;
+	size_t n_hosts;
+};
+
 /* A list of strings from the file, NULL-terminated; v is NULL when empty. */
 struct config_strv {
 	char **v;
@@ -147,8 +162,17 @@ struct errand_config {
 	char *state_dir;		 /* paths.state, default /var/lib/errand */
 	char *run_dir;			 /* paths.run, default /run/errand */
 	char *bpf_dir;			 /* paths.bpf, default /sys/fs/bpf/errand */
-	char *cgroup_name; /* paths.cgroup, default "errand": below the cgroup2 mount */
-	char *path;	   /* the file it came from; NULL for defaults */
+	char *cgroup_name;    /* paths.cgroup, default "errand": below the cgroup2 mount */
+	char *secrets_dir;    /* paths.secrets, default /etc/errand/secrets */
+	char *tls_trusted_ca; /* tls.trustedCa: a PEM file trusted beside the system roots */
+	bool read_only_all;   /* sandbox.egress.readOnly: true: every allowed host is gated */
+	struct host_rule *read_only; /* sandbox.egress.readOnly as a list: these hosts gated */
+	size_t n_read_only;
+	struct host_rule *write_allowed; /* sandbox.egress.writeAllowed */
+	size_t n_write_allowed;
+	struct config_secret *secrets; /* secrets, then --secret */
+	size_t n_secrets;
+	char *path; /* the file it came from; NULL for defaults */
 	/* The launcher's confinement (agent/confine.c passes these on). */
 	struct config_strv policy_read;	     /* sandbox.policyExtra.read: absolute paths */
 	struct config_strv policy_write;     /* sandbox.policyExtra.write */
@@ -188,6 +212,31 @@ void config_free(struct errand_config *cfg);
 /* Appends one host rule / pin (for command-line flags). 0 or -ENOMEM. */
 int config_add_rule(struct errand_config *cfg, const struct host_rule *r);
 int config_add_pin(struct errand_config *cfg, const struct pin *p);
+/* Parses "ENV[=SECRET]@HOST[,HOST...]" for --secret into out (its hosts the
+ * caller's: config_secret_free). 0, -EINVAL with one line in err, or -ENOMEM. */
+int config_secret_parse(const char *s, struct config_secret *out, char *err, size_t errlen);
+/* Frees what one secret owns; NULL-safe. */
+void config_secret_free(struct config_secret *sec);
+/* Appends one secret, taking its hosts. 0 or -ENOMEM (then they stay the caller's). */
+int config_add_secret(struct errand_config *cfg, struct config_secret *sec);
+/* What the merged secrets ask, checked once the file and the request are one:
+ * at most CONFIG_SECRETS_MAX secrets and CONFIG_SECRET_HOSTS_MAX hosts, each
+ * variable once and set by nothing else (sandbox.env); then each host is
+ * added to the allowed hosts. 0, or -E2BIG / -EINVAL with one line in err. */
+int config_secrets_apply(struct errand_config *cfg, char *err, size_t errlen);
+/* Whether a secret of cfg names host (normalised) on port: the session's
+ * connections there go through its broker. */
+bool config_secret_host(const struct errand_config *cfg, const char *host, uint16_t port);
+/* Method gating: whether host:port accepts only GET, HEAD, OPTIONS and TRACE
+ * (sandbox.egress.readOnly), and whether it may write all the same
+ * (sandbox.egress.writeAllowed). */
+bool config_gated_host(const struct errand_config *cfg, const char *host, uint16_t port);
+bool config_write_allowed(const struct errand_config *cfg, const char *host, uint16_t port);
+/* Whether the session's connections to host:port go through its broker: a
+ * secret's host or a gated one. */
+bool config_intercepted_host(const struct errand_config *cfg, const char *host, uint16_t port);
+/* Whether any host is: the session's broker then listens for them. */
+bool config_intercepts(const struct errand_config *cfg);
 /* Parses "NAME=IP[:PORT]" for --pin. 0 or -EINVAL with one line in err. */
 int pin_parse(const char *s, struct pin *out, char *err, size_t errlen);
 /* Whether sandbox.env may not set NAME: PATH and HOME (errand places both)

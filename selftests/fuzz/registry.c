@@ -1,6 +1,7 @@
 /* libFuzzer target for the broker's registry messages (broker/registry.c):
- * whatever it takes must hold only stand-ins of the exact form and keys no
- * file could have held, and written out again it must read back the same. */
+ * whatever it takes must hold only stand-ins of the exact form, keys no file
+ * could have held and secrets' values without CR, LF or NUL, and written out again it must read
+ * back the same. */
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +32,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		INV(len < sizeof(buf));
 		INV(!broker_msg_parse(buf, len, &again));
 		INV(again.type == m.type && !strcmp(again.provider, m.provider));
+		INV(again.key_len == m.key_len && !memcmp(again.key, m.key, m.key_len));
+		return 0;
+	}
+	if (m.type == BROKER_MSG_SECRET) {
+		/* a value of any byte but CR, LF and NUL, and it reads back the same */
+		INV(m.key_len && m.key_len <= BROKER_KEY_MAX && m.placeholder[0] && m.host[0]);
+		len = (size_t)snprintf(buf, sizeof(buf), "secret %s ", m.placeholder);
+		for (size_t i = 0; i < m.key_len; i++) {
+			INV(m.key[i] != '\0' && m.key[i] != '\r' && m.key[i] != '\n');
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%02x",
+						(unsigned char)m.key[i]);
+		}
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, " %s", m.host);
+		INV(len < sizeof(buf));
+		INV(!broker_msg_parse(buf, len, &again));
+		INV(again.type == m.type && !strcmp(again.placeholder, m.placeholder) &&
+		    !strcmp(again.host, m.host));
 		INV(again.key_len == m.key_len && !memcmp(again.key, m.key, m.key_len));
 		return 0;
 	}

@@ -178,7 +178,8 @@ static const char full[] =
 	"    \"trustedCa\": \"/etc/ca.pem\"}}},\n"
 	"  \"dns\": {\"upstream\": [\"198.18.0.53\", \"[2001:db8::53]:5353\"], \"ttlFloor\": 30,\n"
 	"          \"ttlCap\": 3600, \"grace\": 5},\n"
-	"  \"secrets\": {\"anything\": {\"goes\": [1, 2]}},\n"
+	"  \"secrets\": [{\"env\": \"GH_TOKEN\", \"secret\": \"gh\", \"hosts\": "
+	"[\"api.github.com\"]}],\n"
 	"  \"tls\": {\"trustedCa\": \"/etc/errand/ca.pem\"},\n"
 	"  \"paths\": {\"state\": \"/tmp/s\", \"run\": \"/tmp/r\", \"bpf\": \"/sys/fs/bpf/t\",\n"
 	"            \"cgroup\": \"system.slice/errand-test\",\n"
@@ -325,14 +326,15 @@ static void test_unknown(void)
 	struct errand_config cfg;
 	char err[CONFIG_ERRLEN];
 
-	CHECK_INT(load("{\"sandbox\": {\"frobnicate\": 1, \"egress\": {\"comment\": \"x\"}},"
-		       " \"myTeam\": {}, \"agent\": {\"providers\": {\"p\": {\"platform\": 1,"
-		       " \"capacity\": 2, \"baseUrl\": \"https://p.example\","
-		       " \"credentialFile\": \"/etc/errand/p.key\", \"placement\": \"bearer\"}}},"
-		       " \"secrets\": {\"egres\": 1}, "
-		       "\"zzTop\": {}}",
-		       &cfg, err, sizeof(err)),
-		  0, "far-off unknown keys load (%s)", err);
+	CHECK_INT(
+		load("{\"sandbox\": {\"frobnicate\": 1, \"egress\": {\"comment\": \"x\"}},"
+		     " \"myTeam\": {}, \"agent\": {\"providers\": {\"p\": {\"platform\": 1,"
+		     " \"capacity\": 2, \"baseUrl\": \"https://p.example\","
+		     " \"credentialFile\": \"/etc/errand/p.key\", \"placement\": \"bearer\"}}},"
+		     " \"secrets\": [{\"env\": \"T\", \"hosts\": [\"a.example\"], \"egres\": 1}], "
+		     "\"zzTop\": {}}",
+		     &cfg, err, sizeof(err)),
+		0, "far-off unknown keys load (%s)", err);
 	CHECK_CONTAINS(warnings, "unknown key sandbox.frobnicate ignored",
 		       "sandbox.frobnicate is warned about");
 	CHECK_CONTAINS(warnings, "unknown key sandbox.egress.comment ignored",
@@ -343,7 +345,7 @@ static void test_unknown(void)
 		       "a provider's platform only begins like placement: warned");
 	CHECK_CONTAINS(warnings, "agent.providers.p.capacity ignored",
 		       "a provider's capacity only begins like capabilities: warned");
-	CHECK_TRUE(!strstr(warnings, "secrets.egres"), "secrets keys are free-form");
+	CHECK_CONTAINS(warnings, "secrets[0].egres ignored", "a secret's far-off key: warned");
 	CHECK_TRUE(cfg.egress_given, "the egress block still counts");
 	config_free(&cfg);
 }
@@ -413,7 +415,11 @@ static void test_types(void)
 		"10.213.0.0/16, the sessions' own addresses; narrow one of them",
 		NULL);
 	refused("readOnly as a string", "{\"sandbox\": {\"egress\": {\"readOnly\": \"yes\"}}}",
-		"sandbox.egress.readOnly is a string; write true or false", NULL);
+		"sandbox.egress.readOnly is a string; write true, false or a list of host rules",
+		NULL);
+	refused("readOnly naming an IP literal",
+		"{\"sandbox\": {\"egress\": {\"readOnly\": [\"10.0.0.1\"]}}}",
+		"sandbox.egress.readOnly[0]", NULL);
 	refused("allowInternal as a number", "{\"sandbox\": {\"egress\": {\"allowInternal\": 1}}}",
 		"sandbox.egress.allowInternal is a number; write true or false", NULL);
 	refused("writeAllowed holding *",
@@ -479,8 +485,10 @@ static void test_types(void)
 		"write a relative name", NULL);
 	refused("paths.cgroup climbing", "{\"paths\": {\"cgroup\": \"errand/../..\"}}",
 		"has an empty, . or .. part", NULL);
-	refused("secrets as a list", "{\"secrets\": []}", "secrets is an array; write an object",
+	refused("secrets as an object", "{\"secrets\": {}}", "secrets is an object; write a list",
 		NULL);
+	refused("a secret's key a letter off", "{\"secrets\": [{\"env\": \"T\", \"host\": []}]}",
+		"secrets[0].host", NULL);
 	refused("tls as a string", "{\"tls\": \"x\"}", "tls is a string; write an object", NULL);
 }
 

@@ -224,7 +224,8 @@ int main(void)
 		av.grant = grant;
 		bpf_map_update_elem(afd, &ak, &av, BPF_ANY);
 		CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT,
-			  "no flow, its destination a once grant's: dropped (once is one connection)");
+			  "no flow, its destination a once grant's: dropped (once is one "
+			  "connection)");
 		close(afd);
 		close(sfd);
 	}

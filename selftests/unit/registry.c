@@ -80,6 +80,27 @@ static void test_parse(void)
 		CHECK_INT(parse(bad_key[i], &m), -EINVAL, "refused: \"%s\"", bad_key[i]);
 }
 
+/* "secret PLACEHOLDER HEX HOST": a value of any byte but CR, LF and NUL. */
+static void test_secret(void)
+{
+	struct broker_msg m;
+
+	CHECK_INT(parse("secret errand-secret-00ff 612f2b62 api.example.com:443", &m), 0,
+		  "a secret message");
+	CHECK_INT(m.type, BROKER_MSG_SECRET, "is a secret");
+	CHECK_STR(m.placeholder, "errand-secret-00ff", "its placeholder");
+	CHECK_STR(m.key, "a/+b", "its value");
+	CHECK_STR(m.host, "api.example.com:443", "its host");
+	CHECK_INT(parse("secret p 610d62 h", &m), -EINVAL, "a CR in the value is refused");
+	CHECK_INT(parse("secret p 610a62 h", &m), -EINVAL, "an LF in the value is refused");
+	CHECK_INT(parse("secret p 610062 h", &m), -EINVAL, "a NUL in the value is refused");
+	CHECK_INT(parse("secret p 61 h extra", &m), -EINVAL, "a word more is refused");
+	CHECK_INT(parse("secret p 6 h", &m), -EINVAL, "an odd hex length is refused");
+	CHECK_INT(parse("secret p  h", &m), -EINVAL, "an empty value is refused");
+	/* found by fuzz/fuzz: a digit that is not hex was shifted before it was judged */
+	CHECK_INT(parse("secret p >>?> h", &m), -EINVAL, "a value not in hex is refused");
+}
+
 static void test_mint(void)
 {
 	char a[BROKER_STANDIN_LEN + 1], b[BROKER_STANDIN_LEN + 1];
@@ -127,6 +148,7 @@ static void test_env(void)
 int main(void)
 {
 	test_parse();
+	test_secret();
 	test_mint();
 	test_env();
 	return test_exit();

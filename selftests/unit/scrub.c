@@ -316,6 +316,32 @@ static void test_sink_error(void)
 	scrub_free(s);
 }
 
+/* A secret's value turned back into its placeholder (an intercepted
+ * host's answer), at every cut of the input. */
+static void test_placeholder(void)
+{
+	static const char ph[] = "errand-secret-0123456789abcdef";
+	static const char in[] = "a=v4lue/+x;b=v4lue/+x!v4lue/+";
+	static const char exp[] =
+		"a=errand-secret-0123456789abcdef;b=errand-secret-0123456789abcdef!v4lue/+";
+	struct scrub *s =
+		scrub_new_as((const uint8_t *)"v4lue/+x", 8, (const uint8_t *)ph, strlen(ph));
+
+	if (!CHECK_TRUE(s != NULL, "scrub_new_as with a placeholder"))
+		return;
+	for (size_t cut = 0; cut <= strlen(in); cut++) {
+		got.len = 0;
+		scrub_feed(s, (const uint8_t *)in, cut, out_take, &got);
+		scrub_feed(s, (const uint8_t *)in + cut, strlen(in) - cut, out_take, &got);
+		scrub_finish(s, out_take, &got);
+		CHECK_STR(got_str(), exp, "the value becomes the placeholder, cut at %zu", cut);
+	}
+	scrub_free(s);
+	CHECK_TRUE(scrub_new_as((const uint8_t *)"secret-01", 9, (const uint8_t *)ph, strlen(ph)) ==
+			   NULL,
+		   "a value inside its placeholder is refused");
+}
+
 static int sink_count(void *ctx, const uint8_t *data, size_t len)
 {
 	(void)data;
@@ -357,6 +383,7 @@ int main(void)
 	test_random();
 	test_buffer_cap();
 	test_sink_error();
+	test_placeholder();
 	test_linear();
 	return test_exit();
 }
