@@ -1686,7 +1686,12 @@ static int session_setup(struct session *s, struct session *net)
 	uint64_t cgid;
 	int n_self, rc;
 
-	session_sweep(cfg);
+	/* errandctl running a session itself sweeps what crashed runs left; the
+	 * agent sweeps at its start, on reload and every minute, off the loop,
+	 * since a sweep walks every session's objects (a thousand sessions made
+	 * it most of a start's time). */
+	if (s->embedded)
+		session_sweep(cfg);
 	if (!session_net_take(s, net) && (rc = session_claim(s)))
 		return rc;
 	if ((!s->have_cgroup && (rc = session_cgroup(s))) ||

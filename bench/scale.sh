@@ -26,6 +26,7 @@ ms_now() { date +%s%N | cut -c1-13; }
 # Sessions whose hooks are attached (a prepared network has none yet):
 # counted from the outside, so the count costs the agent nothing.
 live() { find "/sys/fs/bpf/$W" -mindepth 2 -maxdepth 2 -name connect4 | wc -l; }
+failed() { find "$W_DIR" -maxdepth 1 -name 'scale*.err' -size +0 | wc -l; }
 one_maps_kb() {
 	local d t=0 b f
 	d=$(find "/sys/fs/bpf/$W" -mindepth 1 -maxdepth 1 -type d ! -name prog | head -n 1)
@@ -69,14 +70,15 @@ for level in $LEVELS; do
 				</dev/null >/dev/null 2>"$W_DIR/scale$n.err") &
 			W_BG_PIDS+=($!)
 		done
-		# this batch is up before the next one starts
+		# this batch is up (or failed, and said why) before the next one starts
 		for _ in $(seq 1 240); do
-			[ "$(live)" -ge "$n" ] && break
+			[ "$(($(live) + $(failed)))" -ge "$n" ] && break
 			sleep 0.5
 		done
 	done
 	up=$(live)
 	t1=$(date +%s)
+	[ "$(failed)" != 0 ] && short="$short ($(failed) failed to start: $(cat "$W_DIR"/scale*.err | head -n 1))"
 	printf '| %s%s | %s | %s | %s | %s | %s | %s |\n' "$up" "$short" "$((t1 - t0))" "$(start_ms)" "$(rate)" \
 		"$(($(rss_kb) / 1024))" "$(one_maps_kb)" "$(free_mb)"
 	[ -n "$short" ] && break
