@@ -1099,13 +1099,28 @@ void session_stop(struct session *s)
 /* An address the agent's namespace gained after the session started is
  * refused at once, in the kernel and in DNS answers, like those it had. An
  * address it lost stays refused: it was the host's, and may come back. */
-/* This namespace's own addresses but the sessions' link addresses. */
-static int self_addrs(const struct errand_config *cfg, struct addr **out)
+/* Another session's link address: refused by its range, not followed. The
+ * session's own gateway is followed, so a connect to it is refused as the
+ * host's own (reason "self"), as the operator would call it. */
+static bool self_ignored(const struct session *s, const struct addr *a)
+{
+	struct addr gw;
+
+	if (!session_link_addr(a, &s->cfg->pool))
+		return false;
+	addr_from_v4(&gw, s->link.gw4);
+	if (s->link.gw4 && !memcmp(a, &gw, sizeof(gw)))
+		return false;
+	return !(s->link.v6 && !memcmp(a->b, s->link.gw6, 16));
+}
+
+/* This namespace's own addresses but the other sessions' link addresses. */
+static int self_addrs(const struct session *s, struct addr **out)
 {
 	int n = netlink_self_addrs(out), k = 0;
 
 	for (int i = 0; i < n; i++)
-		if (!session_link_addr(&(*out)[i], &cfg->pool))
+		if (!self_ignored(s, &(*out)[i]))
 			(*out)[k++] = (*out)[i];
 	return n < 0 ? n : k;
 }
@@ -1123,7 +1138,7 @@ static void session_self_learn(struct session *s, const struct addr *got, size_t
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		bool known = session_link_addr(&got[i], &s->cfg->pool);
+		bool known = self_ignored(s, &got[i]);
 
 		for (size_t j = 0; j < s->n_self && !known; j++)
 			known = !memcmp(&s->self[j], &got[i], sizeof(got[i]));
@@ -1164,7 +1179,7 @@ static void session_self_learn(struct session *s, const struct addr *got, size_t
 static void session_self_sync(struct session *s)
 {
 	struct addr *now = NULL;
-	int n = self_addrs(s->cfg, &now);
+	int n = self_addrs(s, &now);
 
 	if (n < 0) {
 		log_warnx("session %s: cannot list this namespace's own addresses: %s", s->id,
@@ -1702,7 +1717,7 @@ static int session_setup(struct session *s, struct session *net)
 				    s->cgroup_path, strerror(-rc));
 	}
 
-	n_self = self_addrs(cfg, &s->self);
+	n_self = self_addrs(s, &s->self);
 	if (n_self < 0) {
 		return session_fail(s, n_self, "cannot list this namespace's own addresses: %s",
 				    strerror(-n_self));
@@ -2160,7 +2175,7 @@ struct session *session_adopt(const struct state_session *row, const char *state
 		goto fail;
 	}
 	fcntl(s->pidfd, F_SETFD, FD_CLOEXEC);
-	rc = self_addrs(s->cfg, &s->self);
+	rc = self_addrs(s, &s->self);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot list this namespace's own addresses: %s",
 			 strerror(-rc));
