@@ -228,11 +228,12 @@ EOF
 		echo "  [debian-newest] trixie-backports is not reachable: using the cached $(basename "$DEB")" >&2
 	fi
 	prune 'linux-image-*+deb13-amd64_*bpo*.deb' "$DEB"
-	# From 7.x the image package only depends on the kernel (linux-binary-V)
-	# and its modules (linux-modules-V), which are fetched beside it.
+	# From 7.x the image package only depends on the kernel (linux-binary-V),
+	# its modules (linux-modules-V) and their lists and config (linux-base-V,
+	# modules.builtin among them), which are fetched beside it.
 	local parts=() dep file
 	for dep in $(dpkg-deb -f "$DEB" Depends | tr ',|' '\n\n' | awk '{ print $1 }' |
-		grep -E '^linux-(binary|modules)-[0-9]'); do
+		grep -E '^linux-(base|binary|modules)-[0-9]'); do
 		file=$(archive_filename "$dep" "${opts[@]}")
 		if [ -z "$file" ] || [ ! -s "$CACHE/debs/$file" ]; then
 			(cd "$CACHE/debs" && apt-get "${opts[@]}" -o APT::Sandbox::User=root -q download "$dep") \
