@@ -92,11 +92,11 @@ all: $(BINS) $(TOOLS) $(UNITS) $(FUZZ_TARGETS)
 
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h bpf/vmlinux.h
 	@mkdir -p $(@D)
-	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+	$(CLANG) $(BPF_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/bench/%.bpf.o: bench/%.bpf.c bpf/vmlinux.h
 	@mkdir -p $(@D)
-	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+	$(CLANG) $(BPF_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/bpf/%.skel.h: $(BUILD)/bpf/%.bpf.o
 	$(BPFTOOL) gen skeleton $< name $*_bpf > $@.tmp && mv $@.tmp $@

@@ -138,6 +138,11 @@ struct sess {
 	struct sess_cfg *c;
 };
 
+/* The policy's decisions, shared with userspace; its lookups are defined below. */
+#define POLICY_CTX struct sess
+#define POLICY_WITH_VERDICT
+#include "policy.h"
+
 static __always_inline void *inner(void *outer, const struct sess *s)
 {
 	return bpf_map_lookup_elem(outer, &s->key);
@@ -199,12 +204,7 @@ static __always_inline void map_v4(__u8 out[16], __u32 addr4)
  * verifier's work, and every session loads these programs afresh. */
 static __always_inline bool is_v4_mapped(const __u8 a[16])
 {
-	__u32 w0, w1, w2;
-
-	__builtin_memcpy(&w0, a, 4);
-	__builtin_memcpy(&w1, a + 4, 4);
-	__builtin_memcpy(&w2, a + 8, 4);
-	return w0 == 0 && w1 == 0 && w2 == bpf_htonl(0xffff);
+	return policy_is_v4_mapped(a);
 }
 
 /* One record on the ring buffer: a refusal, or a once grant spent. */
@@ -272,63 +272,23 @@ static __always_inline bool v4_forbidden(const struct sess *s, __u32 addr4)
 	return v4_in(&forbid4, addr4) && !v4_in(inner(&public4_of, s), addr4);
 }
 
-/* A native IPv6 address: forbidden by its own range, or by the IPv4 address
- * that a NAT64, 6to4, Teredo, IPv4-compatible, SIIT or ISATAP form carries
- * (lib/addr.c reads the same forms the same way). */
-static __always_inline bool v6_forbidden(const struct sess *s, const __u8 a[16])
+POLICY_FN bool policy_v4_listed(const struct sess *s, __u32 v4)
 {
-	struct lpm6_key k = {.prefixlen = 128};
-	__u32 embedded = 0, w0, w1, w2;
-	bool has_v4 = false;
-
-	__builtin_memcpy(&w0, a, 4);
-	__builtin_memcpy(&w1, a + 4, 4);
-	__builtin_memcpy(&w2, a + 8, 4);
-	__builtin_memcpy(k.addr, a, 16);
-	if (bpf_map_lookup_elem(&forbid6, &k)) {
-		void *pub = inner(&public6_of, s);
-
-		if (!pub || !bpf_map_lookup_elem(pub, &k))
-			return true;
-	}
-	if (a[0] == 0x00 && a[1] == 0x64 && a[2] == 0xff && a[3] == 0x9b) {
-		/* NAT64 well-known prefix 64:ff9b::/96 */
-		__builtin_memcpy(&embedded, a + 12, 4);
-		has_v4 = true;
-	} else if (a[0] == 0x20 && a[1] == 0x02) {
-		/* 6to4 2002:AABB:CCDD::/48 */
-		__builtin_memcpy(&embedded, a + 2, 4);
-		has_v4 = true;
-	} else if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0) {
-		/* Teredo 2001::/32: the client address, obfuscated, is the last 32 bits */
-		__builtin_memcpy(&embedded, a + 12, 4);
-		embedded = ~embedded;
-		has_v4 = true;
-	} else if (w0 == 0 && w1 == 0 && (w2 == 0 || w2 == bpf_htonl(0xffff0000))) {
-		/* IPv4-compatible ::a.b.c.d, SIIT ::ffff:0:a.b.c.d */
-		__builtin_memcpy(&embedded, a + 12, 4);
-		has_v4 = true;
-	}
-	if (has_v4 && v4_forbidden(s, embedded))
-		return true;
-	/* ISATAP, under any /64: interface id 0000:5efe or 0200:5efe (and
-	 * their group-bit twins), then the IPv4 address. */
-	if ((a[8] & 0xfc) == 0 && a[9] == 0 && a[10] == 0x5e && a[11] == 0xfe) {
-		__builtin_memcpy(&embedded, a + 12, 4);
-		return v4_forbidden(s, embedded);
-	}
-	return false;
+	return v4_forbidden(s, v4);
 }
 
-static __always_inline bool addr_forbidden(const struct sess *s, const __u8 a[16])
+/* A native IPv6 address by its own range; the IPv4 addresses its forms carry
+ * are judged by policy_forbidden (policy.h). */
+POLICY_FN bool policy_v6_listed(const struct sess *s, const __u8 a[16])
 {
-	__u32 addr4;
+	struct lpm6_key k = {.prefixlen = 128};
+	void *pub;
 
-	if (is_v4_mapped(a)) {
-		__builtin_memcpy(&addr4, a + 12, 4);
-		return v4_forbidden(s, addr4);
-	}
-	return v6_forbidden(s, a);
+	__builtin_memcpy(k.addr, a, 16);
+	if (!bpf_map_lookup_elem(&forbid6, &k))
+		return false;
+	pub = inner(&public6_of, s);
+	return !pub || !bpf_map_lookup_elem(pub, &k);
 }
 
 static __always_inline bool port_open(const struct sess *s, __u16 port)
@@ -338,48 +298,59 @@ static __always_inline bool port_open(const struct sess *s, __u16 port)
 	return m && bpf_map_lookup_elem(m, &port) != NULL;
 }
 
-/* The policy, shared by every hook and the backstop: 0 admits, anything else
- * is the reason for refusing. addr is v4-mapped for IPv4. */
+POLICY_FN __u32 policy_mode(const struct sess *s)
+{
+	return s->c->mode;
+}
+
+POLICY_FN bool policy_self(const struct sess *s, const __u8 a[16])
+{
+	struct self_key k;
+	void *self = inner(&self_of, s);
+
+	__builtin_memcpy(k.addr, a, 16);
+	/* a session without its map refuses as if every address were the agent's */
+	return !self || bpf_map_lookup_elem(self, &k);
+}
+
+POLICY_FN const struct allow_val *policy_entry(const struct sess *s, const __u8 a[16], __u16 port)
+{
+	struct allow_key k = {.port = port};
+	void *allow = inner(&allow_of, s);
+
+	__builtin_memcpy(k.addr, a, 16);
+	return allow ? bpf_map_lookup_elem(allow, &k) : NULL;
+}
+
+POLICY_FN bool policy_port_open(const struct sess *s, __u16 port)
+{
+	return port_open(s, port);
+}
+
+POLICY_FN __u64 policy_now(void)
+{
+	return bpf_ktime_get_boot_ns();
+}
+
+POLICY_FN int policy_once_claim(const struct sess *s, __u32 grant, __u64 token)
+{
+	void *once = inner(&once_of, s);
+
+	return !once || bpf_map_update_elem(once, &grant, &token, BPF_NOEXIST);
+}
+
+POLICY_FN bool policy_once_spent(const struct sess *s, __u32 grant)
+{
+	void *once = inner(&once_of, s);
+
+	return once && bpf_map_lookup_elem(once, &grant);
+}
+
+/* The policy (policy.h), shared by every hook and the backstop. */
 static __always_inline __u8 verdict(const struct sess *s, const __u8 addr[16], __u16 port,
 				    __u32 *flags, __u32 *grant)
 {
-	struct allow_key k = {.port = port};
-	struct self_key sk;
-	struct allow_val *v = NULL;
-	void *self, *allow;
-
-	*flags = 0;
-	*grant = 0;
-	if (s->c->mode == EGRESS_MODE_NONE)
-		return REASON_NO_NETWORK;
-	if (port == DOT_PORT)
-		return REASON_DOT;
-	__builtin_memcpy(sk.addr, addr, 16);
-	self = inner(&self_of, s);
-	if (!self || bpf_map_lookup_elem(self, &sk))
-		return REASON_SELF;
-	__builtin_memcpy(k.addr, addr, 16);
-	allow = inner(&allow_of, s);
-	if (allow)
-		v = bpf_map_lookup_elem(allow, &k);
-	if (v) {
-		if (v->flags & ENTRY_F_PINNED) {
-			*flags = v->flags;
-			return REASON_NONE;
-		}
-		if (addr_forbidden(s, addr))
-			return REASON_FORBIDDEN;
-		if (v->expires_ns && v->expires_ns < bpf_ktime_get_boot_ns())
-			return REASON_EXPIRED;
-		*flags = v->flags;
-		*grant = v->grant;
-		return REASON_NONE;
-	}
-	if (addr_forbidden(s, addr))
-		return REASON_FORBIDDEN;
-	if (s->c->mode == EGRESS_MODE_OPEN)
-		return port_open(s, port) ? REASON_NONE : REASON_PORT;
-	return REASON_NOT_ALLOWED;
+	return policy_verdict(s, addr, port, flags, grant);
 }
 
 /* The broker of the session's provider routes listens on its gateway, and
@@ -409,10 +380,7 @@ static __always_inline __u8 spend_once(const struct sess *s, struct bpf_sock_add
 				       const __u8 addr[16], __u16 port, __u8 proto, __u32 grant,
 				       __u8 hook)
 {
-	__u64 cookie = bpf_get_socket_cookie(ctx);
-	void *once = inner(&once_of, s);
-
-	if (!once || bpf_map_update_elem(once, &grant, &cookie, BPF_NOEXIST))
+	if (policy_once_spend(s, grant, bpf_get_socket_cookie(ctx)))
 		return REASON_GRANT_SPENT;
 	event_put(s, addr, port, proto, EVENT_GRANT_USED, hook);
 	return REASON_NONE;
@@ -843,7 +811,7 @@ int errand_tc_in(struct __sk_buff *skb)
 	struct sess sess, *s = &sess;
 	__u32 ifindex = skb->ifindex;
 	struct iphdr *ip;
-	void *flows, *once;
+	void *flows;
 	__u64 *key;
 	__u16 sport, dport;
 	__u8 addr[16];
@@ -935,9 +903,8 @@ int errand_tc_in(struct __sk_buff *skb)
 		/* A SYN is always a new connection: judged afresh, never by an old flow. */
 		why = verdict(s, addr, dport, &flags, &grant);
 		/* A once grant's SYN passes only after its connect spent it. */
-		once = inner(&once_of, s);
-		if (!why && (flags & ENTRY_F_ONCE) && (!once || !bpf_map_lookup_elem(once, &grant)))
-			why = REASON_GRANT_SPENT;
+		if (!why)
+			why = policy_once_syn(s, flags, grant);
 		if (why) {
 			emit(s, addr, dport, IPPROTO_TCP, why, HOOK_TC);
 			goto drop;

@@ -1,6 +1,7 @@
 /* Addresses in errand's one 16-byte form (IPv4 v4-mapped): parsing, RFC 5952
  * text, ranges, and the forbidden-range table the DNS responder and the BPF
- * loader share, so both judge an address the same way. */
+ * loader share; an address is judged by bpf/policy.h, the BPF programs' own
+ * code, so both judge it the same way. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -341,43 +342,35 @@ static bool judged_forbidden(const struct addr *a, const struct cidr *pub, size_
 	return in_ranges(a, forbidden, ARRAY_SIZE(forbidden)) && !in_ranges(a, pub, n);
 }
 
+/* The lookups of bpf/policy.h over the table above and the public ranges
+ * given: the BPF programs make the same ones in their LPM tries. */
+struct policy_public {
+	const struct cidr *ranges;
+	size_t n;
+};
+
+#define POLICY_CTX struct policy_public
+#include "policy.h"
+
+static bool policy_v4_listed(const struct policy_public *c, __u32 v4)
+{
+	struct addr a;
+
+	addr_from_v4(&a, v4);
+	return judged_forbidden(&a, c->ranges, c->n);
+}
+
+static bool policy_v6_listed(const struct policy_public *c, const __u8 a[16])
+{
+	struct addr x;
+
+	memcpy(x.b, a, 16);
+	return judged_forbidden(&x, c->ranges, c->n);
+}
+
 bool addr_forbidden(const struct addr *a, const struct cidr *public_ranges, size_t n)
 {
-	static const uint8_t zero[8];
-	const uint8_t *b = a->b;
-	struct addr carried;
-	uint32_t v4;
+	struct policy_public c = {.ranges = public_ranges, .n = n};
 
-	if (judged_forbidden(a, public_ranges, n))
-		return true;
-	if (addr_is_v4(a))
-		return false;
-	/* ISATAP, under any /64: interface id 0000:5efe or 0200:5efe (and their
-	 * group-bit twins), then the IPv4 address; a public /64 does not make
-	 * the address inside it public. */
-	if ((b[8] & 0xfc) == 0 && b[9] == 0 && b[10] == 0x5e && b[11] == 0xfe) {
-		memcpy(&v4, b + 12, 4);
-		addr_from_v4(&carried, v4);
-		if (judged_forbidden(&carried, public_ranges, n))
-			return true;
-	}
-	/* The v6 forms that carry an IPv4 address, read where bpf/egress.bpf.c
-	 * reads them: a treat-as-public v6 range must not open the private IPv4
-	 * address inside it. */
-	if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b) {
-		memcpy(&v4, b + 12, 4); /* NAT64: the last 32 bits */
-	} else if (b[0] == 0x20 && b[1] == 0x02) {
-		memcpy(&v4, b + 2, 4); /* 6to4: 2002:AABB:CCDD::/48 */
-	} else if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0) {
-		memcpy(&v4, b + 12, 4); /* Teredo: the client address, inverted */
-		v4 = ~v4;
-	} else if (!memcmp(b, zero, 8) &&
-		   ((b[8] == 0 && b[9] == 0) || (b[8] == 0xff && b[9] == 0xff)) && b[10] == 0 &&
-		   b[11] == 0) {
-		memcpy(&v4, b + 12, 4); /* IPv4-compatible ::a.b.c.d, SIIT ::ffff:0:a.b.c.d */
-	} else {
-		return false;
-	}
-	addr_from_v4(&carried, v4);
-	return judged_forbidden(&carried, public_ranges, n);
+	return policy_forbidden(&c, a->b);
 }
