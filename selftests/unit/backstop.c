@@ -194,8 +194,13 @@ static void backstop_ipv4(void)
 	expect("a SYN to an allowed host's port", &f, len, TC_ACT_OK, 0);
 	frame4(&f, &len, SESS, HOST, IPPROTO_TCP, 40000, 443, "A");
 	expect("a segment of the flow that SYN opened", &f, len, TC_ACT_OK, 0);
+	frame4(&f, &len, SESS, HOST, IPPROTO_TCP, 40001, 444, "A");
+	expect("a segment of a flow no SYN opened, to a port not allowed (silently)", &f, len,
+	       TC_ACT_SHOT, 0);
 	frame4(&f, &len, SESS, HOST, IPPROTO_TCP, 40001, 443, "A");
-	expect("a segment of a flow no SYN opened (silently)", &f, len, TC_ACT_SHOT, 0);
+	expect("a segment of a flow the table does not hold, to an allowed host's port: judged "
+	       "as its SYN, passes",
+	       &f, len, TC_ACT_OK, 0);
 	frame4(&f, &len, HOST, SESS, IPPROTO_TCP, 443, 40000, "A");
 	CHECK_INT(run_on(guard_fd, host_ifindex, &f, len, &why), TC_ACT_OK,
 		  "toward the session, a segment of the admitted flow passes the flow guard");
@@ -478,7 +483,7 @@ int main(void)
 	p.sess4 = ip4(SESS);
 	p.gw4 = ip4(GW);
 	err[0] = '\0';
-	enf = enforce_attach(&p, err, sizeof(err));
+	enf = enforce_attach(&p, NULL, err, sizeof(err));
 	if (!CHECK_TRUE(enf != NULL, "the agent's loader attaches the session (%s)", err))
 		goto out;
 	prog_fd = path_fmt(path, sizeof(path), "%s/tc_ingress", pin_dir) ? -1 : bpf_obj_get(path);
