@@ -12,10 +12,15 @@
 #include <bpf/bpf_core_read.h>
 #include "rules.h"
 
+#ifndef barrier_var
+#define barrier_var(var) asm volatile("" : "+r"(var))
+#endif
+
 #define EACCES 13
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
-#define FMODE_EXEC 0x20
+/* open_exec's open flag (f_flags): f_mode never carries FMODE_EXEC */
+#define __FMODE_EXEC 0x20
 #define FMODE_CREATED 0x100000
 
 struct {
@@ -245,90 +250,115 @@ static void inode_key(struct inode *ino, struct rule_inode *k)
 	k->dev = BPF_CORE_READ(ino, i_sb, s_dev);
 }
 
-/* dir's path, '/' and name into buf; its length without NUL, or < 0. */
-static int join_path(const struct path *dir, struct dentry *d, char *buf)
-{
-	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
-	long n = bpf_d_path((struct path *)dir, buf, RULE_PATH_MAX);
-	long m;
+/* The state of a walk up from a dentry, one step a bpf_loop iteration (an
+ * open-coded loop with its mount-crossing branches is more than the
+ * verifier explores). Kernel pointers as plain addresses, read with
+ * bpf_probe_read_kernel. */
+struct wctx {
+	__u64 d, mnt, root, root_mnt;
+	__u32 n;
+	__s32 off;
+	__s32 top; /* 1 at the root, -1 on an error */
+	__u32 out; /* 0 scratch's path, 1 its old */
+};
 
-	if (n <= 0 || n > RULE_PATH_MAX)
-		return -1;
-	n--; /* the NUL */
-	if (n > 1) {
-		buf[n & (RULE_PATH_MAX - 1)] = '/';
-		n++;
+static long walk_step(__u32 i, void *arg)
+{
+	struct wctx *w = arg;
+	struct dentry *d = (void *)w->d;
+	struct mount *mnt = (void *)w->mnt;
+	__u64 vmnt = w->mnt + bpf_core_field_offset(struct mount, mnt);
+	struct dentry *mroot = BPF_CORE_READ(mnt, mnt.mnt_root);
+	struct mount *parent;
+	struct scratch *sc;
+	__u32 zero = 0;
+
+	if (w->d == w->root && vmnt == w->root_mnt) {
+		w->top = 1;
+		return 1;
 	}
-	if (n >= RULE_PATH_MAX)
-		return -1;
-	m = bpf_probe_read_kernel_str(buf + (n & (RULE_PATH_MAX - 1)), RULE_PATH_MAX, name);
-	if (m <= 0)
-		return -1;
-	return (int)(n + m - 1);
+	if (d == mroot) {
+		parent = BPF_CORE_READ(mnt, mnt_parent);
+		if (parent == mnt) {
+			w->top = 1; /* the namespace's root: d_path's answer too */
+			return 1;
+		}
+		w->d = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
+		w->mnt = (__u64)parent;
+		return 0;
+	}
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc || w->n >= RULE_DEPTH) {
+		w->top = -1;
+		return 1;
+	}
+	sc->names[w->n & (RULE_DEPTH - 1)] = BPF_CORE_READ(d, d_name.name);
+	w->n++;
+	w->d = (__u64)BPF_CORE_READ(d, d_parent);
+	return 0;
 }
 
-/* dir/name by walking dentries and mounts up to the task's root, as d_path
- * does: for path_mknod, which is not among the hooks bpf_d_path may be
- * called from (the kernel's sleepable LSM hooks). Length, or < 0 when the
- * path is deeper than RULE_DEPTH or longer than RULE_PATH_MAX. */
-static int walk_path(const struct path *dir, struct dentry *leaf, struct scratch *sc)
+/* One name, from the root down: i counts down from the last one found. */
+static long join_step(__u32 i, void *arg)
+{
+	struct wctx *w = arg;
+	struct scratch *sc;
+	__u32 zero = 0, j, off;
+	char *out;
+	long m;
+
+	if (i >= w->n)
+		return 1;
+	j = w->n - 1 - i;
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc || w->off < 0 || w->off >= RULE_PATH_MAX - 1) {
+		w->top = -1;
+		return 1;
+	}
+	out = w->out ? sc->old : sc->path;
+	off = (__u32)w->off;
+	/* the compiler must not drop the masks the verifier bounds offsets by */
+	barrier_var(off);
+	out[off & (RULE_PATH_MAX - 1)] = '/';
+	off++;
+	barrier_var(off);
+	m = bpf_probe_read_kernel_str(out + (off & (RULE_PATH_MAX - 1)), RULE_PATH_MAX,
+				      sc->names[j & (RULE_DEPTH - 1)]);
+	if (m <= 0) {
+		w->top = -1;
+		return 1;
+	}
+	w->off = (__s32)off + (__s32)m - 1;
+	return 0;
+}
+
+/* dir/leaf by walking dentries and mounts up to the task's root, as d_path
+ * does: bpf_d_path may be called only from the kernel's sleepable LSM hooks
+ * (file_open among them, no path_* hook), so the path_* hooks name their
+ * object this way, from the kernel's own dentries. Into scratch's path
+ * (out 0) or old (1); its length, or < 0 when the path is deeper than
+ * RULE_DEPTH or longer than RULE_PATH_MAX. */
+static int walk_path(const struct path *dir, struct dentry *leaf, struct scratch *sc, __u32 out)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct dentry *root = BPF_CORE_READ(task, fs, root.dentry);
-	struct vfsmount *root_mnt = BPF_CORE_READ(task, fs, root.mnt);
 	struct vfsmount *vmnt = BPF_CORE_READ(dir, mnt);
-	struct mount *mnt = (void *)vmnt - bpf_core_field_offset(struct mount, mnt);
-	struct dentry *d = BPF_CORE_READ(dir, dentry);
-	int n = 0, off = 0;
-	bool top = false;
+	struct wctx w = {
+		.d = (__u64)BPF_CORE_READ(dir, dentry),
+		.mnt = (__u64)vmnt - bpf_core_field_offset(struct mount, mnt),
+		.root = (__u64)BPF_CORE_READ(task, fs, root.dentry),
+		.root_mnt = (__u64)BPF_CORE_READ(task, fs, root.mnt),
+		.n = 1,
+		.out = out,
+	};
 
 	sc->names[0] = BPF_CORE_READ(leaf, d_name.name);
-	n = 1;
-	for (int i = 0; i < 2 * RULE_DEPTH; i++) {
-		struct dentry *mroot = BPF_CORE_READ(mnt, mnt.mnt_root);
-		struct mount *parent;
-
-		if (d == root && vmnt == root_mnt) {
-			top = true;
-			break;
-		}
-		if (d == mroot) {
-			parent = BPF_CORE_READ(mnt, mnt_parent);
-			if (parent == mnt) {
-				top = true; /* the namespace's root: d_path's answer too */
-				break;
-			}
-			d = BPF_CORE_READ(mnt, mnt_mountpoint);
-			mnt = parent;
-			vmnt = (void *)mnt + bpf_core_field_offset(struct mount, mnt);
-			continue;
-		}
-		if (n >= RULE_DEPTH)
-			return -1;
-		sc->names[n & (RULE_DEPTH - 1)] = BPF_CORE_READ(d, d_name.name);
-		n++;
-		d = BPF_CORE_READ(d, d_parent);
-	}
-	if (!top)
+	bpf_loop(2 * RULE_DEPTH, walk_step, &w, 0);
+	if (w.top != 1)
 		return -1;
-	for (int j = RULE_DEPTH - 1; j >= 0; j--) {
-		long m;
-
-		if (j >= n)
-			continue;
-		if (off >= RULE_PATH_MAX - 1)
-			return -1;
-		sc->path[off & (RULE_PATH_MAX - 1)] = '/';
-		off++;
-		m = bpf_probe_read_kernel_str(sc->path + (off & (RULE_PATH_MAX - 1)), RULE_PATH_MAX,
-					      sc->names[j]);
-		if (m <= 0)
-			return -1;
-		off += (int)m - 1;
-	}
-	if (off >= RULE_PATH_MAX)
+	bpf_loop(RULE_DEPTH, join_step, &w, 0);
+	if (w.top != 1 || w.off < 0 || w.off >= RULE_PATH_MAX)
 		return -1;
-	return off;
+	return w.off;
 }
 
 static bool was_created(struct dentry *d)
@@ -346,7 +376,7 @@ SEC("lsm_cgroup/file_open")
 int BPF_PROG(rules_open, struct file *file)
 {
 	struct scratch *sc;
-	__u32 verbs = 0, rule, mode;
+	__u32 verbs = 0, rule, mode, exec;
 	struct rule_inode k;
 	bool mine;
 	long n;
@@ -354,6 +384,7 @@ int BPF_PROG(rules_open, struct file *file)
 	if (!have_rules() || !(sc = scratch_get()))
 		return 1;
 	mode = file->f_mode;
+	exec = file->f_flags & __FMODE_EXEC;
 	inode_key(file->f_inode, &k);
 	if (mode & FMODE_CREATED) {
 		__u8 one = 1;
@@ -365,7 +396,7 @@ int BPF_PROG(rules_open, struct file *file)
 		verbs |= RV_READ;
 	if (mode & FMODE_WRITE)
 		verbs |= RV_EDIT;
-	if (mode & FMODE_EXEC)
+	if (exec)
 		verbs |= RV_EXEC;
 	if (!verbs)
 		verbs = RV_READ; /* O_PATH-like opens still name the object */
@@ -375,7 +406,7 @@ int BPF_PROG(rules_open, struct file *file)
 	rule = decide(verbs, (int)n - 1, mine, 0);
 	if (rule == RULE_NONE)
 		return 1;
-	return refuse(rule, verbs, mode & FMODE_EXEC ? RH_EXEC : RH_OPEN, 0);
+	return refuse(rule, verbs, exec ? RH_EXEC : RH_OPEN, 0);
 }
 
 static int path_hook(const struct path *dir, struct dentry *d, __u32 verbs, bool lazy, __u32 hook)
@@ -386,7 +417,7 @@ static int path_hook(const struct path *dir, struct dentry *d, __u32 verbs, bool
 
 	if (!have_rules() || !(sc = scratch_get()))
 		return 1;
-	n = hook == RH_MKNOD ? walk_path(dir, d, sc) : join_path(dir, d, sc->path);
+	n = walk_path(dir, d, sc, 0);
 	if (n < 0)
 		return refuse(RULE_BUDGET_HIT, verbs, hook, 0); /* unnamable: fail closed */
 	rule = decide(verbs, n, lazy, 0);
@@ -441,7 +472,7 @@ int BPF_PROG(rules_rename, const struct path *old_dir, struct dentry *old_dentry
 
 	if (!have_rules() || !(sc = scratch_get()))
 		return 1;
-	n = join_path(old_dir, old_dentry, sc->old);
+	n = walk_path(old_dir, old_dentry, sc, 1);
 	if (n < 0)
 		return refuse(RULE_BUDGET_HIT, RV_FILES, RH_RENAME, 1);
 	rule = decide(RV_FILES, n, mine, 1);
@@ -470,8 +501,8 @@ int BPF_PROG(rules_link, struct dentry *old_dentry, const struct path *new_dir,
 			if (bpf_map_lookup_elem(&deny_dirs, &k)) {
 				struct scratch *sc = scratch_get();
 
-				if (sc)
-					join_path(new_dir, new_dentry, sc->path);
+				if (sc && walk_path(new_dir, new_dentry, sc, 0) < 0)
+					sc->path[0] = 0;
 				return refuse(RULE_DENY_DIR, RV_FILES, RH_LINK, 0);
 			}
 		}
