@@ -1,9 +1,4 @@
 #!/bin/bash
-# NOT RUN (not executable, so selftests/run does not discover it): the rules'
-# BPF LSM programs do not yet load on Debian 12's 6.1 (EINVAL) and the build
-# hosts' kernel refuses BPF LSM programs altogether, so deny, lazyAllow and
-# Connect rules are not claimed (README "Rules"). Make it executable again
-# with the fix that makes it pass inside vm/kernel61.
 # Guarantee: sandbox.rules' deny rules hold inside what the floor and allow rules grant, in the kernel on the path it resolved: Read, Edit, Create, Delete and Exec denied each refuse with EACCES (deny beats allow), a rename or hard link into or out of a denied tree is refused, a symlink pointing into it is refused on open, a file created after start under a denied pattern is refused, lazyAllow opens only what the session itself creates, a Connect deny refuses a test daemon's socket; each refusal is an event naming the rule and the path.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
