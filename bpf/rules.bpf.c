@@ -22,6 +22,9 @@
 /* open_exec's open flag (f_flags): f_mode never carries FMODE_EXEC */
 #define __FMODE_EXEC 0x20
 #define FMODE_CREATED 0x100000
+#define S_IFMT 00170000
+#define S_IFDIR 0040000
+#define RENAME_EXCHANGE (1 << 1)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -458,14 +461,128 @@ int BPF_PROG(rules_symlink, const struct path *dir, struct dentry *dentry, const
 	return path_hook(dir, dentry, RV_CREATE, true, RH_SYMLINK);
 }
 
+/* Whether a deny pattern lies beneath the path in scratch (which: 0 path,
+ * 1 old): the path, then '/', is a prefix of what the pattern matches. A '*'
+ * takes the path's segment whole and skips the pattern's; a '**' may reach
+ * anything, so it counts as beneath. One character a bpf_loop step. */
+struct actx {
+	__u32 n, r, which, len, pi, si, star, fresh, hit;
+};
+
+static void anc_next(struct actx *a)
+{
+	a->r++;
+	a->fresh = 1;
+}
+
+static long anc_step(__u32 i, void *arg)
+{
+	struct actx *a = arg;
+	__u32 zero = 0, r = a->r, pi, si;
+	struct rule_entry *e;
+	struct scratch *sc;
+	const char *s;
+	char pc;
+
+	if (r >= a->n || r >= RULES_MAX)
+		return 1;
+	e = bpf_map_lookup_elem(&rules, &r);
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e || !sc)
+		return 1;
+	if (e->kind != RK_DENY) {
+		anc_next(a);
+		return 0;
+	}
+	if (a->fresh) {
+		a->pi = a->si = a->star = a->fresh = 0;
+	}
+	s = a->which ? sc->old : sc->path;
+	pi = a->pi;
+	si = a->si;
+	if (pi >= RULE_PAT_MAX || si >= RULE_PATH_MAX) {
+		anc_next(a);
+		return 0;
+	}
+	if (a->star == 1) { /* the path's segment */
+		if (si < a->len && s[si & (RULE_PATH_MAX - 1)] != '/')
+			a->si = si + 1;
+		else
+			a->star = 2;
+		return 0;
+	}
+	if (a->star == 2) { /* the pattern's */
+		if (pi < e->len && e->pat[pi & (RULE_PAT_MAX - 1)] != '/')
+			a->pi = pi + 1;
+		else
+			a->star = 0;
+		return 0;
+	}
+	if (si >= a->len) {
+		if (pi < e->len && e->pat[pi & (RULE_PAT_MAX - 1)] == '/') {
+			a->hit = e->id;
+			return 1;
+		}
+		anc_next(a);
+		return 0;
+	}
+	if (pi >= e->len) {
+		anc_next(a);
+		return 0;
+	}
+	pc = e->pat[pi & (RULE_PAT_MAX - 1)];
+	if (pc == '*') {
+		if (pi + 1 < e->len && e->pat[(pi + 1) & (RULE_PAT_MAX - 1)] == '*') {
+			a->hit = e->id;
+			return 1;
+		}
+		a->star = 1;
+		return 0;
+	}
+	if (s[si & (RULE_PATH_MAX - 1)] != pc) {
+		anc_next(a);
+		return 0;
+	}
+	a->pi = pi + 1;
+	a->si = si + 1;
+	return 0;
+}
+
+static __u32 deny_beneath(int len, __u32 which)
+{
+	__u32 zero = 0;
+	struct rule_conf *cf = bpf_map_lookup_elem(&conf, &zero);
+	struct actx a = {.which = which, .fresh = 1, .hit = RULE_NONE};
+
+	if (!cf || !cf->n || len < 0)
+		return RULE_NONE;
+	a.n = cf->n;
+	a.len = len > RULE_PATH_MAX - 1 ? RULE_PATH_MAX - 1 : (__u32)len;
+	bpf_loop(RULE_BUDGET, anc_step, &a, 0);
+	if (a.hit == RULE_NONE && a.r < a.n)
+		return RULE_BUDGET_HIT; /* fail closed */
+	return a.hit;
+}
+
+static bool is_dir(struct dentry *d)
+{
+	struct inode *ino = BPF_CORE_READ(d, d_inode);
+
+	return ino && (BPF_CORE_READ(ino, i_mode) & S_IFMT) == S_IFDIR;
+}
+
 /* A rename is refused when either end lies under a deny rule of any verb:
  * into a denied tree would rename what the rule names into being, out of it
- * would carry what the rule protects past it. */
+ * would carry what the rule protects past it. A directory moved (either
+ * way, or exchanged) is refused when a deny pattern lies beneath either
+ * end: renaming an ancestor would carry the denied tree out from under its
+ * pattern. */
 SEC("lsm_cgroup/path_rename")
 int BPF_PROG(rules_rename, const struct path *old_dir, struct dentry *old_dentry,
 	     const struct path *new_dir, struct dentry *new_dentry, unsigned int flags)
 {
 	bool mine = was_created(old_dentry);
+	bool dir = is_dir(old_dentry) || ((flags & RENAME_EXCHANGE) && is_dir(new_dentry));
 	struct scratch *sc;
 	__u32 rule;
 	int n;
@@ -476,8 +593,18 @@ int BPF_PROG(rules_rename, const struct path *old_dir, struct dentry *old_dentry
 	if (n < 0)
 		return refuse(RULE_BUDGET_HIT, RV_FILES, RH_RENAME, 1);
 	rule = decide(RV_FILES, n, mine, 1);
+	if (rule == RULE_NONE && dir)
+		rule = deny_beneath(n, 1);
 	if (rule != RULE_NONE)
 		return refuse(rule, RV_FILES, RH_RENAME, 1);
+	if (dir) {
+		n = walk_path(new_dir, new_dentry, sc, 0);
+		if (n < 0)
+			return refuse(RULE_BUDGET_HIT, RV_FILES, RH_RENAME, 0);
+		rule = deny_beneath(n, 0);
+		if (rule != RULE_NONE)
+			return refuse(rule, RV_FILES, RH_RENAME, 0);
+	}
 	return path_hook(new_dir, new_dentry, RV_FILES, mine, RH_RENAME);
 }
 

@@ -16,12 +16,13 @@ esac
 PROJ=$W_DIR/project
 T=/var/tmp/$W-deny
 rm -rf "$T"
-mkdir -p "$PROJ/secret" "$PROJ/bin" "$PROJ/keep" "$PROJ/nocreate" "$T/rd" "$T/sock" "$T/sock2"
+mkdir -p "$PROJ/outer/inner" "$PROJ/movable/sub" "$PROJ/secret" "$PROJ/bin" "$PROJ/keep" "$PROJ/nocreate" "$T/rd" "$T/sock" "$T/sock2"
 echo key >"$PROJ/secret/key"
 echo old >"$PROJ/secret/newold"
 echo plain >"$PROJ/plain"
 echo edit-me >"$PROJ/ro.txt"
 echo kept >"$PROJ/keep/file"
+echo deep >"$PROJ/outer/inner/key"
 echo open >"$T/rd/open"
 echo closed >"$T/rd/file"
 printf '#!/bin/sh\necho ran\n' >"$PROJ/bin/denied"
@@ -36,7 +37,7 @@ for _ in $(seq 50); do [ -S "$T/sock/app.sock" ] && break; sleep 0.1; done
 W_CONFIG=$(world_config deny "\"policyExtra\": { \"read\": [\"$ROOT/build/selftests\", \"$T/sock2\"], \"execute\": [\"$ROOT/build/selftests\"] },
 	\"rules\": {
 		\"allow\": [\"Read($T/rd/**)\", \"Connect(unix:$T/sock/app.sock)\"],
-		\"deny\": [\"Read($PROJ/secret/**)\", \"Read(~/.ssh/**)\", \"Read($T/rd/file)\",
+		\"deny\": [\"Read($PROJ/secret/**)\", \"Read(~/.ssh/**)\", \"Read($PROJ/outer/inner/**)\", \"Read($T/rd/file)\",
 			\"Edit($PROJ/ro.txt)\", \"Create($PROJ/nocreate/**)\", \"Delete($PROJ/keep/**)\",
 			\"Exec($PROJ/bin/denied)\", \"Connect(unix:$T/sock/app.sock)\",
 			\"Connect(unix:$T/sock2/d.sock)\"],
@@ -55,10 +56,14 @@ errand_run --egress none --project "$PROJ" -- sh -c "
 	echo \"nocreate_dir=\$($P mkdir $PROJ/nocreate/d)\"
 	echo \"keep_delete=\$($P unlink $PROJ/keep/file)\"
 	echo \"exec_denied=\$($PROJ/bin/denied >/dev/null 2>&1; echo \$?)\"
+	ln -s $PROJ/bin/denied $PROJ/bin/alias
+	echo \"exec_alias=\$($PROJ/bin/alias >/dev/null 2>&1; echo \$?)\"
 	echo \"exec_allowed=\$($PROJ/bin/allowed)\"
 	echo \"rename_in=\$($P rename $PROJ/plain $PROJ/secret/moved)\"
 	echo \"rename_out=\$($P rename $PROJ/secret/key $PROJ/stolen)\"
 	echo \"link_out=\$($P link $PROJ/secret/key $PROJ/alias)\"
+	echo \"rename_parent=\$($P rename $PROJ/outer $PROJ/outer2)\"
+	echo \"rename_dir=\$($P rename $PROJ/movable $PROJ/moved)\"
 	echo \"link_in=\$($P link $PROJ/plain $PROJ/secret/alias)\"
 	ln -s $PROJ/secret/key $PROJ/sl
 	echo \"symlink=\$($P read $PROJ/sl)\"
@@ -81,9 +86,13 @@ assert_eq "$(result nocreate_dir)" EACCES "... nor a directory"
 assert_eq "$(result keep_delete)" EACCES "deny Delete(DIR/**): a file is not removed"
 assert_eq "$(cat "$PROJ/keep/file")" kept "... and stays on the host"
 assert_eq "$(result exec_denied)" 126 "deny Exec(FILE): it does not run"
+assert_eq "$(result exec_alias)" 126 "... nor through a symlink to it (the kernel's resolved path is matched)"
 assert_eq "$(result exec_allowed)" ran "... its neighbour runs"
 assert_eq "$(result rename_in)" EACCES "a rename into a denied tree is refused"
 assert_eq "$(result rename_out)" EACCES "a rename out of a denied tree is refused"
+assert_eq "$(result rename_parent)" EACCES "a rename of a directory above a denied tree is refused (it would carry the tree out from under its pattern)"
+assert_eq "$(cat "$PROJ/outer/inner/key")" deep "... and the tree stays where its pattern names it"
+assert_eq "$(result rename_dir)" ok "... while a directory with no denied tree beneath is renamed"
 assert_eq "$(result link_out)" EACCES "a hard link of a file in a denied tree is refused"
 assert_eq "$(result link_in)" EACCES "a hard link into a denied tree is refused"
 assert_eq "$(result symlink)" EACCES "a symlink pointing into a denied tree is refused on open"
