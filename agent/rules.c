@@ -368,8 +368,10 @@ static int on_event(void *ctx, void *data, size_t size)
 	char path[RULE_PATH_MAX * 2], json[1200], text[1200], target[600];
 	const char *rule = ev->rule < rs->n		 ? rs->text[ev->rule]
 			   : ev->rule == RULE_BUDGET_HIT ? "(the matcher's step budget)"
-			   : ev->rule == RULE_DENY_DIR	 ? "(a hard link out of a denied tree)"
-							 : "?";
+			   : ev->rule == RULE_DENY_DIR
+				   ? "(beneath a deny pattern's directory: a hard link out of it, "
+				     "or a path too long to match)"
+				   : "?";
 	const char *hook = ev->hook < RH_MAX ? hooks[ev->hook] : "?";
 	size_t o = 0;
 

@@ -17,6 +17,7 @@
 #endif
 
 #define EACCES 13
+#define ENAMETOOLONG 36
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
 /* open_exec's open flag (f_flags): f_mode never carries FMODE_EXEC */
@@ -375,6 +376,44 @@ static bool was_created(struct dentry *d)
 	return bpf_map_lookup_elem(&created, &k) != NULL;
 }
 
+/* A walk up a dentry's parents (within its mount), one a bpf_loop step,
+ * looking for the top directory of a deny pattern by identity. */
+struct uctx {
+	__u64 d;
+	__u32 hit;
+};
+
+static long up_step(__u32 i, void *arg)
+{
+	struct uctx *u = arg;
+	struct dentry *d = (void *)u->d, *parent;
+	struct inode *ino = BPF_CORE_READ(d, d_inode);
+	struct rule_inode k;
+
+	if (ino) {
+		inode_key(ino, &k);
+		if (bpf_map_lookup_elem(&deny_dirs, &k)) {
+			u->hit = 1;
+			return 1;
+		}
+	}
+	parent = BPF_CORE_READ(d, d_parent);
+	if (!parent || parent == d)
+		return 1;
+	u->d = (__u64)parent;
+	return 0;
+}
+
+/* Whether d lies beneath (or is) the top directory of a deny pattern that
+ * existed at start. */
+static bool under_deny_dir(struct dentry *d)
+{
+	struct uctx u = {.d = (__u64)d};
+
+	bpf_loop(4096, up_step, &u, 0);
+	return u.hit;
+}
+
 SEC("lsm_cgroup/file_open")
 int BPF_PROG(rules_open, struct file *file)
 {
@@ -404,6 +443,14 @@ int BPF_PROG(rules_open, struct file *file)
 	if (!verbs)
 		verbs = RV_READ; /* O_PATH-like opens still name the object */
 	n = bpf_d_path((struct path *)&file->f_path, sc->path, RULE_PATH_MAX);
+	if (n == -ENAMETOOLONG) {
+		/* longer than the matcher takes: refused beneath any deny
+		 * pattern's top directory, whatever its verbs (fail closed) */
+		sc->path[0] = 0;
+		if (under_deny_dir(file->f_path.dentry))
+			return refuse(RULE_DENY_DIR, verbs, exec ? RH_EXEC : RH_OPEN, 0);
+		return 1;
+	}
 	if (n <= 0)
 		return 1; /* no path (an anonymous or internal file): nothing to match */
 	rule = decide(verbs, (int)n - 1, mine, 0);
@@ -421,8 +468,15 @@ static int path_hook(const struct path *dir, struct dentry *d, __u32 verbs, bool
 	if (!have_rules() || !(sc = scratch_get()))
 		return 1;
 	n = walk_path(dir, d, sc, 0);
-	if (n < 0)
-		return refuse(RULE_BUDGET_HIT, verbs, hook, 0); /* unnamable: fail closed */
+	if (n < 0) {
+		/* deeper or longer than the matcher takes: refused beneath any
+		 * deny pattern's top directory (fail closed), else no pattern
+		 * (shorter than RULE_PAT_MAX) can name it */
+		sc->path[0] = 0;
+		if (under_deny_dir(BPF_CORE_READ(dir, dentry)))
+			return refuse(RULE_DENY_DIR, verbs, hook, 0);
+		return 1;
+	}
 	rule = decide(verbs, n, lazy, 0);
 	if (rule == RULE_NONE)
 		return 1;
@@ -590,18 +644,21 @@ int BPF_PROG(rules_rename, const struct path *old_dir, struct dentry *old_dentry
 	if (!have_rules() || !(sc = scratch_get()))
 		return 1;
 	n = walk_path(old_dir, old_dentry, sc, 1);
-	if (n < 0)
-		return refuse(RULE_BUDGET_HIT, RV_FILES, RH_RENAME, 1);
+	if (n < 0) {
+		sc->old[0] = 0;
+		if (under_deny_dir(old_dentry))
+			return refuse(RULE_DENY_DIR, RV_FILES, RH_RENAME, 1);
+		return path_hook(new_dir, new_dentry, RV_FILES, mine, RH_RENAME);
+	}
 	rule = decide(RV_FILES, n, mine, 1);
 	if (rule == RULE_NONE && dir)
 		rule = deny_beneath(n, 1);
 	if (rule != RULE_NONE)
 		return refuse(rule, RV_FILES, RH_RENAME, 1);
 	if (dir) {
+		/* too long a path cannot be above a pattern: path_hook's case */
 		n = walk_path(new_dir, new_dentry, sc, 0);
-		if (n < 0)
-			return refuse(RULE_BUDGET_HIT, RV_FILES, RH_RENAME, 0);
-		rule = deny_beneath(n, 0);
+		rule = n < 0 ? RULE_NONE : deny_beneath(n, 0);
 		if (rule != RULE_NONE)
 			return refuse(rule, RV_FILES, RH_RENAME, 0);
 	}
@@ -615,28 +672,15 @@ SEC("lsm_cgroup/path_link")
 int BPF_PROG(rules_link, struct dentry *old_dentry, const struct path *new_dir,
 	     struct dentry *new_dentry)
 {
-	struct dentry *d = old_dentry, *parent;
-	struct rule_inode k;
-	struct inode *ino;
+	struct scratch *sc;
 
 	if (!have_rules())
 		return 1;
-	for (int i = 0; i < 64; i++) {
-		ino = BPF_CORE_READ(d, d_inode);
-		if (ino) {
-			inode_key(ino, &k);
-			if (bpf_map_lookup_elem(&deny_dirs, &k)) {
-				struct scratch *sc = scratch_get();
-
-				if (sc && walk_path(new_dir, new_dentry, sc, 0) < 0)
-					sc->path[0] = 0;
-				return refuse(RULE_DENY_DIR, RV_FILES, RH_LINK, 0);
-			}
-		}
-		parent = BPF_CORE_READ(d, d_parent);
-		if (!parent || parent == d)
-			break;
-		d = parent;
+	if (under_deny_dir(old_dentry)) {
+		sc = scratch_get();
+		if (sc && walk_path(new_dir, new_dentry, sc, 0) < 0)
+			sc->path[0] = 0;
+		return refuse(RULE_DENY_DIR, RV_FILES, RH_LINK, 0);
 	}
 	return path_hook(new_dir, new_dentry, RV_FILES, false, RH_LINK);
 }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: sandbox.rules' deny rules hold inside what the floor and allow rules grant, in the kernel on the path it resolved: Read, Edit, Create, Delete and Exec denied each refuse with EACCES (deny beats allow), a rename or hard link into or out of a denied tree is refused, a symlink pointing into it is refused on open, a file created after start under a denied pattern is refused, lazyAllow opens only what the session itself creates, a Connect deny refuses a test daemon's socket; each refusal is an event naming the rule and the path.
+# Guarantee: sandbox.rules' deny rules hold inside what the floor and allow rules grant, in the kernel on the path it resolved: Read, Edit, Create, Delete and Exec denied each refuse with EACCES (deny beats allow; Exec through a symlink too), a rename or hard link into or out of a denied tree and a rename of a directory above one are refused, a symlink pointing into it is refused on open, a file created after start under a denied pattern is refused, a path too long for the matcher is refused beneath a denied tree and not elsewhere, lazyAllow beats deny only for what the session itself creates, a Connect deny refuses a test daemon's socket (re-created after the start too); each refusal is an event naming the rule and the path.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 SYSPROBE=$ROOT/build/selftests/sysprobe
@@ -23,6 +23,11 @@ echo plain >"$PROJ/plain"
 echo edit-me >"$PROJ/ro.txt"
 echo kept >"$PROJ/keep/file"
 echo deep >"$PROJ/outer/inner/key"
+# Paths longer than the kernel's matcher takes (255 bytes).
+L=$(printf 'l%.0s' $(seq 120))
+mkdir -p "$PROJ/secret/$L/$L" "$PROJ/long/$L/$L"
+echo far >"$PROJ/secret/$L/$L/key"
+echo far >"$PROJ/long/$L/$L/file"
 echo open >"$T/rd/open"
 echo closed >"$T/rd/file"
 printf '#!/bin/sh\necho ran\n' >"$PROJ/bin/denied"
@@ -41,7 +46,7 @@ W_CONFIG=$(world_config deny "\"policyExtra\": { \"read\": [\"$ROOT/build/selfte
 			\"Edit($PROJ/ro.txt)\", \"Create($PROJ/nocreate/**)\", \"Delete($PROJ/keep/**)\",
 			\"Exec($PROJ/bin/denied)\", \"Connect(unix:$T/sock/app.sock)\",
 			\"Connect(unix:$T/sock2/d.sock)\"],
-		\"lazyAllow\": [\"Read($PROJ/secret/new*)\"] }")
+		\"lazyAllow\": [\"Read($PROJ/secret/new*)\", \"Create($PROJ/nocreate/ok*)\"] }")
 P=$SYSPROBE
 errand_run --egress none --project "$PROJ" -- sh -c "
 	echo \"secret=\$($P read $PROJ/secret/key)\"
@@ -53,12 +58,16 @@ errand_run --egress none --project "$PROJ" -- sh -c "
 	echo \"ro_read=\$($P read $PROJ/ro.txt)\"
 	echo \"ro_edit=\$($P edit $PROJ/ro.txt)\"
 	echo \"nocreate=\$($P write $PROJ/nocreate/new)\"
+	echo \"lazy_create=\$($P write $PROJ/nocreate/okfile)\"
 	echo \"nocreate_dir=\$($P mkdir $PROJ/nocreate/d)\"
 	echo \"keep_delete=\$($P unlink $PROJ/keep/file)\"
 	echo \"exec_denied=\$($PROJ/bin/denied >/dev/null 2>&1; echo \$?)\"
 	ln -s $PROJ/bin/denied $PROJ/bin/alias
 	echo \"exec_alias=\$($PROJ/bin/alias >/dev/null 2>&1; echo \$?)\"
 	echo \"exec_allowed=\$($PROJ/bin/allowed)\"
+	echo \"long_secret=\$($P read $PROJ/secret/$L/$L/key)\"
+	echo \"long_read=\$($P read $PROJ/long/$L/$L/file)\"
+	echo \"long_create=\$($P write $PROJ/long/$L/$L/new)\"
 	echo \"rename_in=\$($P rename $PROJ/plain $PROJ/secret/moved)\"
 	echo \"rename_out=\$($P rename $PROJ/secret/key $PROJ/stolen)\"
 	echo \"link_out=\$($P link $PROJ/secret/key $PROJ/alias)\"
@@ -82,12 +91,16 @@ assert_eq "$(result rd_file)" EACCES "... deny Read(DIR/file) beats it"
 assert_eq "$(result ro_read)" ok "deny Edit(FILE): it reads"
 assert_eq "$(result ro_edit)" EACCES "... and is not written"
 assert_eq "$(result nocreate)" EACCES "deny Create(DIR/**): no file is made"
+assert_eq "$(result lazy_create)" ok "lazyAllow Create(DIR/ok*) beats deny Create(DIR/**) for a new entry it names"
 assert_eq "$(result nocreate_dir)" EACCES "... nor a directory"
 assert_eq "$(result keep_delete)" EACCES "deny Delete(DIR/**): a file is not removed"
 assert_eq "$(cat "$PROJ/keep/file")" kept "... and stays on the host"
 assert_eq "$(result exec_denied)" 126 "deny Exec(FILE): it does not run"
 assert_eq "$(result exec_alias)" 126 "... nor through a symlink to it (the kernel's resolved path is matched)"
 assert_eq "$(result exec_allowed)" ran "... its neighbour runs"
+assert_eq "$(result long_secret)" EACCES "a path in a denied tree longer than the matcher takes is refused (beneath the pattern's directory)"
+assert_eq "$(result long_read)" ok "... and one as long elsewhere reads"
+assert_eq "$(result long_create)" ok "... and is made"
 assert_eq "$(result rename_in)" EACCES "a rename into a denied tree is refused"
 assert_eq "$(result rename_out)" EACCES "a rename out of a denied tree is refused"
 assert_eq "$(result rename_parent)" EACCES "a rename of a directory above a denied tree is refused (it would carry the tree out from under its pattern)"
