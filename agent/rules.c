@@ -81,8 +81,10 @@ static const char *hooks_of(const struct config_rule *r)
 		return "what the session creates: file_open, path_unlink, path_rename";
 	switch (r->verb) {
 	case RULE_READ:
-	case RULE_EDIT:
 		return "file_open; path_rename and path_link keep the tree where its pattern is";
+	case RULE_EDIT:
+		return "file_open, path_truncate; path_rename and path_link keep the tree where "
+		       "its pattern is";
 	case RULE_EXEC:
 		return "file_open of the exec; path_rename and path_link keep it where its "
 		       "pattern is";
@@ -359,11 +361,12 @@ static int on_event(void *ctx, void *data, size_t size)
 	struct rules *rs = ctx;
 	const struct rule_event *ev = data;
 	static const char *const hooks[] = {
-		[RH_OPEN] = "file_open",       [RH_EXEC] = "exec",
-		[RH_UNLINK] = "path_unlink",   [RH_RMDIR] = "path_rmdir",
-		[RH_MKNOD] = "path_mknod",     [RH_MKDIR] = "path_mkdir",
-		[RH_SYMLINK] = "path_symlink", [RH_RENAME] = "path_rename",
-		[RH_LINK] = "path_link",       [RH_CONNECT] = "unix_stream_connect",
+		[RH_OPEN] = "file_open",	 [RH_EXEC] = "exec",
+		[RH_UNLINK] = "path_unlink",	 [RH_RMDIR] = "path_rmdir",
+		[RH_MKNOD] = "path_mknod",	 [RH_MKDIR] = "path_mkdir",
+		[RH_SYMLINK] = "path_symlink",	 [RH_RENAME] = "path_rename",
+		[RH_LINK] = "path_link",	 [RH_CONNECT] = "unix_stream_connect",
+		[RH_TRUNCATE] = "path_truncate",
 	};
 	char path[RULE_PATH_MAX * 2], json[1200], text[1200], target[600];
 	const char *rule = ev->rule < rs->n		 ? rs->text[ev->rule]
@@ -493,7 +496,7 @@ int rules_start(const struct errand_config *cfg, const char *id, const char *rec
 	/* errand's own closures are the launcher's. The programs are attached
 	 * only for a rule that needs them: their hooks cost every file
 	 * operation of the session, and the kernel has ten BPF LSM cgroup hook
-	 * slots in all. */
+	 * slots in all, of which these take all ten. */
 	if (!needed)
 		return 0;
 	/* HOME, as the launcher's --state makes it */

@@ -351,11 +351,12 @@ static int walk_path(const struct path *dir, struct dentry *leaf, struct scratch
 		.mnt = (__u64)vmnt - bpf_core_field_offset(struct mount, mnt),
 		.root = (__u64)BPF_CORE_READ(task, fs, root.dentry),
 		.root_mnt = (__u64)BPF_CORE_READ(task, fs, root.mnt),
-		.n = 1,
+		.n = leaf ? 1 : 0,
 		.out = out,
 	};
 
-	sc->names[0] = BPF_CORE_READ(leaf, d_name.name);
+	if (leaf) /* else dir is the object itself */
+		sc->names[0] = BPF_CORE_READ(leaf, d_name.name);
 	bpf_loop(2 * RULE_DEPTH, walk_step, &w, 0);
 	if (w.top != 1)
 		return -1;
@@ -493,6 +494,15 @@ SEC("lsm_cgroup/path_rmdir")
 int BPF_PROG(rules_rmdir, const struct path *dir, struct dentry *dentry)
 {
 	return path_hook(dir, dentry, RV_DELETE, false, RH_RMDIR);
+}
+
+/* truncate(2) by path writes the file without opening it: an Edit. */
+SEC("lsm_cgroup/path_truncate")
+int BPF_PROG(rules_truncate, const struct path *path)
+{
+	struct dentry *d = BPF_CORE_READ(path, dentry);
+
+	return path_hook(path, NULL, RV_EDIT, was_created(d), RH_TRUNCATE);
 }
 
 /* What does not exist yet is the session's own creation: lazyAllow applies. */

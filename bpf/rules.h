@@ -59,6 +59,7 @@ enum rule_hook {
 	RH_RENAME,
 	RH_LINK,
 	RH_CONNECT,
+	RH_TRUNCATE,
 	RH_MAX
 };
 

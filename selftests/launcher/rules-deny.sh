@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: sandbox.rules' deny rules hold inside what the floor and allow rules grant, in the kernel on the path it resolved: Read, Edit, Create, Delete and Exec denied each refuse with EACCES (deny beats allow; Exec through a symlink too), a rename or hard link into or out of a denied tree and a rename of a directory above one are refused, a symlink pointing into it is refused on open, a file created after start under a denied pattern is refused, a path too long for the matcher is refused beneath a denied tree and not elsewhere, lazyAllow beats deny only for what the session itself creates, a Connect deny refuses a test daemon's socket (re-created after the start too); each refusal is an event naming the rule and the path.
+# Guarantee: sandbox.rules' deny rules hold inside what the floor and allow rules grant, in the kernel on the path it resolved: Read, Edit (truncate(2) too), Create, Delete and Exec denied each refuse with EACCES (deny beats allow; Exec through a symlink too), a rename or hard link into or out of a denied tree and a rename of a directory above one are refused, a symlink pointing into it is refused on open, a file created after start under a denied pattern is refused, a path too long for the matcher is refused beneath a denied tree and not elsewhere, lazyAllow beats deny only for what the session itself creates, a Connect deny refuses a test daemon's socket (re-created after the start too); each refusal is an event naming the rule and the path.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 SYSPROBE=$ROOT/build/selftests/sysprobe
@@ -57,6 +57,7 @@ errand_run --egress none --project "$PROJ" -- sh -c "
 	echo \"rd_file=\$($P read $T/rd/file)\"
 	echo \"ro_read=\$($P read $PROJ/ro.txt)\"
 	echo \"ro_edit=\$($P edit $PROJ/ro.txt)\"
+	echo \"ro_truncate=\$(truncate -s 0 $PROJ/ro.txt 2>/dev/null && echo ok || echo refused)\"
 	echo \"nocreate=\$($P write $PROJ/nocreate/new)\"
 	echo \"lazy_create=\$($P write $PROJ/nocreate/okfile)\"
 	echo \"nocreate_dir=\$($P mkdir $PROJ/nocreate/d)\"
@@ -90,6 +91,8 @@ assert_eq "$(result rd_open)" ok "allow Read(DIR/**) reads"
 assert_eq "$(result rd_file)" EACCES "... deny Read(DIR/file) beats it"
 assert_eq "$(result ro_read)" ok "deny Edit(FILE): it reads"
 assert_eq "$(result ro_edit)" EACCES "... and is not written"
+assert_eq "$(result ro_truncate)" refused "... nor truncated by path (truncate(2))"
+assert_eq "$(cat "$PROJ/ro.txt")" edit-me "... and keeps its content on the host"
 assert_eq "$(result nocreate)" EACCES "deny Create(DIR/**): no file is made"
 assert_eq "$(result lazy_create)" ok "lazyAllow Create(DIR/ok*) beats deny Create(DIR/**) for a new entry it names"
 assert_eq "$(result nocreate_dir)" EACCES "... nor a directory"
