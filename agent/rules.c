@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,30 @@ bool rules_any_lsm(const struct errand_config *cfg)
 	return false;
 }
 
+/* The hooks that enforce a file rule, for the start and doctor. */
+static const char *hooks_of(const struct config_rule *r)
+{
+	if (r->kind == RULE_LAZY)
+		return "what the session creates: file_open, path_unlink, path_rename";
+	switch (r->verb) {
+	case RULE_READ:
+		return "file_open; path_rename and path_link keep the tree where its pattern is";
+	case RULE_EDIT:
+		return "file_open, path_truncate; path_rename and path_link keep the tree where "
+		       "its pattern is";
+	case RULE_EXEC:
+		return "file_open of the exec; path_rename and path_link keep it where its "
+		       "pattern is";
+	case RULE_CREATE:
+		return "path_mknod (files, sockets, fifos), path_mkdir, path_symlink, "
+		       "path_rename, path_link";
+	case RULE_DELETE:
+		return "path_unlink, path_rmdir, path_rename";
+	default:
+		return "file_open, path_*";
+	}
+}
+
 void rules_describe(const struct config_rule *r, bool lsm_ok, char *buf, size_t len)
 {
 	char dir[CONFIG_RULE_PATH_MAX];
@@ -112,18 +137,36 @@ void rules_describe(const struct config_rule *r, bool lsm_ok, char *buf, size_t 
 	if (r->verb == RULE_CONNECT)
 		snprintf(buf, len,
 			 "%s: BPF LSM (unix_stream_connect) on the session's cgroup, by the "
-			 "socket's identity at start",
+			 "socket's identity at start and the name its daemon bound",
 			 r->text);
 	else
 		snprintf(buf, len,
 			 "%s: BPF LSM on the session's cgroup, on the path the kernel "
 			 "resolved (%s)",
-			 r->text,
-			 r->kind == RULE_LAZY ? "what the session creates" : "file_open, path_*");
+			 r->text, hooks_of(r));
 }
 
-/* bpf in the active list, and a trivial BPF_LSM_CGROUP program on file_open
- * loads: a locked-down or restricted kernel can list bpf and still refuse. */
+/* libbpf's messages, the verifier's log among them, with -v only. */
+static int libbpf_verbose(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	(void)level;
+	return log_verbose() ? vfprintf(stderr, fmt, ap) : 0;
+}
+
+static struct rules_bpf *load(void)
+{
+	libbpf_print_fn_t prev = libbpf_set_print(libbpf_verbose);
+	struct rules_bpf *skel = rules_bpf__open_and_load();
+	int e = errno;
+
+	libbpf_set_print(prev);
+	errno = e;
+	return skel;
+}
+
+/* bpf in the active list, a trivial BPF_LSM_CGROUP program on file_open
+ * loads (a locked-down or restricted kernel can list bpf and still refuse),
+ * and so do errand's rules programs. */
 int rules_lsm_probe(char *why, size_t len)
 {
 	struct bpf_insn insns[] = {
@@ -132,6 +175,7 @@ int rules_lsm_probe(char *why, size_t len)
 	};
 	LIBBPF_OPTS(bpf_prog_load_opts, o, .expected_attach_type = BPF_LSM_CGROUP);
 	char lsm[512] = "";
+	struct rules_bpf *skel;
 	int fd, id;
 	FILE *f = fopen("/sys/kernel/security/lsm", "re");
 
@@ -164,6 +208,19 @@ int rules_lsm_probe(char *why, size_t len)
 		return r;
 	}
 	close(fd);
+	/* and errand's own programs verify here: a trivial one loading says
+	 * nothing of the helpers and hooks they use (6.1 refused them once) */
+	skel = load();
+	if (!skel) {
+		int r = -errno;
+
+		snprintf(why, len,
+			 "the kernel loads BPF LSM programs but refuses errand's rules programs "
+			 "(%s; the agent's -v prints the verifier's log)",
+			 strerror(-r));
+		return r;
+	}
+	rules_bpf__destroy(skel);
 	return 0;
 }
 
@@ -304,17 +361,20 @@ static int on_event(void *ctx, void *data, size_t size)
 	struct rules *rs = ctx;
 	const struct rule_event *ev = data;
 	static const char *const hooks[] = {
-		[RH_OPEN] = "file_open",       [RH_EXEC] = "exec",
-		[RH_UNLINK] = "path_unlink",   [RH_RMDIR] = "path_rmdir",
-		[RH_MKNOD] = "path_mknod",     [RH_MKDIR] = "path_mkdir",
-		[RH_SYMLINK] = "path_symlink", [RH_RENAME] = "path_rename",
-		[RH_LINK] = "path_link",       [RH_CONNECT] = "unix_stream_connect",
+		[RH_OPEN] = "file_open",	 [RH_EXEC] = "exec",
+		[RH_UNLINK] = "path_unlink",	 [RH_RMDIR] = "path_rmdir",
+		[RH_MKNOD] = "path_mknod",	 [RH_MKDIR] = "path_mkdir",
+		[RH_SYMLINK] = "path_symlink",	 [RH_RENAME] = "path_rename",
+		[RH_LINK] = "path_link",	 [RH_CONNECT] = "unix_stream_connect",
+		[RH_TRUNCATE] = "path_truncate",
 	};
 	char path[RULE_PATH_MAX * 2], json[1200], text[1200], target[600];
 	const char *rule = ev->rule < rs->n		 ? rs->text[ev->rule]
 			   : ev->rule == RULE_BUDGET_HIT ? "(the matcher's step budget)"
-			   : ev->rule == RULE_DENY_DIR	 ? "(a hard link out of a denied tree)"
-							 : "?";
+			   : ev->rule == RULE_DENY_DIR
+				   ? "(beneath a deny pattern's directory: a hard link out of it, "
+				     "or a path too long to match)"
+				   : "?";
 	const char *hook = ev->hook < RH_MAX ? hooks[ev->hook] : "?";
 	size_t o = 0;
 
@@ -385,10 +445,13 @@ struct rules *rules_attach(const struct errand_config *cfg, const char *home,
 	rs->events_fd = -1;
 	if ((rc = texts(rs, cfg, err, errlen)))
 		goto fail;
-	rs->skel = rules_bpf__open_and_load();
+	rs->skel = load();
 	if (!rs->skel) {
 		rc = -errno;
-		snprintf(err, errlen, "cannot load the rules' BPF LSM programs: %s", strerror(-rc));
+		snprintf(err, errlen,
+			 "cannot load the rules' BPF LSM programs: %s (-v prints the verifier's "
+			 "log)",
+			 strerror(-rc));
 		goto fail;
 	}
 	if ((rc = fill(rs, cfg, home, err, errlen)) ||
@@ -431,21 +494,15 @@ int rules_start(const struct errand_config *cfg, const char *id, const char *rec
 
 	*out = NULL;
 	/* errand's own closures are the launcher's. The programs are attached
-	 * only for a rule that needs them: they are not yet verified to load
-	 * on every supported kernel (Debian 12's 6.1 refuses them), and a
-	 * session without such a rule must not depend on them. */
+	 * only for a rule that needs them: their hooks cost every file
+	 * operation of the session, and the kernel has ten BPF LSM cgroup hook
+	 * slots in all, of which these take all ten. */
 	if (!needed)
 		return 0;
 	/* HOME, as the launcher's --state makes it */
 	if (path_fmt(home, sizeof(home), "%s/work", record_dir))
 		return -ENAMETOOLONG;
 	*out = rules_attach(cfg, home, cgroup_path, pin_dir, err, sizeof(err));
-	if (!*out && !needed) {
-		log_warnx("session %s: %s; errand's closures of the host's sockets and journal "
-			  "are the launcher's alone",
-			  id, err);
-		return 0;
-	}
 	if (!*out && cfg->require_full) {
 		log_warnx("session %s: %s; sandbox.rules cannot be enforced (set "
 			  "sandbox.requireFullEnforcement to false to run without them)",

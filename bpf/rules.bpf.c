@@ -12,11 +12,20 @@
 #include <bpf/bpf_core_read.h>
 #include "rules.h"
 
+#ifndef barrier_var
+#define barrier_var(var) asm volatile("" : "+r"(var))
+#endif
+
 #define EACCES 13
+#define ENAMETOOLONG 36
 #define FMODE_READ 0x1
 #define FMODE_WRITE 0x2
-#define FMODE_EXEC 0x20
+/* open_exec's open flag (f_flags): f_mode never carries FMODE_EXEC */
+#define __FMODE_EXEC 0x20
 #define FMODE_CREATED 0x100000
+#define S_IFMT 00170000
+#define S_IFDIR 0040000
+#define RENAME_EXCHANGE (1 << 1)
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -245,90 +254,116 @@ static void inode_key(struct inode *ino, struct rule_inode *k)
 	k->dev = BPF_CORE_READ(ino, i_sb, s_dev);
 }
 
-/* dir's path, '/' and name into buf; its length without NUL, or < 0. */
-static int join_path(const struct path *dir, struct dentry *d, char *buf)
-{
-	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
-	long n = bpf_d_path((struct path *)dir, buf, RULE_PATH_MAX);
-	long m;
+/* The state of a walk up from a dentry, one step a bpf_loop iteration (an
+ * open-coded loop with its mount-crossing branches is more than the
+ * verifier explores). Kernel pointers as plain addresses, read with
+ * bpf_probe_read_kernel. */
+struct wctx {
+	__u64 d, mnt, root, root_mnt;
+	__u32 n;
+	__s32 off;
+	__s32 top; /* 1 at the root, -1 on an error */
+	__u32 out; /* 0 scratch's path, 1 its old */
+};
 
-	if (n <= 0 || n > RULE_PATH_MAX)
-		return -1;
-	n--; /* the NUL */
-	if (n > 1) {
-		buf[n & (RULE_PATH_MAX - 1)] = '/';
-		n++;
+static long walk_step(__u32 i, void *arg)
+{
+	struct wctx *w = arg;
+	struct dentry *d = (void *)w->d;
+	struct mount *mnt = (void *)w->mnt;
+	__u64 vmnt = w->mnt + bpf_core_field_offset(struct mount, mnt);
+	struct dentry *mroot = BPF_CORE_READ(mnt, mnt.mnt_root);
+	struct mount *parent;
+	struct scratch *sc;
+	__u32 zero = 0;
+
+	if (w->d == w->root && vmnt == w->root_mnt) {
+		w->top = 1;
+		return 1;
 	}
-	if (n >= RULE_PATH_MAX)
-		return -1;
-	m = bpf_probe_read_kernel_str(buf + (n & (RULE_PATH_MAX - 1)), RULE_PATH_MAX, name);
-	if (m <= 0)
-		return -1;
-	return (int)(n + m - 1);
+	if (d == mroot) {
+		parent = BPF_CORE_READ(mnt, mnt_parent);
+		if (parent == mnt) {
+			w->top = 1; /* the namespace's root: d_path's answer too */
+			return 1;
+		}
+		w->d = (__u64)BPF_CORE_READ(mnt, mnt_mountpoint);
+		w->mnt = (__u64)parent;
+		return 0;
+	}
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc || w->n >= RULE_DEPTH) {
+		w->top = -1;
+		return 1;
+	}
+	sc->names[w->n & (RULE_DEPTH - 1)] = BPF_CORE_READ(d, d_name.name);
+	w->n++;
+	w->d = (__u64)BPF_CORE_READ(d, d_parent);
+	return 0;
 }
 
-/* dir/name by walking dentries and mounts up to the task's root, as d_path
- * does: for path_mknod, which is not among the hooks bpf_d_path may be
- * called from (the kernel's sleepable LSM hooks). Length, or < 0 when the
- * path is deeper than RULE_DEPTH or longer than RULE_PATH_MAX. */
-static int walk_path(const struct path *dir, struct dentry *leaf, struct scratch *sc)
+/* One name, from the root down: i counts down from the last one found. */
+static long join_step(__u32 i, void *arg)
+{
+	struct wctx *w = arg;
+	struct scratch *sc;
+	__u32 zero = 0, j, off;
+	char *out;
+	long m;
+
+	if (i >= w->n)
+		return 1;
+	j = w->n - 1 - i;
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc || w->off < 0 || w->off >= RULE_PATH_MAX - 1) {
+		w->top = -1;
+		return 1;
+	}
+	out = w->out ? sc->old : sc->path;
+	off = (__u32)w->off;
+	/* the compiler must not drop the masks the verifier bounds offsets by */
+	barrier_var(off);
+	out[off & (RULE_PATH_MAX - 1)] = '/';
+	off++;
+	barrier_var(off);
+	m = bpf_probe_read_kernel_str(out + (off & (RULE_PATH_MAX - 1)), RULE_PATH_MAX,
+				      sc->names[j & (RULE_DEPTH - 1)]);
+	if (m <= 0) {
+		w->top = -1;
+		return 1;
+	}
+	w->off = (__s32)off + (__s32)m - 1;
+	return 0;
+}
+
+/* dir/leaf by walking dentries and mounts up to the task's root, as d_path
+ * does: bpf_d_path may be called only from the kernel's sleepable LSM hooks
+ * (file_open among them, no path_* hook), so the path_* hooks name their
+ * object this way, from the kernel's own dentries. Into scratch's path
+ * (out 0) or old (1); its length, or < 0 when the path is deeper than
+ * RULE_DEPTH or longer than RULE_PATH_MAX. */
+static int walk_path(const struct path *dir, struct dentry *leaf, struct scratch *sc, __u32 out)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct dentry *root = BPF_CORE_READ(task, fs, root.dentry);
-	struct vfsmount *root_mnt = BPF_CORE_READ(task, fs, root.mnt);
 	struct vfsmount *vmnt = BPF_CORE_READ(dir, mnt);
-	struct mount *mnt = (void *)vmnt - bpf_core_field_offset(struct mount, mnt);
-	struct dentry *d = BPF_CORE_READ(dir, dentry);
-	int n = 0, off = 0;
-	bool top = false;
+	struct wctx w = {
+		.d = (__u64)BPF_CORE_READ(dir, dentry),
+		.mnt = (__u64)vmnt - bpf_core_field_offset(struct mount, mnt),
+		.root = (__u64)BPF_CORE_READ(task, fs, root.dentry),
+		.root_mnt = (__u64)BPF_CORE_READ(task, fs, root.mnt),
+		.n = leaf ? 1 : 0,
+		.out = out,
+	};
 
-	sc->names[0] = BPF_CORE_READ(leaf, d_name.name);
-	n = 1;
-	for (int i = 0; i < 2 * RULE_DEPTH; i++) {
-		struct dentry *mroot = BPF_CORE_READ(mnt, mnt.mnt_root);
-		struct mount *parent;
-
-		if (d == root && vmnt == root_mnt) {
-			top = true;
-			break;
-		}
-		if (d == mroot) {
-			parent = BPF_CORE_READ(mnt, mnt_parent);
-			if (parent == mnt) {
-				top = true; /* the namespace's root: d_path's answer too */
-				break;
-			}
-			d = BPF_CORE_READ(mnt, mnt_mountpoint);
-			mnt = parent;
-			vmnt = (void *)mnt + bpf_core_field_offset(struct mount, mnt);
-			continue;
-		}
-		if (n >= RULE_DEPTH)
-			return -1;
-		sc->names[n & (RULE_DEPTH - 1)] = BPF_CORE_READ(d, d_name.name);
-		n++;
-		d = BPF_CORE_READ(d, d_parent);
-	}
-	if (!top)
+	if (leaf) /* else dir is the object itself */
+		sc->names[0] = BPF_CORE_READ(leaf, d_name.name);
+	bpf_loop(2 * RULE_DEPTH, walk_step, &w, 0);
+	if (w.top != 1)
 		return -1;
-	for (int j = RULE_DEPTH - 1; j >= 0; j--) {
-		long m;
-
-		if (j >= n)
-			continue;
-		if (off >= RULE_PATH_MAX - 1)
-			return -1;
-		sc->path[off & (RULE_PATH_MAX - 1)] = '/';
-		off++;
-		m = bpf_probe_read_kernel_str(sc->path + (off & (RULE_PATH_MAX - 1)), RULE_PATH_MAX,
-					      sc->names[j]);
-		if (m <= 0)
-			return -1;
-		off += (int)m - 1;
-	}
-	if (off >= RULE_PATH_MAX)
+	bpf_loop(RULE_DEPTH, join_step, &w, 0);
+	if (w.top != 1 || w.off < 0 || w.off >= RULE_PATH_MAX)
 		return -1;
-	return off;
+	return w.off;
 }
 
 static bool was_created(struct dentry *d)
@@ -342,11 +377,49 @@ static bool was_created(struct dentry *d)
 	return bpf_map_lookup_elem(&created, &k) != NULL;
 }
 
+/* A walk up a dentry's parents (within its mount), one a bpf_loop step,
+ * looking for the top directory of a deny pattern by identity. */
+struct uctx {
+	__u64 d;
+	__u32 hit;
+};
+
+static long up_step(__u32 i, void *arg)
+{
+	struct uctx *u = arg;
+	struct dentry *d = (void *)u->d, *parent;
+	struct inode *ino = BPF_CORE_READ(d, d_inode);
+	struct rule_inode k;
+
+	if (ino) {
+		inode_key(ino, &k);
+		if (bpf_map_lookup_elem(&deny_dirs, &k)) {
+			u->hit = 1;
+			return 1;
+		}
+	}
+	parent = BPF_CORE_READ(d, d_parent);
+	if (!parent || parent == d)
+		return 1;
+	u->d = (__u64)parent;
+	return 0;
+}
+
+/* Whether d lies beneath (or is) the top directory of a deny pattern that
+ * existed at start. */
+static bool under_deny_dir(struct dentry *d)
+{
+	struct uctx u = {.d = (__u64)d};
+
+	bpf_loop(4096, up_step, &u, 0);
+	return u.hit;
+}
+
 SEC("lsm_cgroup/file_open")
 int BPF_PROG(rules_open, struct file *file)
 {
 	struct scratch *sc;
-	__u32 verbs = 0, rule, mode;
+	__u32 verbs = 0, rule, mode, exec;
 	struct rule_inode k;
 	bool mine;
 	long n;
@@ -354,6 +427,7 @@ int BPF_PROG(rules_open, struct file *file)
 	if (!have_rules() || !(sc = scratch_get()))
 		return 1;
 	mode = file->f_mode;
+	exec = file->f_flags & __FMODE_EXEC;
 	inode_key(file->f_inode, &k);
 	if (mode & FMODE_CREATED) {
 		__u8 one = 1;
@@ -365,17 +439,25 @@ int BPF_PROG(rules_open, struct file *file)
 		verbs |= RV_READ;
 	if (mode & FMODE_WRITE)
 		verbs |= RV_EDIT;
-	if (mode & FMODE_EXEC)
+	if (exec)
 		verbs |= RV_EXEC;
 	if (!verbs)
 		verbs = RV_READ; /* O_PATH-like opens still name the object */
 	n = bpf_d_path((struct path *)&file->f_path, sc->path, RULE_PATH_MAX);
+	if (n == -ENAMETOOLONG) {
+		/* longer than the matcher takes: refused beneath any deny
+		 * pattern's top directory, whatever its verbs (fail closed) */
+		sc->path[0] = 0;
+		if (under_deny_dir(file->f_path.dentry))
+			return refuse(RULE_DENY_DIR, verbs, exec ? RH_EXEC : RH_OPEN, 0);
+		return 1;
+	}
 	if (n <= 0)
 		return 1; /* no path (an anonymous or internal file): nothing to match */
 	rule = decide(verbs, (int)n - 1, mine, 0);
 	if (rule == RULE_NONE)
 		return 1;
-	return refuse(rule, verbs, mode & FMODE_EXEC ? RH_EXEC : RH_OPEN, 0);
+	return refuse(rule, verbs, exec ? RH_EXEC : RH_OPEN, 0);
 }
 
 static int path_hook(const struct path *dir, struct dentry *d, __u32 verbs, bool lazy, __u32 hook)
@@ -386,9 +468,16 @@ static int path_hook(const struct path *dir, struct dentry *d, __u32 verbs, bool
 
 	if (!have_rules() || !(sc = scratch_get()))
 		return 1;
-	n = hook == RH_MKNOD ? walk_path(dir, d, sc) : join_path(dir, d, sc->path);
-	if (n < 0)
-		return refuse(RULE_BUDGET_HIT, verbs, hook, 0); /* unnamable: fail closed */
+	n = walk_path(dir, d, sc, 0);
+	if (n < 0) {
+		/* deeper or longer than the matcher takes: refused beneath any
+		 * deny pattern's top directory (fail closed), else no pattern
+		 * (shorter than RULE_PAT_MAX) can name it */
+		sc->path[0] = 0;
+		if (under_deny_dir(BPF_CORE_READ(dir, dentry)))
+			return refuse(RULE_DENY_DIR, verbs, hook, 0);
+		return 1;
+	}
 	rule = decide(verbs, n, lazy, 0);
 	if (rule == RULE_NONE)
 		return 1;
@@ -405,6 +494,15 @@ SEC("lsm_cgroup/path_rmdir")
 int BPF_PROG(rules_rmdir, const struct path *dir, struct dentry *dentry)
 {
 	return path_hook(dir, dentry, RV_DELETE, false, RH_RMDIR);
+}
+
+/* truncate(2) by path writes the file without opening it: an Edit. */
+SEC("lsm_cgroup/path_truncate")
+int BPF_PROG(rules_truncate, const struct path *path)
+{
+	struct dentry *d = BPF_CORE_READ(path, dentry);
+
+	return path_hook(path, NULL, RV_EDIT, was_created(d), RH_TRUNCATE);
 }
 
 /* What does not exist yet is the session's own creation: lazyAllow applies. */
@@ -427,26 +525,153 @@ int BPF_PROG(rules_symlink, const struct path *dir, struct dentry *dentry, const
 	return path_hook(dir, dentry, RV_CREATE, true, RH_SYMLINK);
 }
 
+/* Whether a deny pattern lies beneath the path in scratch (which: 0 path,
+ * 1 old): the path, then '/', is a prefix of what the pattern matches. A '*'
+ * takes the path's segment whole and skips the pattern's; a '**' may reach
+ * anything, so it counts as beneath. One character a bpf_loop step. */
+struct actx {
+	__u32 n, r, which, len, pi, si, star, fresh, hit;
+};
+
+static void anc_next(struct actx *a)
+{
+	a->r++;
+	a->fresh = 1;
+}
+
+static long anc_step(__u32 i, void *arg)
+{
+	struct actx *a = arg;
+	__u32 zero = 0, r = a->r, pi, si;
+	struct rule_entry *e;
+	struct scratch *sc;
+	const char *s;
+	char pc;
+
+	if (r >= a->n || r >= RULES_MAX)
+		return 1;
+	e = bpf_map_lookup_elem(&rules, &r);
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!e || !sc)
+		return 1;
+	if (e->kind != RK_DENY) {
+		anc_next(a);
+		return 0;
+	}
+	if (a->fresh) {
+		a->pi = a->si = a->star = a->fresh = 0;
+	}
+	s = a->which ? sc->old : sc->path;
+	pi = a->pi;
+	si = a->si;
+	if (pi >= RULE_PAT_MAX || si >= RULE_PATH_MAX) {
+		anc_next(a);
+		return 0;
+	}
+	if (a->star == 1) { /* the path's segment */
+		if (si < a->len && s[si & (RULE_PATH_MAX - 1)] != '/')
+			a->si = si + 1;
+		else
+			a->star = 2;
+		return 0;
+	}
+	if (a->star == 2) { /* the pattern's */
+		if (pi < e->len && e->pat[pi & (RULE_PAT_MAX - 1)] != '/')
+			a->pi = pi + 1;
+		else
+			a->star = 0;
+		return 0;
+	}
+	if (si >= a->len) {
+		if (pi < e->len && e->pat[pi & (RULE_PAT_MAX - 1)] == '/') {
+			a->hit = e->id;
+			return 1;
+		}
+		anc_next(a);
+		return 0;
+	}
+	if (pi >= e->len) {
+		anc_next(a);
+		return 0;
+	}
+	pc = e->pat[pi & (RULE_PAT_MAX - 1)];
+	if (pc == '*') {
+		if (pi + 1 < e->len && e->pat[(pi + 1) & (RULE_PAT_MAX - 1)] == '*') {
+			a->hit = e->id;
+			return 1;
+		}
+		a->star = 1;
+		return 0;
+	}
+	if (s[si & (RULE_PATH_MAX - 1)] != pc) {
+		anc_next(a);
+		return 0;
+	}
+	a->pi = pi + 1;
+	a->si = si + 1;
+	return 0;
+}
+
+static __u32 deny_beneath(int len, __u32 which)
+{
+	__u32 zero = 0;
+	struct rule_conf *cf = bpf_map_lookup_elem(&conf, &zero);
+	struct actx a = {.which = which, .fresh = 1, .hit = RULE_NONE};
+
+	if (!cf || !cf->n || len < 0)
+		return RULE_NONE;
+	a.n = cf->n;
+	a.len = len > RULE_PATH_MAX - 1 ? RULE_PATH_MAX - 1 : (__u32)len;
+	bpf_loop(RULE_BUDGET, anc_step, &a, 0);
+	if (a.hit == RULE_NONE && a.r < a.n)
+		return RULE_BUDGET_HIT; /* fail closed */
+	return a.hit;
+}
+
+static bool is_dir(struct dentry *d)
+{
+	struct inode *ino = BPF_CORE_READ(d, d_inode);
+
+	return ino && (BPF_CORE_READ(ino, i_mode) & S_IFMT) == S_IFDIR;
+}
+
 /* A rename is refused when either end lies under a deny rule of any verb:
  * into a denied tree would rename what the rule names into being, out of it
- * would carry what the rule protects past it. */
+ * would carry what the rule protects past it. A directory moved (either
+ * way, or exchanged) is refused when a deny pattern lies beneath either
+ * end: renaming an ancestor would carry the denied tree out from under its
+ * pattern. */
 SEC("lsm_cgroup/path_rename")
 int BPF_PROG(rules_rename, const struct path *old_dir, struct dentry *old_dentry,
 	     const struct path *new_dir, struct dentry *new_dentry, unsigned int flags)
 {
 	bool mine = was_created(old_dentry);
+	bool dir = is_dir(old_dentry) || ((flags & RENAME_EXCHANGE) && is_dir(new_dentry));
 	struct scratch *sc;
 	__u32 rule;
 	int n;
 
 	if (!have_rules() || !(sc = scratch_get()))
 		return 1;
-	n = join_path(old_dir, old_dentry, sc->old);
-	if (n < 0)
-		return refuse(RULE_BUDGET_HIT, RV_FILES, RH_RENAME, 1);
+	n = walk_path(old_dir, old_dentry, sc, 1);
+	if (n < 0) {
+		sc->old[0] = 0;
+		if (under_deny_dir(old_dentry))
+			return refuse(RULE_DENY_DIR, RV_FILES, RH_RENAME, 1);
+		return path_hook(new_dir, new_dentry, RV_FILES, mine, RH_RENAME);
+	}
 	rule = decide(RV_FILES, n, mine, 1);
+	if (rule == RULE_NONE && dir)
+		rule = deny_beneath(n, 1);
 	if (rule != RULE_NONE)
 		return refuse(rule, RV_FILES, RH_RENAME, 1);
+	if (dir) {
+		/* too long a path cannot be above a pattern: path_hook's case */
+		n = walk_path(new_dir, new_dentry, sc, 0);
+		rule = n < 0 ? RULE_NONE : deny_beneath(n, 0);
+		if (rule != RULE_NONE)
+			return refuse(rule, RV_FILES, RH_RENAME, 0);
+	}
 	return path_hook(new_dir, new_dentry, RV_FILES, mine, RH_RENAME);
 }
 
@@ -457,28 +682,15 @@ SEC("lsm_cgroup/path_link")
 int BPF_PROG(rules_link, struct dentry *old_dentry, const struct path *new_dir,
 	     struct dentry *new_dentry)
 {
-	struct dentry *d = old_dentry, *parent;
-	struct rule_inode k;
-	struct inode *ino;
+	struct scratch *sc;
 
 	if (!have_rules())
 		return 1;
-	for (int i = 0; i < 64; i++) {
-		ino = BPF_CORE_READ(d, d_inode);
-		if (ino) {
-			inode_key(ino, &k);
-			if (bpf_map_lookup_elem(&deny_dirs, &k)) {
-				struct scratch *sc = scratch_get();
-
-				if (sc)
-					join_path(new_dir, new_dentry, sc->path);
-				return refuse(RULE_DENY_DIR, RV_FILES, RH_LINK, 0);
-			}
-		}
-		parent = BPF_CORE_READ(d, d_parent);
-		if (!parent || parent == d)
-			break;
-		d = parent;
+	if (under_deny_dir(old_dentry)) {
+		sc = scratch_get();
+		if (sc && walk_path(new_dir, new_dentry, sc, 0) < 0)
+			sc->path[0] = 0;
+		return refuse(RULE_DENY_DIR, RV_FILES, RH_LINK, 0);
 	}
 	return path_hook(new_dir, new_dentry, RV_FILES, false, RH_LINK);
 }

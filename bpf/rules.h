@@ -14,7 +14,7 @@
 #define RULE_BUDGET (1u << 16)
 #define RULE_NONE 0xffffffffu
 #define RULE_BUDGET_HIT 0xfffffffeu /* the matcher ran out of steps: refused */
-#define RULE_DENY_DIR 0xfffffffdu   /* a hard link out of a denied tree */
+#define RULE_DENY_DIR 0xfffffffdu   /* beneath a deny pattern's top directory */
 
 /* Verbs as bits. */
 #define RV_READ (1u << 0)
@@ -59,6 +59,7 @@ enum rule_hook {
 	RH_RENAME,
 	RH_LINK,
 	RH_CONNECT,
+	RH_TRUNCATE,
 	RH_MAX
 };
 

@@ -1,10 +1,5 @@
 #!/bin/bash
-# NOT RUN (not executable, so selftests/run does not discover it): the rules'
-# BPF LSM programs do not yet load on Debian 12's 6.1 (EINVAL) and the build
-# hosts' kernel refuses BPF LSM programs altogether, so deny, lazyAllow and
-# Connect rules are not claimed (README "Rules"). Make it executable again
-# with the fix that makes it pass inside vm/kernel61.
-# Guarantee: sandbox.rules' deny rules hold inside what the floor and allow rules grant, in the kernel on the path it resolved: Read, Edit, Create, Delete and Exec denied each refuse with EACCES (deny beats allow), a rename or hard link into or out of a denied tree is refused, a symlink pointing into it is refused on open, a file created after start under a denied pattern is refused, lazyAllow opens only what the session itself creates, a Connect deny refuses a test daemon's socket; each refusal is an event naming the rule and the path.
+# Guarantee: sandbox.rules' deny rules hold inside what the floor and allow rules grant, in the kernel on the path it resolved: Read, Edit (truncate(2) too), Create, Delete and Exec denied each refuse with EACCES (deny beats allow; Exec through a symlink too), a rename or hard link into or out of a denied tree and a rename of a directory above one are refused, a symlink pointing into it is refused on open, a file created after start under a denied pattern is refused, a path too long for the matcher is refused beneath a denied tree and not elsewhere, lazyAllow beats deny only for what the session itself creates, a Connect deny refuses a test daemon's socket (re-created after the start too); each refusal is an event naming the rule and the path.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 SYSPROBE=$ROOT/build/selftests/sysprobe
@@ -21,12 +16,18 @@ esac
 PROJ=$W_DIR/project
 T=/var/tmp/$W-deny
 rm -rf "$T"
-mkdir -p "$PROJ/secret" "$PROJ/bin" "$PROJ/keep" "$PROJ/nocreate" "$T/rd" "$T/sock" "$T/sock2"
+mkdir -p "$PROJ/outer/inner" "$PROJ/movable/sub" "$PROJ/secret" "$PROJ/bin" "$PROJ/keep" "$PROJ/nocreate" "$T/rd" "$T/sock" "$T/sock2"
 echo key >"$PROJ/secret/key"
 echo old >"$PROJ/secret/newold"
 echo plain >"$PROJ/plain"
 echo edit-me >"$PROJ/ro.txt"
 echo kept >"$PROJ/keep/file"
+echo deep >"$PROJ/outer/inner/key"
+# Paths longer than the kernel's matcher takes (255 bytes).
+L=$(printf 'l%.0s' $(seq 120))
+mkdir -p "$PROJ/secret/$L/$L" "$PROJ/long/$L/$L"
+echo far >"$PROJ/secret/$L/$L/key"
+echo far >"$PROJ/long/$L/$L/file"
 echo open >"$T/rd/open"
 echo closed >"$T/rd/file"
 printf '#!/bin/sh\necho ran\n' >"$PROJ/bin/denied"
@@ -41,11 +42,11 @@ for _ in $(seq 50); do [ -S "$T/sock/app.sock" ] && break; sleep 0.1; done
 W_CONFIG=$(world_config deny "\"policyExtra\": { \"read\": [\"$ROOT/build/selftests\", \"$T/sock2\"], \"execute\": [\"$ROOT/build/selftests\"] },
 	\"rules\": {
 		\"allow\": [\"Read($T/rd/**)\", \"Connect(unix:$T/sock/app.sock)\"],
-		\"deny\": [\"Read($PROJ/secret/**)\", \"Read(~/.ssh/**)\", \"Read($T/rd/file)\",
+		\"deny\": [\"Read($PROJ/secret/**)\", \"Read(~/.ssh/**)\", \"Read($PROJ/outer/inner/**)\", \"Read($T/rd/file)\",
 			\"Edit($PROJ/ro.txt)\", \"Create($PROJ/nocreate/**)\", \"Delete($PROJ/keep/**)\",
 			\"Exec($PROJ/bin/denied)\", \"Connect(unix:$T/sock/app.sock)\",
 			\"Connect(unix:$T/sock2/d.sock)\"],
-		\"lazyAllow\": [\"Read($PROJ/secret/new*)\"] }")
+		\"lazyAllow\": [\"Read($PROJ/secret/new*)\", \"Create($PROJ/nocreate/ok*)\"] }")
 P=$SYSPROBE
 errand_run --egress none --project "$PROJ" -- sh -c "
 	echo \"secret=\$($P read $PROJ/secret/key)\"
@@ -56,14 +57,23 @@ errand_run --egress none --project "$PROJ" -- sh -c "
 	echo \"rd_file=\$($P read $T/rd/file)\"
 	echo \"ro_read=\$($P read $PROJ/ro.txt)\"
 	echo \"ro_edit=\$($P edit $PROJ/ro.txt)\"
+	echo \"ro_truncate=\$(truncate -s 0 $PROJ/ro.txt 2>/dev/null && echo ok || echo refused)\"
 	echo \"nocreate=\$($P write $PROJ/nocreate/new)\"
+	echo \"lazy_create=\$($P write $PROJ/nocreate/okfile)\"
 	echo \"nocreate_dir=\$($P mkdir $PROJ/nocreate/d)\"
 	echo \"keep_delete=\$($P unlink $PROJ/keep/file)\"
 	echo \"exec_denied=\$($PROJ/bin/denied >/dev/null 2>&1; echo \$?)\"
+	ln -s $PROJ/bin/denied $PROJ/bin/alias
+	echo \"exec_alias=\$($PROJ/bin/alias >/dev/null 2>&1; echo \$?)\"
 	echo \"exec_allowed=\$($PROJ/bin/allowed)\"
+	echo \"long_secret=\$($P read $PROJ/secret/$L/$L/key)\"
+	echo \"long_read=\$($P read $PROJ/long/$L/$L/file)\"
+	echo \"long_create=\$($P write $PROJ/long/$L/$L/new)\"
 	echo \"rename_in=\$($P rename $PROJ/plain $PROJ/secret/moved)\"
 	echo \"rename_out=\$($P rename $PROJ/secret/key $PROJ/stolen)\"
 	echo \"link_out=\$($P link $PROJ/secret/key $PROJ/alias)\"
+	echo \"rename_parent=\$($P rename $PROJ/outer $PROJ/outer2)\"
+	echo \"rename_dir=\$($P rename $PROJ/movable $PROJ/moved)\"
 	echo \"link_in=\$($P link $PROJ/plain $PROJ/secret/alias)\"
 	ln -s $PROJ/secret/key $PROJ/sl
 	echo \"symlink=\$($P read $PROJ/sl)\"
@@ -81,14 +91,24 @@ assert_eq "$(result rd_open)" ok "allow Read(DIR/**) reads"
 assert_eq "$(result rd_file)" EACCES "... deny Read(DIR/file) beats it"
 assert_eq "$(result ro_read)" ok "deny Edit(FILE): it reads"
 assert_eq "$(result ro_edit)" EACCES "... and is not written"
+assert_eq "$(result ro_truncate)" refused "... nor truncated by path (truncate(2))"
+assert_eq "$(cat "$PROJ/ro.txt")" edit-me "... and keeps its content on the host"
 assert_eq "$(result nocreate)" EACCES "deny Create(DIR/**): no file is made"
+assert_eq "$(result lazy_create)" ok "lazyAllow Create(DIR/ok*) beats deny Create(DIR/**) for a new entry it names"
 assert_eq "$(result nocreate_dir)" EACCES "... nor a directory"
 assert_eq "$(result keep_delete)" EACCES "deny Delete(DIR/**): a file is not removed"
 assert_eq "$(cat "$PROJ/keep/file")" kept "... and stays on the host"
 assert_eq "$(result exec_denied)" 126 "deny Exec(FILE): it does not run"
+assert_eq "$(result exec_alias)" 126 "... nor through a symlink to it (the kernel's resolved path is matched)"
 assert_eq "$(result exec_allowed)" ran "... its neighbour runs"
+assert_eq "$(result long_secret)" EACCES "a path in a denied tree longer than the matcher takes is refused (beneath the pattern's directory)"
+assert_eq "$(result long_read)" ok "... and one as long elsewhere reads"
+assert_eq "$(result long_create)" ok "... and is made"
 assert_eq "$(result rename_in)" EACCES "a rename into a denied tree is refused"
 assert_eq "$(result rename_out)" EACCES "a rename out of a denied tree is refused"
+assert_eq "$(result rename_parent)" EACCES "a rename of a directory above a denied tree is refused (it would carry the tree out from under its pattern)"
+assert_eq "$(cat "$PROJ/outer/inner/key")" deep "... and the tree stays where its pattern names it"
+assert_eq "$(result rename_dir)" ok "... while a directory with no denied tree beneath is renamed"
 assert_eq "$(result link_out)" EACCES "a hard link of a file in a denied tree is refused"
 assert_eq "$(result link_in)" EACCES "a hard link into a denied tree is refused"
 assert_eq "$(result symlink)" EACCES "a symlink pointing into a denied tree is refused on open"

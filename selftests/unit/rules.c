@@ -48,6 +48,19 @@ int main(void)
 	CHECK_CONTAINS(out, "lsm= boot parameter", "... with the boot parameter");
 	rules_describe(&r, true, out, sizeof(out));
 	CHECK_CONTAINS(out, "BPF LSM on the session's cgroup", "where it runs, it is BPF LSM's");
+	CHECK_CONTAINS(out, "(file_open;", "... naming the hook that refuses a read");
+	free(r.text);
+	free(r.path);
+
+	r = rule("Exec(/usr/bin/curl)", RULE_DENY);
+	rules_describe(&r, true, out, sizeof(out));
+	CHECK_CONTAINS(out, "file_open of the exec", "an Exec deny names the exec's open");
+	free(r.text);
+	free(r.path);
+
+	r = rule("Delete(/srv/keep/**)", RULE_DENY);
+	rules_describe(&r, true, out, sizeof(out));
+	CHECK_CONTAINS(out, "path_unlink, path_rmdir", "a Delete deny names the removal hooks");
 	free(r.text);
 	free(r.path);
 
