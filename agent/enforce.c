@@ -616,6 +616,7 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 	cfg.set_hash = ps->hash;
 	memcpy(cfg.gw_addr6, p->gw6, 16);
 	memcpy(cfg.sess_addr6, p->sess6, 16);
+	cfg.route6 = p->route6;
 	for (int i = 0; i < I_MAX && !rc; i++) {
 		LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = inners[i].flags);
 

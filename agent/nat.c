@@ -76,33 +76,32 @@ static int nft_run(const char *what, const char *cmds, char **out)
 	return r;
 }
 
-int nat_add(const char *id, uint32_t sess4, const char *host_if)
+/* Table <family> errand-<id>: masquerade of saddr out of any link but
+ * host_if, forwarding from host_if and established traffic back to it. */
+static int nat_table_add(const char *family, const char *id, const char *saddr, const char *host_if)
 {
 	cleanup_free char *cmds = NULL;
-	char a[INET_ADDRSTRLEN], what[128];
+	char what[128];
 	int n;
 
-	if (!valid_word(id, ID_MAX) || !valid_word(host_if, IFNAMSIZ - 1) || sess4 == 0)
-		return -EINVAL;
-	inet_ntop(AF_INET, &sess4, a, sizeof(a));
-	snprintf(what, sizeof(what), "table ip " NAT_TABLE_PREFIX "%s", id);
+	snprintf(what, sizeof(what), "table %s " NAT_TABLE_PREFIX "%s", family, id);
 	/* "add" then "delete" first: a table left by an earlier agent is
 	 * replaced rather than merged into, and the whole batch commits or
 	 * none of it does. */
 	n = asprintf(&cmds,
-		     "add table ip " NAT_TABLE_PREFIX "%1$s\n"
-		     "delete table ip " NAT_TABLE_PREFIX "%1$s\n"
-		     "add table ip " NAT_TABLE_PREFIX "%1$s\n"
-		     "add chain ip " NAT_TABLE_PREFIX "%1$s postrouting "
+		     "add table %4$s " NAT_TABLE_PREFIX "%1$s\n"
+		     "delete table %4$s " NAT_TABLE_PREFIX "%1$s\n"
+		     "add table %4$s " NAT_TABLE_PREFIX "%1$s\n"
+		     "add chain %4$s " NAT_TABLE_PREFIX "%1$s postrouting "
 		     "{ type nat hook postrouting priority srcnat; policy accept; }\n"
-		     "add rule ip " NAT_TABLE_PREFIX "%1$s postrouting "
-		     "ip saddr %2$s oifname != \"%3$s\" masquerade\n"
-		     "add chain ip " NAT_TABLE_PREFIX "%1$s forward "
+		     "add rule %4$s " NAT_TABLE_PREFIX "%1$s postrouting "
+		     "%4$s saddr %2$s oifname != \"%3$s\" masquerade\n"
+		     "add chain %4$s " NAT_TABLE_PREFIX "%1$s forward "
 		     "{ type filter hook forward priority filter; policy accept; }\n"
-		     "add rule ip " NAT_TABLE_PREFIX "%1$s forward iifname \"%3$s\" accept\n"
-		     "add rule ip " NAT_TABLE_PREFIX "%1$s forward "
+		     "add rule %4$s " NAT_TABLE_PREFIX "%1$s forward iifname \"%3$s\" accept\n"
+		     "add rule %4$s " NAT_TABLE_PREFIX "%1$s forward "
 		     "oifname \"%3$s\" ct state established,related accept\n",
-		     id, a, host_if);
+		     id, saddr, host_if, family);
 	if (n < 0) {
 		cmds = NULL;
 		return -ENOMEM;
@@ -110,33 +109,64 @@ int nat_add(const char *id, uint32_t sess4, const char *host_if)
 	return nft_run(what, cmds, NULL);
 }
 
-int nat_remove(const char *id)
+int nat_add(const char *id, uint32_t sess4, const char *host_if)
+{
+	char a[INET_ADDRSTRLEN];
+
+	if (!valid_word(id, ID_MAX) || !valid_word(host_if, IFNAMSIZ - 1) || sess4 == 0)
+		return -EINVAL;
+	inet_ntop(AF_INET, &sess4, a, sizeof(a));
+	return nat_table_add("ip", id, a, host_if);
+}
+
+int nat_add6(const char *id, const uint8_t sess6[16], const char *host_if)
+{
+	char a[INET6_ADDRSTRLEN];
+
+	if (!valid_word(id, ID_MAX) || !valid_word(host_if, IFNAMSIZ - 1) || !sess6)
+		return -EINVAL;
+	inet_ntop(AF_INET6, sess6, a, sizeof(a));
+	return nat_table_add("ip6", id, a, host_if);
+}
+
+static int nat_table_remove(const char *family, const char *id)
 {
 	char cmds[2 * (ID_MAX + 64)], what[128];
 
 	if (!valid_word(id, ID_MAX))
 		return -EINVAL;
-	snprintf(what, sizeof(what), "table ip " NAT_TABLE_PREFIX "%s", id);
+	snprintf(what, sizeof(what), "table %s " NAT_TABLE_PREFIX "%s", family, id);
 	/* Adding first makes the delete succeed whether or not the table is
 	 * there, in one transaction, so a missing table is no error. */
 	snprintf(cmds, sizeof(cmds),
-		 "add table ip " NAT_TABLE_PREFIX "%1$s\n"
-		 "delete table ip " NAT_TABLE_PREFIX "%1$s\n",
-		 id);
+		 "add table %2$s " NAT_TABLE_PREFIX "%1$s\n"
+		 "delete table %2$s " NAT_TABLE_PREFIX "%1$s\n",
+		 id, family);
 	return nft_run(what, cmds, NULL);
 }
 
-int nat_sweep(int (*keep)(const char *id, void *arg), void *arg)
+int nat_remove(const char *id)
 {
-	static const char head[] = "table ip " NAT_TABLE_PREFIX;
+	return nat_table_remove("ip", id);
+}
+
+int nat_remove6(const char *id)
+{
+	return nat_table_remove("ip6", id);
+}
+
+static int nat_sweep_family(const char *family, int (*keep)(const char *id, void *arg), void *arg)
+{
 	cleanup_free char *out = NULL;
-	char *line, *save = NULL;
+	char head[32], list[32], *line, *save = NULL;
 	int count = 0, err = 0, r;
 
-	r = nft_run("list tables ip", "list tables ip\n", &out);
+	snprintf(head, sizeof(head), "table %s " NAT_TABLE_PREFIX, family);
+	snprintf(list, sizeof(list), "list tables %s\n", family);
+	r = nft_run(list, list, &out);
 	if (r < 0)
 		return r;
-	/* One "table ip NAME" a line. */
+	/* One "table FAMILY NAME" a line. */
 	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		const char *id;
 
@@ -149,11 +179,21 @@ int nat_sweep(int (*keep)(const char *id, void *arg), void *arg)
 		}
 		if (keep && keep(id, arg))
 			continue;
-		r = nat_remove(id);
+		r = nat_table_remove(family, id);
 		if (r < 0 && !err)
 			err = r;
 		else if (r == 0)
 			count++;
 	}
 	return err ? err : count;
+}
+
+int nat_sweep(int (*keep)(const char *id, void *arg), void *arg)
+{
+	int r4 = nat_sweep_family("ip", keep, arg);
+	int r6 = nat_sweep_family("ip6", keep, arg);
+
+	if (r4 < 0)
+		return r4;
+	return r6 < 0 ? r4 : r4 + r6;
 }

@@ -386,9 +386,12 @@ static int session_network(struct session *s)
 	}
 	snprintf(s->link.host_if, sizeof(s->link.host_if), VETH_HOST_PREFIX "%s", s->id);
 	snprintf(s->link.sess_if, sizeof(s->link.sess_if), VETH_SESS_PREFIX "%s", s->id);
-	/* IPv6 for the session's DNS, where this kernel has IPv6 at all. */
-	if (access("/proc/sys/net/ipv6/conf/all", F_OK) == 0)
-		session_link_v6(&s->link);
+	/* IPv6 for the session's DNS, where this kernel has IPv6 at all, and a
+	 * route out (NAT66) where this namespace has one. */
+	if (access("/proc/sys/net/ipv6/conf/all", F_OK) == 0) {
+		session_link_v6(&s->link, &s->cfg->pool6);
+		s->link.route6 = netlink_v6_route_out() == 1;
+	}
 	rc = veth_setup(&s->link, s->netns_path);
 	if (rc) {
 		return session_fail(s, rc, "session %s: cannot set up veth %s: %s", s->id,
@@ -402,6 +405,11 @@ static int session_network(struct session *s)
 			s->id, s->id, strerror(-rc));
 	}
 	s->have_nat = true;
+	if (s->link.route6 && (rc = nat_add6(s->id, s->link.sess6, s->link.host_if)))
+		return session_fail(s, rc,
+				    "session %s: cannot add nftables table ip6 " NAT_TABLE_PREFIX
+				    "%s: %s",
+				    s->id, s->id, strerror(-rc));
 	return 0;
 }
 
@@ -638,6 +646,8 @@ static void session_teardown(struct session *s)
 			  strerror(-rc));
 	if (s->have_nat && (rc = nat_remove(s->id)))
 		log_warnx("session %s: cannot remove nftables table: %s", s->id, strerror(-rc));
+	if (s->have_nat && s->link.v6 && (rc = nat_remove6(s->id)))
+		log_warnx("session %s: cannot remove nftables table ip6: %s", s->id, strerror(-rc));
 	if (s->have_veth && (rc = veth_remove(s->link.host_if)))
 		log_warnx("session %s: cannot remove veth %s: %s", s->id, s->link.host_if,
 			  strerror(-rc));
@@ -1427,6 +1437,7 @@ static int session_setup(struct session *s)
 	if (s->link.v6) {
 		memcpy(ep.gw6, s->link.gw6, 16);
 		memcpy(ep.sess6, s->link.sess6, 16);
+		ep.route6 = s->link.route6;
 	}
 	ep.dns_port = DNS_PORT;
 	if (s->mode != EGRESS_MODE_NONE && cfg->n_providers)
@@ -1801,7 +1812,7 @@ struct session *session_adopt(const struct state_session *row, const char *state
 	s->n_self = (size_t)rc;
 	if (s->have_veth) {
 		/* A session started with IPv6 DNS has its gateway's address. */
-		session_link_v6(&s->link);
+		session_link_v6(&s->link, &s->cfg->pool6);
 		s->link.v6 = netlink_addr6_in_use(s->link.gw6) == 1;
 		session_dns_take(s);
 	}
