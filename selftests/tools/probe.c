@@ -62,7 +62,8 @@ static int usage(void)
 		"       probe srr ADDR PORT --via HOP [--tcp] [--strict]\n"
 		"       probe flood ADDR PORT SECONDS [PORTS]\n"
 		"       probe ip6 IFNAME plain|rh|hbh-rh|long|dst|frag|icmp [--src A] [--dst A] "
-		"[--tcp PORT]\n");
+		"[--tcp PORT]\n"
+		"                 [--mac MAC]\n");
 	return 2;
 }
 
@@ -2201,7 +2202,9 @@ static uint16_t csum6(const uint8_t *src, const uint8_t *dst, uint8_t proto, con
  * SYN 12345 -> PORT, or with icmp an echo request) and the probe's payload:
  * plain, with a routing header (type 0, one segment left), with hop-by-hop
  * options before one, behind a chain of nine destination-options headers
- * (long), behind one (dst), or as the first fragment of two (frag). */
+ * (long), behind one (dst), or as the first fragment of two (frag). To
+ * the broadcast address unless --mac names the next hop's (a router forwards
+ * only what was sent to it). */
 static int cmd_ip6(int argc, char **argv)
 {
 	uint8_t pkt[40 + 9 * 8 + 24 + 8 + 20 + sizeof(PAYLOAD)] = {0};
@@ -2209,6 +2212,7 @@ static int cmd_ip6(int argc, char **argv)
 	uint8_t *p = pkt + 40, *next = pkt + 6, *l4, l4proto = 17;
 	const char *kind, *src = "fe80::1", *dst = "2606:4700::1";
 	uint16_t tcp_port = 0;
+	uint8_t mac[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 	size_t len, l4len;
 	int fd;
 
@@ -2222,6 +2226,10 @@ static int cmd_ip6(int argc, char **argv)
 			dst = argv[++i];
 		else if (!strcmp(argv[i], "--tcp") && i + 1 < argc &&
 			 !parse_port(argv[i + 1], &tcp_port))
+			i++;
+		else if (!strcmp(argv[i], "--mac") && i + 1 < argc &&
+			 sscanf(argv[i + 1], "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &mac[0], &mac[1],
+				&mac[2], &mac[3], &mac[4], &mac[5]) == 6)
 			i++;
 		else
 			return usage();
@@ -2307,7 +2315,7 @@ static int cmd_ip6(int argc, char **argv)
 	sll.sll_protocol = htons(ETH_P_IPV6);
 	sll.sll_ifindex = (int)if_nametoindex(argv[1]);
 	sll.sll_halen = 6;
-	memset(sll.sll_addr, 0xff, 6);
+	memcpy(sll.sll_addr, mac, 6);
 	if (!sll.sll_ifindex)
 		return fail_errno(ENODEV);
 	if (sendto(fd, pkt, len, 0, (struct sockaddr *)&sll, sizeof(sll)) < 0)
