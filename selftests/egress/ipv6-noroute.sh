@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: where the agent's namespace has no IPv6 route out, the agent says so at start, sessions get no IPv6 route (only the on-link pair that carries their DNS) and no NAT66 table, AAAA answers are still filtered and programmed, and IPv6 that root in the session routes out itself is dropped at the backstop (reason ipv6).
+# Guarantee: where the agent's namespace has no IPv6 route out, the agent says so at start (and errandctl doctor, as information, not a gap), sessions get no IPv6 route (only the on-link pair that carries their DNS) and no NAT66 table, AAAA answers are still filtered and programmed, and IPv6 that root in the session routes out itself is dropped at the backstop (reason ipv6).
 # shellcheck disable=SC2016 # $NS expands in the session's shell
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -11,6 +11,8 @@ assert_empty "$(in_host "$IP" -6 route show default)" "the world's agent namespa
 agent_start || exit 1
 assert_match "$(cat "$AGENT_LOG")" "no IPv6 route out of this namespace: sessions get IPv6 for their DNS alone" \
 	"the agent says at start that sessions get no IPv6 route"
+assert_eq "$(in_host "$ERRANDCTL" doctor --config "$W_CONFIG" --json | python3 -c 'import json,sys; c=json.load(sys.stdin)["checks"]["ipv6"]; print(c["state"], "no IPv6 route out" in c["detail"])')" "info True" \
+	"errandctl doctor says so too (check ipv6: info), not as a gap"
 
 errand_start --egress v6only.test --egress ula.test -- sh -c "$(session_ns_sh)$(probe_script \
 	aaaa 'dns $NS v6only.test --type AAAA' \

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: pins, grants, open mode with sandbox.egressPorts, errandctl show and observe work for IPv6 addresses as for IPv4 ones, and one session's IPv6 entries open nothing in another session (neither at connect nor at its backstop).
+# Guarantee: errandctl doctor says sessions are dual-stack where the agent's namespace has an IPv6 route out; pins, grants, open mode with sandbox.egressPorts, errandctl show and observe work for IPv6 addresses as for IPv4 ones, and one session's IPv6 entries open nothing in another session (neither at connect nor at its backstop).
 # shellcheck disable=SC2016 # $NS expands in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/../lib/world.sh"
@@ -56,7 +56,8 @@ show=$(ctl show "$A" --json)
 assert_eq "$(jq_py "[e['port'] for e in d['allowMap'] if e['addr'] == '$HOST6_A']" <<<"$show")" "[443]" \
 	"errandctl show lists A's IPv6 entry [$HOST6_A]:443"
 
-errand_start -- sh -c "echo \"c=\$($PROBE tcp $HOST6_A 443 2>&1 | tail -n 1)\"; sleep 60" || exit 1
+# (observe picks a new session's stream up within half a second: B waits)
+errand_start -- sh -c "sleep 1.5; echo \"c=\$($PROBE tcp $HOST6_A 443 2>&1 | tail -n 1)\"; sleep 60" || exit 1
 B=$SESSION
 bg_wait '^c=' || exit 1
 assert_eq "$(bg_result c)" EPERM "B's connect to [$HOST6_A]:443 is refused: A's entry is A's"
@@ -75,6 +76,7 @@ assert_eq "$(grep "\"session\":\"$B\"" "$OBSERVE_OUT" | grep -c "\"addr\":\"$HOS
 errand_stop
 SESSION=$A BG_PID=$A_PID BG_OUT=$A_OUT BG_ERR=$A_ERR
 errand_stop
+assert_eq "$(ctl doctor --json | jq_py "d['checks']['ipv6']['state']")" ok "errandctl doctor: sessions are dual-stack here (check ipv6: ok)"
 agent_stop
 assert_empty "$(leftovers)" "nothing of the sessions is left"
 world_finish
