@@ -172,6 +172,7 @@ bench: deps-check
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(BENCH_PACKAGES)
 	@$(MAKE) --no-print-directory all $(BENCH_BPF)
 	@bench/egress.sh
+	@bench/egress6.sh
 	@bench/dns.sh
 	@bench/start.sh
 	@bench/grant.sh
