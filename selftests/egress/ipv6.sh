@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: where the agent's namespace has an IPv6 route out, a session is dual-stack (an address from sandbox.addressPool6, a default route via its gateway, NAT66): a name with only AAAA records resolves and connects, a host with both is reached either way, and AAAA answers are filtered and programmed exactly like A answers: unique-local, link-local, loopback, the host's own IPv6, and the NAT64 and 6to4 forms of a private IPv4 are dropped from answers and refused at connect.
+# Guarantee: where the agent's namespace has an IPv6 route out, a session is dual-stack (an address from sandbox.addressPool6, a default route via its gateway, NAT66): DNS to any IPv6 address is still answered by errand, a name with only AAAA records resolves and connects, a host with both is reached either way, and AAAA answers are filtered and programmed exactly like A answers: unique-local, link-local, loopback, the host's own IPv6, and the NAT64 and 6to4 forms of a private IPv4 are dropped from answers and refused at connect.
 # shellcheck disable=SC2016 # $NS expands in the session's shell
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -39,7 +39,9 @@ errand_run "${allow[@]}" -- sh -c "$(session_ns_sh)$(probe_script \
 	sixtofour_c "tcp $sixtofour_priv 443" \
 	mixed6 'dns $NS mixed6.test --type AAAA' \
 	mixed6_priv "tcp $HOST6_PRIV 443" \
-	mixed6_pub "tcp $HOST6_B 443")"'echo "routes6=$(awk '"'"'$10 != "lo" { print $1 "/" $2 " " $5 " " $10 }'"'"' /proc/net/ipv6_route | tr "\n" " ")"'
+	mixed6_pub "tcp $HOST6_B 443" \
+	dns6 "dns $HOST6_B v6only.test --type AAAA" \
+	dns6tcp "dns $HOST6_B v6only.test --type AAAA --tcp")"'echo "routes6=$(awk '"'"'$10 != "lo" { print $1 "/" $2 " " $5 " " $10 }'"'"' /proc/net/ipv6_route | tr "\n" " ")"'
 assert_eq "$RUN_RC" 0 "the session ran"
 assert_match "$(result routes6)" "(^| )0{32}/00 fd657272616e0{12}0a[0-9a-f]{6} eth0 " \
 	"the session has an IPv6 default route via its gateway in the default addressPool6: $(result routes6)"
@@ -62,6 +64,13 @@ assert_eq "$(result sixtofour_c)" EPERM "the 6to4 form of a private IPv4 is refu
 assert_match "$(result mixed6)" "^answer NOERROR addrs=$HOST6_B " "a name with a forbidden and a public AAAA keeps the public one"
 assert_eq "$(result mixed6_priv)" EPERM "... and its unique-local one stays refused"
 assert_match "$(result mixed6_pub)" "^ok hello \[?$HOST6_B\]?:443" "... while the public one connects"
+for k in dns6 dns6tcp; do
+	assert_match "$(result $k)" "^answer NOERROR addrs=$HOST6_A ttl=[0-9]+ from \[$HOST6_B\]:53\$" \
+		"$k: DNS to a public IPv6 address, with a route there, is answered by errand under the address asked"
+done
+assert_eq "$(dns_queries '^query v6only.test ' | awk '{ print $3 }' | sort | tr '\n' ' ')" "A AAAA " \
+	"the upstream was asked for v6only.test once a type (the cache answered the rest)"
+assert_eq "$(dns_queries '^query v6only.test ' | grep -vc "from $AGENT_ADDR:")" 0 "... each time by the agent"
 assert_match "$(event_count "proto=tcp addr=$HOST6_PRIV port=443 reason=forbidden hook=connect6")" '^[1-9]' \
 	"the unique-local connect is a forbidden event from connect6"
 assert_match "$(event_count "addr=$AGENT_ADDR6 port=443 reason=self hook=connect6")" '^[1-9]' \
