@@ -866,7 +866,7 @@ int errand_tc_in(struct __sk_buff *skb)
 	__u8 addr[16];
 	__u32 flags, grant;
 	bool syn = false, to_dns, to_brk;
-	__u8 why, proto, *l4;
+	__u8 why = 0, proto = 0, *l4 = NULL;
 
 	/* A veth of no session: nothing passes. */
 	key = bpf_map_lookup_elem(&tc_sess, &ifindex);
@@ -899,13 +899,20 @@ int errand_tc_in(struct __sk_buff *skb)
 			     why == REASON_PROTO ? proto : 0, why, HOOK_TC);
 			goto drop;
 		}
-		/* TCP or UDP: the ports at offsets 0 and 2 in both, TCP's flags
-		 * at 13. */
-		if ((void *)(l4 + 8) > end || (proto == IPPROTO_TCP && (void *)(l4 + 14) > end))
+		/* TCP or UDP: the ports at offsets 0 and 2 in both. The bound
+		 * is checked where it is read: 6.1's verifier does not carry a
+		 * check made under one test of proto to a read under another. */
+		if ((void *)(l4 + 8) > end)
 			goto drop_proto;
 		sport = (__u16)(l4[0] << 8 | l4[1]);
 		dport = (__u16)(l4[2] << 8 | l4[3]);
-		syn = proto == IPPROTO_TCP && (l4[13] & 0x12) == 0x02;
+		if (proto == IPPROTO_TCP) {
+			struct tcphdr *th = (void *)l4;
+
+			if ((void *)(th + 1) > end)
+				goto drop_proto;
+			syn = th->syn && !th->ack;
+		}
 		to_dns = ip6_is(&ip6->daddr, s->c->gw_addr6) && dport == s->c->dns_port;
 		to_brk = false; /* the broker listens on the gateway's IPv4 address */
 		/* Without an IPv6 route out (no NAT66), IPv6 reaches the
