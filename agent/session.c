@@ -524,6 +524,16 @@ static int session_record(struct session *s)
 		json_object_set_new(root, "gateway", json_string(addr_str(&x, a)));
 		json_object_set_new(root, "hostInterface", json_string(s->link.host_if));
 	}
+	if (s->have_veth && s->link.v6) {
+		struct addr x;
+
+		memcpy(x.b, s->link.sess6, 16);
+		json_object_set_new(root, "address6", json_string(addr_str(&x, a)));
+		memcpy(x.b, s->link.gw6, 16);
+		json_object_set_new(root, "gateway6", json_string(addr_str(&x, a)));
+		/* false: the pair carries the session's DNS alone */
+		json_object_set_new(root, "route6", json_boolean(s->link.route6));
+	}
 	text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
 	json_decref(root);
 	if (!text)

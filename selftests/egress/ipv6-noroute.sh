@@ -24,6 +24,9 @@ assert_match "$(bg_result aaaa)" "^answer NOERROR addrs=$HOST6_A " "an AAAA answ
 assert_match "$(bg_result ula)" "^answer NOERROR addrs= " "... and drops a unique-local one"
 assert_eq "$(bg_result conn)" ENETUNREACH "a connect to it finds no IPv6 route"
 assert_no_match "$(bg_result routes6)" "0{32}/00" "the session has no IPv6 default route: $(bg_result routes6)"
+assert_match "$(in_host "$ERRANDCTL" --config "$W_CONFIG" show "$SESSION")" \
+	"^address6  fd65:7272:616e::[0-9a-f:]+ via fd65:7272:616e::[0-9a-f:]+ \(DNS only: no IPv6 route out\)$" \
+	"errandctl show gives the session's IPv6 pair as DNS only"
 assert_eq "$(in_host nft list tables ip6 >/dev/null && echo listed)" listed "nft lists the agent namespace's ip6 tables"
 assert_empty "$(in_host nft list tables ip6 | grep errand-)" "... and no NAT66 table was made"
 

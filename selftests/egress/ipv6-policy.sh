@@ -55,6 +55,10 @@ assert_match "$(bg_result c)" "^ok hello \[?$HOST6_A\]?:443" "... and A reaches 
 show=$(ctl show "$A" --json)
 assert_eq "$(jq_py "[e['port'] for e in d['allowMap'] if e['addr'] == '$HOST6_A']" <<<"$show")" "[443]" \
 	"errandctl show lists A's IPv6 entry [$HOST6_A]:443"
+assert_match "$(jq_py "d['policy']['address6'], d['policy']['gateway6'], d['policy']['route6']" <<<"$show")" \
+	"^fd65:7272:616e::[0-9a-f:]+ fd65:7272:616e::[0-9a-f:]+ True$" "show: A's IPv6 address, gateway and route"
+assert_match "$(ctl show "$A")" "^address6  fd65:7272:616e::[0-9a-f:]+ via fd65:7272:616e::[0-9a-f:]+$" \
+	"show, as text: A's IPv6 address via its gateway"
 
 # (observe picks a new session's stream up within half a second: B waits)
 errand_start -- sh -c "sleep 1.5; echo \"c=\$($PROBE tcp $HOST6_A 443 2>&1 | tail -n 1)\"; sleep 60" || exit 1
