@@ -30,6 +30,7 @@
 #include "agent/grant.h"
 #include "agent/inspect.h"
 #include "agent/loop.h"
+#include "agent/netlink.h"
 #include "agent/session.h"
 #include "agent/state.h"
 #include "egress.h"
@@ -1291,6 +1292,10 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&a.pool_lock, NULL);
 	pool_fill(&a);
 	a.next_sweep_ns = boottime_ns() + SWEEP_INTERVAL_NS;
+	/* Asked again at each session's start: a route that comes later counts. */
+	if (!netlink_v6_route_out())
+		log_info("no IPv6 route out of this namespace: sessions get IPv6 for their DNS "
+			 "alone, no IPv6 route (AAAA answers are still filtered)");
 	log_info("listening on %s (%s), %zu session(s) adopted", a.sock_path,
 		 a.group == CONTROL_NO_GROUP ? "root only" : "root and group " CONTROL_GROUP,
 		 a.n_sessions);

@@ -29,6 +29,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/doctor.h"
+#include "agent/netlink.h"
 #include "agent/rules.h"
 #include "lib/idmap.h"
 #include "lib/landlock.h"
@@ -61,9 +62,11 @@ enum check {
 	C_DISK,
 	C_PROJECT,
 	C_STATE_DIR,
+	C_IPV6,
 	C_COUNT
 };
 
+/* clang-format off */
 static const char *const check_names[] = {
 	[C_USERNS] = "userNamespaces", [C_SECCOMP] = "seccomp",
 	[C_LANDLOCK] = "landlock",     [C_CGROUP2] = "cgroup2",
@@ -72,7 +75,9 @@ static const char *const check_names[] = {
 	[C_BPFFS] = "bpffs",	       [C_TC] = "tcClsact",
 	[C_BPF_LSM] = "bpfLsm",	       [C_DISK] = "disk",
 	[C_PROJECT] = "projectIdmap",  [C_STATE_DIR] = "stateIdmap",
+	[C_IPV6] = "ipv6",
 };
+/* clang-format on */
 
 static const char *const controllers[] = {"memory", "cpu", "pids"};
 
@@ -685,6 +690,16 @@ struct doctor_report *doctor_probe(const struct errand_config *cfg)
 		    "disk use is not limited (no sized filesystem under the project or state)");
 	if (cfg->network == NETWORK_NONE && r->c[C_TC].state == UNAVAILABLE)
 		r->c[C_TC].state = INFO; /* no network, nothing to hold back */
+	/* Asked afresh, as each session start asks: a route may come or go. */
+	if (netlink_v6_route_out())
+		set(r, C_IPV6, OK,
+		    "sessions are dual-stack: this namespace has an IPv6 route out (NAT66 from "
+		    "sandbox.addressPool6)");
+	else
+		set(r, C_IPV6, INFO,
+		    "no IPv6 route out of this namespace: sessions get IPv6 for their DNS alone, "
+		    "no "
+		    "IPv6 route (AAAA answers are still filtered)");
 	return r;
 }
 

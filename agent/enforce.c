@@ -616,6 +616,7 @@ static struct sess_cfg session_cfg_of(const struct enforce_params *p, uint64_t s
 		.broker_port = p->broker_port,
 		.set_hash = set_hash,
 		.relay_port = p->relay_port,
+		.route6 = p->route6,
 	};
 
 	memcpy(cfg.gw_addr6, p->gw6, 16);

@@ -22,7 +22,8 @@ struct enforce_params {
 	int host_ifindex; /* host side of the veth; 0 when the session has no network */
 	enum egress_mode mode;
 	uint32_t sess4, gw4;	    /* network order */
-	uint8_t sess6[16], gw6[16]; /* the pair's IPv6 addresses, for DNS alone; zero: none */
+	uint8_t sess6[16], gw6[16]; /* the pair's IPv6 addresses; zero: none */
+	bool route6;		    /* IPv6 beyond DNS: a default route via gw6 and NAT66 */
 	uint16_t dns_port;
 	uint16_t broker_port;  /* the session's broker on gw4; 0: none */
 	uint16_t relay_port;   /* its listener for intercepted hosts; 0: none */

@@ -476,6 +476,12 @@ void inspect_print_show(const json_t *show, FILE *f)
 	print_strings(json_object_get(policy, "allow"), ", ", f);
 	fprintf(f, "\naddress   %s via %s\n", S(policy, "address") ?: "-",
 		S(policy, "gateway") ?: "-");
+	if (S(policy, "address6"))
+		fprintf(f, "address6  %s via %s%s\n", S(policy, "address6"),
+			S(policy, "gateway6") ?: "-",
+			json_is_true(json_object_get(policy, "route6"))
+				? ""
+				: " (DNS only: no IPv6 route out)");
 	fprintf(f, "grants\n");
 	json_array_foreach(json_object_get(show, "grants"), i, it)
 		fprintf(f, "  %-40s %-6s %s\n", S(it, "host"), S(it, "kind"),

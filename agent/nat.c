@@ -152,51 +152,57 @@ static int nft_run(const char *what, const char *cmds, char **out)
 	return rc;
 }
 
-/* "errand-pool-10.213.0.0-16": the pool's own table, made once a process. */
-static int pool_table(const struct cidr *pool, char *name, size_t len)
+/* "errand-pool-10.213.0.0-16", "errand-pool6-fd65:7272:616e::-48": the
+ * pool's own table, made once a process. */
+static int pool_table(const struct cidr *pool, bool v6, char *name, size_t len)
 {
 	char a[ADDR_STRLEN];
 
-	if (!addr_is_v4(&pool->a) || pool->prefixlen < 96)
+	if (addr_is_v4(&pool->a) == v6 || (!v6 && pool->prefixlen < 96))
 		return -EINVAL;
-	snprintf(name, len, NAT_POOL_PREFIX "%s-%d", addr_str(&pool->a, a), pool->prefixlen - 96);
-	return valid_word(name, ID_MAX + 16) ? 0 : -EINVAL;
+	snprintf(name, len, "%s%s-%d", v6 ? NAT_POOL6_PREFIX : NAT_POOL_PREFIX,
+		 addr_str(&pool->a, a), pool->prefixlen - (v6 ? 0 : 96));
+	for (char *c = name; *c; c++)
+		if (*c == ':')
+			*c = '.'; /* an nft name takes no colon */
+	return valid_word(name, ID_MAX + 32) ? 0 : -EINVAL;
 }
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cidr pools_done[8];
 static size_t n_pools_done;
 
-int nat_pool(const struct cidr *pool)
+static int nat_pool_family(const struct cidr *pool, bool v6)
 {
+	const char *fam = v6 ? "ip6" : "ip";
 	cleanup_free char *cmds = NULL;
-	char name[ID_MAX + 32], a[ADDR_STRLEN], what[ID_MAX + 48];
+	char name[ID_MAX + 64], a[ADDR_STRLEN], what[ID_MAX + 80];
 	int n, rc = 0;
 
-	if ((rc = pool_table(pool, name, sizeof(name))))
+	if ((rc = pool_table(pool, v6, name, sizeof(name))))
 		return rc;
 	pthread_mutex_lock(&pool_lock);
 	for (size_t i = 0; i < n_pools_done; i++)
 		if (!memcmp(&pools_done[i], pool, sizeof(*pool)))
 			goto out;
-	snprintf(what, sizeof(what), "table ip %s", name);
+	snprintf(what, sizeof(what), "table %s %s", fam, name);
 	/* "add" then "delete" first: a table left by an earlier errand is
 	 * replaced rather than merged into, and the whole batch commits or
 	 * none of it does (running sessions keep their NAT throughout). */
 	n = asprintf(&cmds,
-		     "add table ip %1$s\n"
-		     "delete table ip %1$s\n"
-		     "add table ip %1$s\n"
-		     "add chain ip %1$s postrouting "
+		     "add table %4$s %1$s\n"
+		     "delete table %4$s %1$s\n"
+		     "add table %4$s %1$s\n"
+		     "add chain %4$s %1$s postrouting "
 		     "{ type nat hook postrouting priority srcnat; policy accept; }\n"
-		     "add rule ip %1$s postrouting "
-		     "ip saddr %2$s/%3$d oifname != \"" VETH_HOST_GLOB "\" masquerade\n"
-		     "add chain ip %1$s forward "
+		     "add rule %4$s %1$s postrouting "
+		     "%4$s saddr %2$s/%3$d oifname != \"" VETH_HOST_GLOB "\" masquerade\n"
+		     "add chain %4$s %1$s forward "
 		     "{ type filter hook forward priority filter; policy accept; }\n"
-		     "add rule ip %1$s forward iifname \"" VETH_HOST_GLOB "\" accept\n"
-		     "add rule ip %1$s forward "
+		     "add rule %4$s %1$s forward iifname \"" VETH_HOST_GLOB "\" accept\n"
+		     "add rule %4$s %1$s forward "
 		     "oifname \"" VETH_HOST_GLOB "\" ct state established,related accept\n",
-		     name, addr_str(&pool->a, a), pool->prefixlen - 96);
+		     name, addr_str(&pool->a, a), pool->prefixlen - (v6 ? 0 : 96), fam);
 	if (n < 0) {
 		cmds = NULL;
 		rc = -ENOMEM;
@@ -208,6 +214,16 @@ int nat_pool(const struct cidr *pool)
 out:
 	pthread_mutex_unlock(&pool_lock);
 	return rc;
+}
+
+int nat_pool(const struct cidr *pool)
+{
+	return nat_pool_family(pool, false);
+}
+
+int nat_pool6(const struct cidr *pool6)
+{
+	return nat_pool_family(pool6, true);
 }
 
 int nat_remove(const char *id)

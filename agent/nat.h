@@ -12,6 +12,7 @@
 
 #define NAT_TABLE_PREFIX "errand-"
 #define NAT_POOL_PREFIX "errand-pool-"
+#define NAT_POOL6_PREFIX "errand-pool6-"
 /* the host sides of the sessions' veths: eh<id> */
 #define VETH_HOST_PREFIX "eh"
 #define VETH_HOST_GLOB VETH_HOST_PREFIX "*"
@@ -25,6 +26,10 @@ struct cidr;
  * pool; it stays, since sessions outlive the agent. 0 or -errno; on error
  * nothing changed. */
 int nat_pool(const struct cidr *pool);
+/* The same for sandbox.addressPool6 (a unique-local range), as table ip6
+ * errand-pool6-...: NAT66, made where the agent's namespace has an IPv6
+ * route out. */
+int nat_pool6(const struct cidr *pool6);
 /* Deletes table ip errand-<id>. Missing is 0. */
 int nat_remove(const char *id);
 /* Deletes every errand-<id> table whose id keep does not accept (NULL: all),

@@ -2,14 +2,18 @@
  * addresses, over rtnetlink with libnl-route-3. Work inside a session's
  * namespace runs through netns_run, so no thread of the agent ever moves. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <net/if.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <linux/rtnetlink.h>
 #include <netlink/errno.h>
@@ -168,28 +172,79 @@ static int veth_harden(const char *ifname)
 	return 0;
 }
 
-static const uint8_t session_v6_prefix[12] = {0xfd, 0x65, 0x72, 0x72, 0x61, 0x6e, 0x00, 0x64};
-
-bool session_link_addr(const struct addr *a, const struct cidr *pool)
+bool session_link_addr(const struct addr *a, const struct cidr *pool, const struct cidr *pool6)
 {
 	struct addr v4 = {};
 
 	if (addr_is_v4(a))
 		return cidr_contains(pool, a);
-	if (memcmp(a->b, session_v6_prefix, 12))
+	if (!cidr_contains(pool6, a))
 		return false;
 	v4.b[10] = v4.b[11] = 0xff;
 	memcpy(v4.b + 12, a->b + 12, 4);
 	return cidr_contains(pool, &v4);
 }
 
-void session_link_v6(struct session_link *l)
+void session_link_v6(struct session_link *l, const struct cidr *pool6)
 {
-	memcpy(l->gw6, session_v6_prefix, 12);
+	uint8_t prefix[12] = {0};
+
+	/* Bits past the pool's prefix (at most /96) are zero, then the IPv4. */
+	for (unsigned i = 0; i < pool6->prefixlen && i < 96; i++)
+		prefix[i / 8] |= pool6->a.b[i / 8] & (uint8_t)(0x80 >> (i % 8));
+	memcpy(l->gw6, prefix, 12);
 	memcpy(l->gw6 + 12, &l->gw4, 4);
-	memcpy(l->sess6, session_v6_prefix, 12);
+	memcpy(l->sess6, prefix, 12);
 	memcpy(l->sess6 + 12, &l->sess4, 4);
 	l->v6 = true;
+}
+
+int netlink_v6_route_out(void)
+{
+	struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons(9)};
+	cleanup_close int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return 0;
+	sa.sin6_addr.s6_addr[0] = 0x20; /* 2000::1, the start of global unicast */
+	sa.sin6_addr.s6_addr[15] = 1;
+	return connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+}
+
+/* net.ipv6.conf.all.forwarding=1 turns every link into a router's, and a
+ * router's link with accept_ra=1 stops taking router advertisements (its
+ * default route would then expire): such links get accept_ra=2, which takes
+ * them while forwarding, before forwarding is turned on. */
+static int v6_forwarding_on(void)
+{
+	char path[PATH_MAX], val[8] = "";
+	struct dirent *de;
+	DIR *d;
+
+	{
+		cleanup_close int fd =
+			open("/proc/sys/net/ipv6/conf/all/forwarding", O_RDONLY | O_CLOEXEC);
+
+		if (fd >= 0 && read(fd, val, sizeof(val) - 1) > 0 && val[0] == '1')
+			return 0;
+	}
+	d = opendir("/proc/sys/net/ipv6/conf");
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		cleanup_close int fd = -1;
+		char cur[8] = "";
+
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, "all"))
+			continue;
+		snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/accept_ra", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && read(fd, cur, sizeof(cur) - 1) > 0 && cur[0] == '1' &&
+		    (cur[1] == '\n' || !cur[1]))
+			write_sysctl(path, "2", true);
+	}
+	closedir(d);
+	return write_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1", false);
 }
 
 /* IPv6 on one link of the calling thread's namespace, for its ULA address
@@ -317,11 +372,13 @@ static int addr4_add(struct nl_sock *sk, int ifindex, uint32_t a4, int prefixlen
 	return nlerr(r);
 }
 
-static int route4_default(struct nl_sock *sk, int ifindex, uint32_t gw4)
+/* The default route of family (AF_INET or AF_INET6) via gw (4 or 16 bytes). */
+static int route_default(struct nl_sock *sk, int ifindex, int family, const void *gwaddr)
 {
-	uint32_t any = 0;
-	cleanup_nl_addr struct nl_addr *dst = nl_addr_build(AF_INET, &any, sizeof(any));
-	cleanup_nl_addr struct nl_addr *gw = nl_addr_build(AF_INET, &gw4, sizeof(gw4));
+	uint8_t any[16] = {0};
+	size_t len = family == AF_INET6 ? 16 : 4;
+	cleanup_nl_addr struct nl_addr *dst = nl_addr_build(family, any, len);
+	cleanup_nl_addr struct nl_addr *gw = nl_addr_build(family, gwaddr, len);
 	struct rtnl_nexthop *nh;
 	struct rtnl_route *rt;
 	int r;
@@ -340,7 +397,7 @@ static int route4_default(struct nl_sock *sk, int ifindex, uint32_t gw4)
 	rtnl_route_nh_set_ifindex(nh, ifindex);
 	rtnl_route_nh_set_gateway(nh, gw);
 	rtnl_route_add_nexthop(rt, nh); /* rt owns nh from here */
-	rtnl_route_set_family(rt, AF_INET);
+	rtnl_route_set_family(rt, (uint8_t)family);
 	rtnl_route_set_table(rt, RT_TABLE_MAIN);
 	rtnl_route_set_scope(rt, RT_SCOPE_UNIVERSE);
 	rtnl_route_set_protocol(rt, RTPROT_STATIC);
@@ -350,9 +407,9 @@ static int route4_default(struct nl_sock *sk, int ifindex, uint32_t gw4)
 		r = rtnl_route_add(sk, rt, NLM_F_EXCL);
 	rtnl_route_put(rt);
 	if (r < 0) {
-		char buf[INET_ADDRSTRLEN];
+		char buf[INET6_ADDRSTRLEN];
 
-		inet_ntop(AF_INET, &gw4, buf, sizeof(buf));
+		inet_ntop(family, gwaddr, buf, sizeof(buf));
 		log_warnx("link #%d: add default route via %s: %s", ifindex, buf, nl_geterror(r));
 	}
 	return nlerr(r);
@@ -387,7 +444,10 @@ static int session_side(void *arg)
 		r = addr6_add(sk, ifindex, l->sess6, SESSION_V6_PREFIXLEN);
 	if (r < 0)
 		return r;
-	return route4_default(sk, ifindex, l->gw4);
+	r = route_default(sk, ifindex, AF_INET, &l->gw4);
+	if (r == 0 && l->v6 && l->route6)
+		r = route_default(sk, ifindex, AF_INET6, l->gw6);
+	return r;
 }
 
 /* Deletes the link with this index, or by name when the index is 0. */
@@ -476,6 +536,8 @@ int veth_setup(struct session_link *l, const char *netns_path)
 	}
 	if (r == 0)
 		r = write_sysctl("/proc/sys/net/ipv4/ip_forward", "1", false);
+	if (r == 0 && l->v6 && l->route6)
+		r = v6_forwarding_on();
 	if (r < 0) {
 		int d = link_delete(sk, ifindex, l->host_if);
 

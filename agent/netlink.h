@@ -16,32 +16,41 @@ struct session_link {
 	uint32_t sess4;	   /* session side address, network order */
 	uint8_t prefixlen; /* of the link's subnet, e.g. 30 */
 	int host_ifindex;  /* filled by veth_setup */
-	/* IPv6 for the session's DNS alone (session_link_v6): the gateway's and
-	 * the session's ULA addresses, on-link only, no default route. */
+	/* IPv6 (session_link_v6): the gateway's and the session's addresses
+	 * from sandbox.addressPool6. They carry the session's DNS to a native
+	 * IPv6 address; with route6 also a default route via gw6 (the agent's
+	 * namespace has an IPv6 route out, and NAT66 carries the session out). */
 	bool v6;
+	bool route6;
 	uint8_t gw6[16], sess6[16];
 };
 
-/* A session's IPv6 link addresses, derived from its IPv4 ones: the ULA
- * prefix fd65:7272:616e:64::/96 (errand's own) with the IPv4 address as its
- * last 32 bits, so the /30 is a /126; sets v6. The session's stack stays
- * IPv4 otherwise: these carry its DNS to a native IPv6 address, which the
- * hooks cannot send to an IPv4 responder. */
+/* A session's IPv6 link addresses, derived from its IPv4 ones: the prefix
+ * of pool6 (sandbox.addressPool6, at most /96) with the IPv4 address as its
+ * last 32 bits, so the session's /30 is a /126 and unique as the /30 is;
+ * sets v6 (not route6). */
 #define SESSION_V6_PREFIXLEN 126
-void session_link_v6(struct session_link *l);
+void session_link_v6(struct session_link *l, const struct cidr *pool6);
+/* Has the caller's namespace a route for global IPv6 unicast (2000::/3)?
+ * Asked of the kernel with an unbound UDP socket's connect, which sends
+ * nothing. 1 yes, 0 no. */
+int netlink_v6_route_out(void);
 /* Is a one of the sessions' link addresses (IPv4 in pool, or its IPv6 form
- * above)? Those are refused to every session by their ranges (the
+ * in pool6 above)? Those are refused to every session by their ranges (the
  * configuration sees to it), so they need not be followed one by one as
  * this host's own: a thousand sessions would make it thousands. */
-bool session_link_addr(const struct addr *a, const struct cidr *pool);
+bool session_link_addr(const struct addr *a, const struct cidr *pool, const struct cidr *pool6);
 
 /* Creates the veth pair in the caller's namespace, moves sess_if into the
  * namespace at netns_path and renames it eth0 there; addresses both sides;
  * brings up lo, eth0 and host_if; adds the default route via gw4 in the
  * session namespace; disables IPv6 in the session namespace (sessions are
  * IPv4 only) but for gw6 and sess6 on the pair where l->v6 is set (no
- * link-local address, no router advertisements, no DAD); sets
- * net.ipv4.ip_forward=1 in the caller's namespace.
+ * link-local address, no router advertisements, no DAD), with a default
+ * route via gw6 where route6 is set; sets net.ipv4.ip_forward=1 in the
+ * caller's namespace, and with route6 net.ipv6.conf.all.forwarding=1 (links
+ * that took router advertisements get accept_ra=2 first, so they go on
+ * taking them).
  * On error nothing it made is left behind. 0 or -errno. */
 int veth_setup(struct session_link *l, const char *netns_path);
 /* Deletes the host side (its peer goes with it). Missing is 0. */

@@ -414,9 +414,12 @@ static int session_network(struct session *s)
 	}
 	snprintf(s->link.host_if, sizeof(s->link.host_if), VETH_HOST_PREFIX "%s", s->id);
 	snprintf(s->link.sess_if, sizeof(s->link.sess_if), VETH_SESS_PREFIX "%s", s->id);
-	/* IPv6 for the session's DNS, where this kernel has IPv6 at all. */
-	if (access("/proc/sys/net/ipv6/conf/all", F_OK) == 0)
-		session_link_v6(&s->link);
+	/* IPv6 for the session's DNS, where this kernel has IPv6 at all, and a
+	 * route out (NAT66) where this namespace has one. */
+	if (access("/proc/sys/net/ipv6/conf/all", F_OK) == 0) {
+		session_link_v6(&s->link, &s->cfg->pool6);
+		s->link.route6 = netlink_v6_route_out() == 1;
+	}
 	rc = veth_setup(&s->link, s->netns_path);
 	if (rc) {
 		return session_fail(s, rc, "session %s: cannot set up veth %s: %s", s->id,
@@ -430,6 +433,11 @@ static int session_network(struct session *s)
 				    "(" NAT_POOL_PREFIX "...): %s",
 				    s->id, strerror(-rc));
 	}
+	if (s->link.route6 && (rc = nat_pool6(&s->cfg->pool6)))
+		return session_fail(s, rc,
+				    "session %s: cannot add the IPv6 address pool's nftables table "
+				    "(ip6 " NAT_POOL_PREFIX "...): %s",
+				    s->id, strerror(-rc));
 	return 0;
 }
 
@@ -547,6 +555,16 @@ static int session_record(struct session *s)
 		addr_from_v4(&x, s->link.gw4);
 		json_object_set_new(root, "gateway", json_string(addr_str(&x, a)));
 		json_object_set_new(root, "hostInterface", json_string(s->link.host_if));
+	}
+	if (s->have_veth && s->link.v6) {
+		struct addr x;
+
+		memcpy(x.b, s->link.sess6, 16);
+		json_object_set_new(root, "address6", json_string(addr_str(&x, a)));
+		memcpy(x.b, s->link.gw6, 16);
+		json_object_set_new(root, "gateway6", json_string(addr_str(&x, a)));
+		/* false: the pair carries the session's DNS alone */
+		json_object_set_new(root, "route6", json_boolean(s->link.route6));
 	}
 	text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
 	json_decref(root);
@@ -1106,7 +1124,7 @@ static bool self_ignored(const struct session *s, const struct addr *a)
 {
 	struct addr gw;
 
-	if (!session_link_addr(a, &s->cfg->pool))
+	if (!session_link_addr(a, &s->cfg->pool, &s->cfg->pool6))
 		return false;
 	addr_from_v4(&gw, s->link.gw4);
 	if (s->link.gw4 && !memcmp(a, &gw, sizeof(gw)))
@@ -1661,7 +1679,9 @@ static bool session_net_fits(const struct session *s, const struct session *n)
 
 	return s->mode != EGRESS_MODE_NONE && !strcmp(a->run_dir, b->run_dir) &&
 	       !strcmp(a->state_dir, b->state_dir) && !strcmp(a->bpf_dir, b->bpf_dir) &&
-	       !strcmp(a->cgroup_name, b->cgroup_name) && a->pool.prefixlen == b->pool.prefixlen &&
+	       !strcmp(a->cgroup_name, b->cgroup_name) &&
+	       !memcmp(&a->pool6, &b->pool6, sizeof(a->pool6)) &&
+	       a->pool.prefixlen == b->pool.prefixlen &&
 	       !memcmp(&a->pool.a, &b->pool.a, sizeof(a->pool.a));
 }
 
@@ -1732,6 +1752,7 @@ static int session_setup(struct session *s, struct session *net)
 	if (s->link.v6) {
 		memcpy(ep.gw6, s->link.gw6, 16);
 		memcpy(ep.sess6, s->link.sess6, 16);
+		ep.route6 = s->link.route6;
 	}
 	ep.dns_port = DNS_PORT;
 	if (s->mode != EGRESS_MODE_NONE && (cfg->n_providers || config_intercepts(cfg)))
@@ -2184,7 +2205,7 @@ struct session *session_adopt(const struct state_session *row, const char *state
 	s->n_self = (size_t)rc;
 	if (s->have_veth) {
 		/* A session started with IPv6 DNS has its gateway's address. */
-		session_link_v6(&s->link);
+		session_link_v6(&s->link, &s->cfg->pool6);
 		s->link.v6 = netlink_addr6_in_use(s->link.gw6) == 1;
 		session_dns_take(s);
 	}

@@ -28,3 +28,19 @@ NFT
 in_bare() { nsenter --net="/run/netns/$B" "$@"; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
+
+# IPv6 on the bare namespace, as a dual-stack session has it: a /126 on the
+# same veth, a default route via the agent namespace, NAT66 there. Needs
+# world_v6 and bare_up first.
+bare6_up() {
+	in_host sysctl -qw net.ipv6.conf.all.forwarding=1 net.ipv6.conf.bh0.disable_ipv6=0
+	in_bare sysctl -qw net.ipv6.conf.eth0.disable_ipv6=0
+	in_host ip -6 addr add fd66:6262::1/126 dev bh0 nodad
+	ip -n "$B" -6 addr add fd66:6262::2/126 dev eth0 nodad
+	ip -n "$B" -6 route add default via fd66:6262::1 dev eth0
+	in_host nft -f - <<NFT
+table ip6 ${W}bench6 {
+	chain post { type nat hook postrouting priority srcnat; ip6 saddr fd66:6262::/126 masquerade; }
+}
+NFT
+}

@@ -505,7 +505,10 @@ static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
 	}
 	if (s->c->mode != EGRESS_MODE_NONE &&
 	    ((!a32[0] && !a32[1] && !a32[2] && !a32[3]) ||
-	     (is_v4_mapped(addr) && (!a32[3] || a32[3] == s->c->sess_addr4)))) {
+	     (is_v4_mapped(addr) && (!a32[3] || a32[3] == s->c->sess_addr4)) ||
+	     (s->c->sess_addr6[0] && a32[0] == s->c->sess_addr6[0] &&
+	      a32[1] == s->c->sess_addr6[1] && a32[2] == s->c->sess_addr6[2] &&
+	      a32[3] == s->c->sess_addr6[3]))) {
 		emit(s, addr, port, proto, REASON_OWN, hook);
 		return 0;
 	}
@@ -735,7 +738,7 @@ static __always_inline bool ip6_routed(void *p, void *end)
 }
 
 #define NEXTHDR_ICMPV6 58
-enum { TC6_REFUSE, TC6_PASS, TC6_QUIET };
+enum { TC6_REFUSE, TC6_PASS, TC6_QUIET, TC6_L4 };
 
 static __always_inline bool ip6_is(const struct in6_addr *a, const __u32 w[4])
 {
@@ -743,45 +746,88 @@ static __always_inline bool ip6_is(const struct in6_addr *a, const __u32 w[4])
 	       a->in6_u.u6_addr32[2] == w[2] && a->in6_u.u6_addr32[3] == w[3];
 }
 
-/* IPv6 from the session: only its DNS to the responder's IPv6 address (UDP
- * or TCP, no extension header) and the neighbour discovery that reaching it
- * takes pass; MLD reports, which the kernel sends for the session's address
- * on its own, are dropped quietly; anything else is refused. */
-static __always_inline int tc_ipv6(const struct sess *s, void *data, void *end)
+/* The transport header of an IPv6 packet: hop-by-hop, destination options
+ * and AH headers walked, up to IPV6_EXT_MAX. 0 with *proto and *l4 set;
+ * REASON_FRAGMENT for a fragment header anywhere; REASON_IP_OPTIONS for a
+ * chain longer than the bound or cut short (ip6_routed has refused routing
+ * headers before). */
+static __always_inline __u8 ip6_l4(void *p, void *end, __u8 *proto, __u8 **l4)
+{
+	struct ipv6hdr *ip6 = p;
+	struct ipv6_opt_hdr *h;
+	__u8 nh;
+
+	if ((void *)(ip6 + 1) > end)
+		return REASON_IP_OPTIONS;
+	nh = ip6->nexthdr;
+	p = ip6 + 1;
+	for (int i = 0; i < IPV6_EXT_MAX; i++) {
+		h = p;
+		switch (nh) {
+		case NEXTHDR_HOP:
+		case NEXTHDR_DEST:
+			if ((void *)(h + 1) > end)
+				return REASON_IP_OPTIONS;
+			p += (h->hdrlen + 1) * 8;
+			break;
+		case IPPROTO_AH:
+			if ((void *)(h + 1) > end)
+				return REASON_IP_OPTIONS;
+			p += (h->hdrlen + 2) * 4;
+			break;
+		case NEXTHDR_FRAGMENT:
+			return REASON_FRAGMENT;
+		case NEXTHDR_ROUTING:
+			return REASON_IP_OPTIONS;
+		default:
+			*proto = nh;
+			*l4 = p;
+			return 0;
+		}
+		nh = h->nexthdr;
+	}
+	return REASON_IP_OPTIONS;
+}
+
+/* IPv6 from the session, before its transport is judged as IPv4's is: MLD
+ * reports, which the kernel sends for the session's address on its own
+ * (from ::, behind hop-by-hop options), are dropped quietly; a source other
+ * than the session's address is spoofed; ICMPv6 passes only as neighbour
+ * solicitation and advertisement (hop limit 255: never forwarded) to the
+ * gateway or its solicited-node group, which reaching the gateway takes;
+ * TCP and UDP go on (TC6_L4) to the same checks as IPv4's, with *why 0;
+ * anything else is refused with *why. */
+static __always_inline int tc_ipv6(const struct sess *s, void *data, void *end, __u8 *proto,
+				   __u8 **l4p, __u8 *why)
 {
 	struct ipv6hdr *ip6 = data;
 	__u8 *l4 = (void *)(ip6 + 1);
 	__u8 next;
 
+	*why = REASON_IPV6;
 	if ((void *)(ip6 + 1) > end)
 		return TC6_REFUSE;
 	next = ip6->nexthdr;
-	if (next == 0) {
-		/* hop-by-hop options: MLD carries its router alert there */
-		if ((void *)(l4 + 8) > end)
-			return TC6_REFUSE;
-		next = l4[0];
-		l4 += (l4[1] + 1) * 8;
-		if (next == NEXTHDR_ICMPV6 && (void *)(l4 + 1) <= end &&
-		    (l4[0] == 130 || l4[0] == 131 || l4[0] == 132 || l4[0] == 143))
-			return TC6_QUIET;
-		return TC6_REFUSE;
-	}
-	if (!s->c->gw_addr6[0] || s->c->mode == EGRESS_MODE_NONE ||
-	    !ip6_is(&ip6->saddr, s->c->sess_addr6))
-		return TC6_REFUSE;
-	if (next == IPPROTO_UDP || next == IPPROTO_TCP) {
-		__u16 dport;
+	if (next == 0 && (void *)(l4 + 8) <= end) {
+		__u8 *m = l4 + (l4[1] + 1) * 8;
 
-		/* the destination port is at offset 2 in both headers */
-		if ((void *)(l4 + 4) > end)
-			return TC6_REFUSE;
-		dport = (__u16)(l4[2] << 8 | l4[3]);
-		return ip6_is(&ip6->daddr, s->c->gw_addr6) && dport == s->c->dns_port ? TC6_PASS
-										      : TC6_REFUSE;
+		if (l4[0] == NEXTHDR_ICMPV6 && (void *)(m + 1) <= end &&
+		    (m[0] == 130 || m[0] == 131 || m[0] == 132 || m[0] == 143))
+			return TC6_QUIET;
 	}
-	/* Neighbour solicitation and advertisement (hop limit 255: never
-	 * forwarded) to the gateway or its solicited-node group. */
+	if (!s->c->gw_addr6[0] || s->c->mode == EGRESS_MODE_NONE)
+		return TC6_REFUSE;
+	if (!ip6_is(&ip6->saddr, s->c->sess_addr6)) {
+		*why = REASON_SPOOF;
+		return TC6_REFUSE;
+	}
+	*why = ip6_l4(data, end, &next, &l4);
+	if (*why)
+		return TC6_REFUSE;
+	*proto = next;
+	*l4p = l4;
+	if (next == IPPROTO_UDP || next == IPPROTO_TCP)
+		return TC6_L4;
 	if (next == NEXTHDR_ICMPV6 && ip6->hop_limit == 255 && (void *)(l4 + 1) <= end &&
 	    (l4[0] == 135 || l4[0] == 136) &&
 	    (ip6_is(&ip6->daddr, s->c->gw_addr6) ||
@@ -792,6 +838,7 @@ static __always_inline int tc_ipv6(const struct sess *s, void *data, void *end)
 	      ip6->daddr.in6_u.u6_addr8[14] == ((const __u8 *)s->c->gw_addr6)[14] &&
 	      ip6->daddr.in6_u.u6_addr8[15] == ((const __u8 *)s->c->gw_addr6)[15])))
 		return TC6_PASS;
+	*why = REASON_PROTO;
 	return TC6_REFUSE;
 }
 
@@ -816,8 +863,8 @@ int errand_tc_in(struct __sk_buff *skb)
 	__u16 sport, dport;
 	__u8 addr[16];
 	__u32 flags, grant;
-	bool syn = false;
-	__u8 why;
+	bool syn = false, to_dns, to_brk;
+	__u8 why = 0, proto = 0, *l4 = NULL;
 
 	/* A veth of no session: nothing passes. */
 	key = bpf_map_lookup_elem(&tc_sess, &ifindex);
@@ -828,6 +875,7 @@ int errand_tc_in(struct __sk_buff *skb)
 	if (eth->h_proto == bpf_htons(ETH_P_ARP))
 		return TC_ACT_OK;
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		int v6;
 
 		/* A routing header first, as IPv4's options: nothing carrying
@@ -836,12 +884,42 @@ int errand_tc_in(struct __sk_buff *skb)
 			emit(s, zero, 0, 0, REASON_IP_OPTIONS, HOOK_TC);
 			goto drop;
 		}
-		v6 = tc_ipv6(s, eth + 1, end);
+		v6 = tc_ipv6(s, eth + 1, end, &proto, &l4, &why);
 		if (v6 == TC6_PASS)
 			goto pass;
-		if (v6 == TC6_REFUSE)
+		if (v6 == TC6_QUIET)
+			goto drop;
+		if ((void *)(ip6 + 1) > end)
+			goto drop_proto;
+		__builtin_memcpy(addr, &ip6->daddr, 16);
+		if (v6 == TC6_REFUSE) {
+			emit(s, why == REASON_IPV6 ? zero : addr, 0,
+			     why == REASON_PROTO ? proto : 0, why, HOOK_TC);
+			goto drop;
+		}
+		/* TCP or UDP: the ports at offsets 0 and 2 in both. The bound
+		 * is checked where it is read: 6.1's verifier does not carry a
+		 * check made under one test of proto to a read under another. */
+		if ((void *)(l4 + 8) > end)
+			goto drop_proto;
+		sport = (__u16)(l4[0] << 8 | l4[1]);
+		dport = (__u16)(l4[2] << 8 | l4[3]);
+		if (proto == IPPROTO_TCP) {
+			struct tcphdr *th = (void *)l4;
+
+			if ((void *)(th + 1) > end)
+				goto drop_proto;
+			syn = th->syn && !th->ack;
+		}
+		to_dns = ip6_is(&ip6->daddr, s->c->gw_addr6) && dport == s->c->dns_port;
+		to_brk = false; /* the broker listens on the gateway's IPv4 address */
+		/* Without an IPv6 route out (no NAT66), IPv6 reaches the
+		 * responder alone, whatever root in the session routes. */
+		if (!to_dns && !s->c->route6) {
 			emit(s, zero, 0, 0, REASON_IPV6, HOOK_TC);
-		goto drop;
+			goto drop;
+		}
+		goto transport;
 	}
 	if (eth->h_proto != bpf_htons(ETH_P_IP))
 		goto drop_proto;
@@ -883,14 +961,17 @@ int errand_tc_in(struct __sk_buff *skb)
 		emit(s, addr, 0, ip->protocol, REASON_PROTO, HOOK_TC);
 		goto drop;
 	}
+	proto = ip->protocol;
+	to_dns = ip->daddr == s->c->gw_addr4 && dport == s->c->dns_port;
+	to_brk = to_broker(s, ip->daddr, dport, ip->protocol);
 
+transport:
 	/* The responder, over UDP or TCP; the broker, over TCP. */
-	if (ip->daddr == s->c->gw_addr4 && dport == s->c->dns_port &&
-	    s->c->mode != EGRESS_MODE_NONE)
+	if (to_dns && s->c->mode != EGRESS_MODE_NONE)
 		goto pass;
-	if (to_broker(s, ip->daddr, dport, ip->protocol))
+	if (to_brk)
 		goto pass;
-	if (ip->protocol == IPPROTO_UDP) {
+	if (proto == IPPROTO_UDP) {
 		emit(s, addr, dport, IPPROTO_UDP, REASON_UDP, HOOK_TC);
 		goto drop;
 	}
@@ -977,19 +1058,34 @@ int errand_tc_out(struct __sk_buff *skb)
 	void *flows;
 	__u64 *key;
 
-	if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+	if ((void *)(eth + 1) > end ||
+	    (eth->h_proto != bpf_htons(ETH_P_IP) && eth->h_proto != bpf_htons(ETH_P_IPV6)))
 		return TC_ACT_OK;
 	key = bpf_map_lookup_elem(&tc_sess, &ifindex);
 	if (!key || !sess_find(*key, s))
 		return TC_ACT_OK;
-	ip = (void *)(eth + 1);
-	if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_TCP || ip->ihl < 5 ||
-	    (ip->frag_off & bpf_htons(IP_OFFSET)))
-		return TC_ACT_OK;
-	th = (void *)ip + ip->ihl * 4;
-	if ((void *)(th + 1) > end)
-		return TC_ACT_OK;
-	map_v4(fk.daddr, ip->saddr);
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		__u8 proto = 0, *l4 = NULL;
+
+		/* A segment toward the session behind extension headers is
+		 * judged as one without: the chain is walked as on the way in. */
+		if (ip6_l4(ip6, end, &proto, &l4) || proto != IPPROTO_TCP)
+			return TC_ACT_OK;
+		th = (void *)l4;
+		if ((void *)(th + 1) > end || (void *)(ip6 + 1) > end)
+			return TC_ACT_OK;
+		__builtin_memcpy(fk.daddr, &ip6->saddr, 16);
+	} else {
+		ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_TCP || ip->ihl < 5 ||
+		    (ip->frag_off & bpf_htons(IP_OFFSET)))
+			return TC_ACT_OK;
+		th = (void *)ip + ip->ihl * 4;
+		if ((void *)(th + 1) > end)
+			return TC_ACT_OK;
+		map_v4(fk.daddr, ip->saddr);
+	}
 	fk.sport = bpf_ntohs(th->dest);
 	fk.dport = bpf_ntohs(th->source);
 	fk.proto = IPPROTO_TCP;

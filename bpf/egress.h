@@ -110,9 +110,10 @@ struct sess_cfg {
 	__u16 dns_port;
 	__u16 broker_port; /* the session's broker on its gateway; 0: none */
 	__u16 relay_port;  /* its listener for intercepted hosts (ENTRY_F_RELAY); 0: none */
-	__u16 pad;
-	/* The pair's IPv6 addresses, which carry the session's DNS to a native
-	 * IPv6 address (sendmsg6 cannot send to a v4-mapped one); all zero: none. */
+	__u16 route6;	   /* 1: an IPv6 default route via gw_addr6 and NAT66 */
+	/* The pair's IPv6 addresses (sandbox.addressPool6), which carry the
+	 * session's DNS to a native IPv6 address (sendmsg6 cannot send to a
+	 * v4-mapped one) and, with route6, its IPv6; all zero: none. */
 	__u32 gw_addr6[4];
 	__u32 sess_addr6[4];
 };

@@ -22,6 +22,9 @@
 #define SESSION_ACCOUNT "errand-session"
 #define NOBODY_ID 65534
 #define DEFAULT_POOL "10.213.0.0/16"
+/* errand's own ULA /48: each session's /126 is the pool's prefix with the
+ * session's IPv4 address as its last 32 bits (agent/netlink.c). */
+#define DEFAULT_POOL6 "fd65:7272:616e::/48"
 #define WHERE_MAX 256
 #define SAFE_MAX 200
 
@@ -522,6 +525,33 @@ static int parse_pool(struct ctx *c, const json_t *v, struct errand_config *cfg)
 				 "like " DEFAULT_POOL,
 				 where, pool.prefixlen - 96);
 	cfg->pool = pool;
+	return 0;
+}
+
+static int parse_pool6(struct ctx *c, const json_t *v, struct errand_config *cfg)
+{
+	const char *where = "sandbox.addressPool6";
+	char q[SAFE_MAX];
+	struct cidr pool;
+	int rc;
+
+	if ((rc = want(c, v, JSON_STRING, where, "an IPv6 range, like \"" DEFAULT_POOL6 "\"")))
+		return rc;
+	if ((rc = cidr_value(c, where, json_string_value(v), &pool)))
+		return rc;
+	if (addr_is_v4(&pool.a) || strchr(json_string_value(v), ':') == NULL)
+		return cfg_error(c,
+				 "%s: \"%s\" is not an IPv6 range; write one like " DEFAULT_POOL6,
+				 where, safe(json_string_value(v), q, sizeof(q)));
+	/* The session's IPv4 address fills the last 32 bits: a longer prefix
+	 * would overlap it. A unique-local range, so that no session address
+	 * is anyone's public one (NAT66 carries it out). */
+	if (pool.prefixlen < 8 || pool.prefixlen > 96 || (pool.a.b[0] & 0xfe) != 0xfc)
+		return cfg_error(c,
+				 "%s: \"%s\" is not a unique-local range of /8 to /96; use one "
+				 "in fc00::/7, like " DEFAULT_POOL6,
+				 where, safe(json_string_value(v), q, sizeof(q)));
+	cfg->pool6 = pool;
 	return 0;
 }
 
@@ -1167,6 +1197,16 @@ static int check_pool(struct ctx *c, const struct errand_config *cfg)
 					 cfg->public_ranges[i].prefixlen -
 						 (addr_is_v4(&cfg->public_ranges[i].a) ? 96 : 0),
 					 addr_str(&cfg->pool.a, b), cfg->pool.prefixlen - 96);
+	for (size_t i = 0; i < cfg->n_public; i++)
+		if (cidr_overlap(&cfg->public_ranges[i], &cfg->pool6))
+			return cfg_error(c,
+					 "sandbox.egress.treatAsPublic: %s/%d overlaps "
+					 "sandbox.addressPool6 %s/%d, the sessions' own addresses; "
+					 "narrow one of them",
+					 addr_str(&cfg->public_ranges[i].a, a),
+					 cfg->public_ranges[i].prefixlen -
+						 (addr_is_v4(&cfg->public_ranges[i].a) ? 96 : 0),
+					 addr_str(&cfg->pool6.a, b), cfg->pool6.prefixlen);
 	return 0;
 }
 
@@ -1176,6 +1216,7 @@ static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *
 					    "egress",
 					    "egressPorts",
 					    "addressPool",
+					    "addressPool6",
 					    "requireFullEnforcement",
 					    "uid",
 					    "gid",
@@ -1206,6 +1247,8 @@ static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *
 	if ((v = get(sb, "egressPorts")) && (rc = parse_ports(c, v, cfg)))
 		return rc;
 	if ((v = get(sb, "addressPool")) && (rc = parse_pool(c, v, cfg)))
+		return rc;
+	if ((v = get(sb, "addressPool6")) && (rc = parse_pool6(c, v, cfg)))
 		return rc;
 	if ((v = get(sb, "requireFullEnforcement"))) {
 		if ((rc = want(c, v, JSON_TRUE, "sandbox.requireFullEnforcement", "true or false")))
@@ -1969,6 +2012,7 @@ void config_defaults(struct errand_config *cfg)
 	cfg->egress_ports[0] = HOST_DEFAULT_PORT;
 	cfg->n_egress_ports = 1;
 	cidr_parse(DEFAULT_POOL, &cfg->pool);
+	cidr_parse(DEFAULT_POOL6, &cfg->pool6);
 	cfg->require_full = true;
 	cfg->pool_size = POOL_DEFAULT;
 	cfg->dns_ttl_floor = 5;

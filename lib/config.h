@@ -148,6 +148,7 @@ struct errand_config {
 	uint16_t egress_ports[CONFIG_MAX_PORTS]; /* sandbox.egressPorts, default [443] */
 	size_t n_egress_ports;
 	struct cidr pool;	/* sandbox.addressPool, default 10.213.0.0/16 (IPv4) */
+	struct cidr pool6;	/* sandbox.addressPool6, default fd65:7272:616e::/48 */
 	bool require_full;	/* sandbox.requireFullEnforcement, default true */
 	uint32_t pool_size;	/* sandbox.pool: prepared networks the agent keeps, default 2 */
 	uid_t uid;		/* sandbox.uid; default: errand-session, else 65534 */

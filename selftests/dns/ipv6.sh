@@ -29,7 +29,7 @@ assert_match "$(result denied)" "^answer NXDOMAIN .* from \[$V6\]:53\$" "a name 
 assert_eq "$(result allowed)" "ok hello $HOST_A:443" "the answer opened $HOST_A:443"
 assert_eq "$(result tcp6)" EPERM "a TCP connect to [$V6]:443 stays refused"
 assert_eq "$(result udp6)" EPERM "UDP to [$V6]:123 stays refused"
-assert_match "$(result routes6)" "^fd657272616e0064[0-9a-f]{16}/7e eth0 fd657272616e0064[0-9a-f]{16}/80 eth0 ff0{30}/08 eth0 $" "the session's IPv6 routes: its on-link pair: $(result routes6)"
+assert_match "$(result routes6)" "^fd657272616e0{12}[0-9a-f]{8}/7e eth0 fd657272616e0{12}[0-9a-f]{8}/80 eth0 ff0{30}/08 eth0 $" "the session's IPv6 routes: its on-link pair: $(result routes6)"
 assert_no_match "$(result routes6)" "0{32}/00 " "... and no default IPv6 route (nor any other off the link)"
 assert_eq "$(dns_query_count evil.test)" 0 "the name not allowed never went upstream"
 
@@ -37,7 +37,7 @@ assert_eq "$(dns_query_count evil.test)" 0 "the name not allowed never went upst
 # so no hook): IPv6 DNS to the responder passes, IPv6 elsewhere does not.
 errand_start --egress api.test || exit 1
 gw6=$(in_host "$IP" -6 -o addr show dev "eh$SESSION" | awk '{ sub("/.*", "", $4); print $4 }' | head -n 1)
-assert_match "$gw6" "^fd65:7272:616e:64::" "the gateway's IPv6 address is errand's ULA"
+assert_match "$gw6" "^fd65:7272:616e::" "the gateway's IPv6 address is in errand's ULA /48 (the default addressPool6)"
 world_serve host "$W_DIR/gw6.log" "udp:[$gw6]:9999" "[$gw6]:9999" || exit 1
 assert_match "$(in_session "$SESSION" "$PROBE" dns "$gw6" api.test)" "^answer NOERROR addrs=$HOST_A " \
 	"root's IPv6 DNS to the responder passes the backstop"

@@ -46,8 +46,8 @@ assert_eq "$(in_session "$SESSION" "$PROBE" tcp $HOST_A 443)" "ok hello $HOST_A:
 sleep 0.2
 assert_match "$(grep -c "proto=6 src=.* dst=$HOST_A" "$W_DIR/srr-sniff.log")" '^[1-9]' "... and the sniffer saw it (control)"
 
-# IPv6 the same way, straight onto the session's link: the backstop drops all
-# IPv6 (sessions have none), and one with a routing header, however deep in
+# IPv6 the same way, straight onto the session's link: the backstop drops
+# IPv6 from an address not the session's, and one with a routing header, however deep in
 # its chain of extension headers, is named for it.
 observe_start "$SESSION" --json
 sleep 0.3
@@ -56,7 +56,8 @@ for kind in plain rh hbh-rh long; do
 done
 sleep 0.5
 observe_stop
-assert_eq "$(grep -c '"addr":"::","port":0,"reason":"ipv6","hook":"tc"' "$OBSERVE_OUT")" 1 "the plain IPv6 datagram is dropped as ipv6"
+assert_eq "$(grep -c '"addr":"2606:4700::1","port":0,"reason":"spoof","hook":"tc"' "$OBSERVE_OUT")" 1 \
+	"the plain IPv6 datagram (from fe80::1, not the session's address) is dropped as spoof"
 assert_eq "$(grep -c '"addr":"::","port":0,"reason":"ip-options","hook":"tc"' "$OBSERVE_OUT")" 3 \
 	"those with a routing header (first, after hop-by-hop options, past 8 extension headers) as ip-options"
 errand_stop

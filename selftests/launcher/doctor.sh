@@ -73,7 +73,7 @@ if command -v python3 >/dev/null; then
 		assert_eq "$(py "print(d['delegated']['$c'])")" "$want" "JSON: $c delegated is $want"
 	done
 	assert_eq "$(py 'print(" ".join(sorted(d["checks"])))')" \
-		"bpfAttach bpfLoad bpfLsm bpffs btf cgroup2 cgroupLimits disk landlock projectIdmap seccomp stateIdmap tcClsact userNamespaces" \
+		"bpfAttach bpfLoad bpfLsm bpffs btf cgroup2 cgroupLimits disk ipv6 landlock projectIdmap seccomp stateIdmap tcClsact userNamespaces" \
 		"JSON: every check is there"
 	assert_eq "$(py 'print(d["policyExtra"]["write"])')" "['$GR/rw']" "JSON: the writable grant"
 	assert_eq "$(py 'print(d["env"])')" "['ERRT_NAME']" "JSON: sandbox.env names only"

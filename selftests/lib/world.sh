@@ -38,6 +38,17 @@
 #                                  world's server ($DNS_UPSTREAM): errand never
 #                                  asks the machine's own resolver
 #   world_config_plain NAME        same without treatAsPublic (paths only)
+#   world_v6                       IPv6 in the world (off unless a test calls
+#                                  it, after world_up): $W-host wan0
+#                                  2001:2:ffff::1/64 ($AGENT_ADDR6), default
+#                                  IPv6 route via 2001:2:ffff::2 ($W-wan up0);
+#                                  on wan's hosts link $HOST6_A (2001:2::10),
+#                                  $HOST6_B (2001:2::11), $HOST6_PRIV
+#                                  (fd00:99::10, unique-local), servers on
+#                                  [A]:443, [A]:8080, [B]:443, [PRIV]:443
+#                                  logging to $W_DIR/wan6-serve.log; every
+#                                  config written from then on (W_CONFIG too)
+#                                  treats 2001:2::/48 as public
 #   dns_config NAME [DNS_EXTRA] [SANDBOX_EXTRA] [EGRESS_EXTRA]
 #                                  world_config with "dns": upstream
 #                                  $DNS_UPSTREAM, ttlFloor 1, grace 0, each
@@ -166,6 +177,11 @@ HOST_PRIV=10.99.0.10
 HOST_META=169.254.169.254
 AGENT_ADDR=198.18.0.1
 DNS_UPSTREAM=198.18.0.53
+HOST6_A=2001:2::10
+HOST6_B=2001:2::11
+HOST6_PRIV=fd00:99::10
+AGENT_ADDR6=2001:2:ffff::1
+W_PUBLIC='"198.18.0.0/15"'
 DNS_LOG=$W_DIR/dns.log
 W_DNS_PID=
 OBSERVE_PID=
@@ -372,6 +388,33 @@ world_up() {
 	trace "world $W up: $W-host (agent, 198.18.0.1), $W-wan (hosts $HOST_A $HOST_B $HOST_PRIV $HOST_META)"
 }
 
+world_v6() {
+	local a
+	in_host sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.wan0.disable_ipv6=0 &&
+		in_wan sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.up0.disable_ipv6=0 ||
+		{ echo "world: cannot turn IPv6 on in $W-host and $W-wan" >&2; exit 1; }
+	ip -n "$W-host" -6 addr add $AGENT_ADDR6/64 dev wan0 nodad &&
+		ip -n "$W-wan" -6 addr add 2001:2:ffff::2/64 dev up0 nodad &&
+		ip -n "$W-host" -6 route add default via 2001:2:ffff::2 dev wan0 ||
+		{ echo "world: cannot address IPv6 in the world" >&2; exit 1; }
+	in_wan sysctl -qw "net.ipv6.conf.$W_HOSTS_IF.disable_ipv6=0"
+	for a in $HOST6_A $HOST6_B $HOST6_PRIV; do
+		ip -n "$W-wan" -6 addr add "$a/128" dev $W_HOSTS_IF nodad ||
+			{ echo "world: cannot add $a in $W-wan" >&2; exit 1; }
+	done
+	# Still sealed: wan has no IPv6 default route, host's leads to wan.
+	if [ -n "$(in_wan "$IP" -6 route show default)" ] ||
+		[ "$(in_host "$IP" -6 route show default | awk '{ print $3, $5 }')" != "2001:2:ffff::2 wan0" ]; then
+		echo "world: IPv6 routes are not the world's own: refusing to run" >&2
+		exit 1
+	fi
+	world_serve wan "$W_DIR/wan6-serve.log" "[$HOST6_A]:443" "[$HOST6_A]:8080" "[$HOST6_B]:443" \
+		"[$HOST6_PRIV]:443" || exit 1
+	W_PUBLIC='"198.18.0.0/15", "2001:2::/48"'
+	W_CONFIG=$(world_config default)
+	trace "world $W has IPv6: $W-host $AGENT_ADDR6, hosts $HOST6_A $HOST6_B $HOST6_PRIV"
+}
+
 world_serve() {
 	local ns=$1 log=$2
 	shift 2
@@ -423,7 +466,7 @@ world_config() {
 {
   "sandbox": {
     "requireFullEnforcement": false,
-    "egress": { "treatAsPublic": ["198.18.0.0/15"]$egress }$sandbox
+    "egress": { "treatAsPublic": [$W_PUBLIC]$egress }$sandbox
   },
   "paths": { "run": "/run/$W", "state": "$W_DIR/state", "bpf": "/sys/fs/bpf/$W", "cgroup": "$W" }$top
 }

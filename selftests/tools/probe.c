@@ -61,7 +61,9 @@ static int usage(void)
 		"       probe mptcp ADDR PORT\n"
 		"       probe srr ADDR PORT --via HOP [--tcp] [--strict]\n"
 		"       probe flood ADDR PORT SECONDS [PORTS]\n"
-		"       probe ip6 IFNAME plain|rh|hbh-rh|long\n");
+		"       probe ip6 IFNAME plain|rh|hbh-rh|long|dst|frag|icmp [--src A] [--dst A] "
+		"[--tcp PORT]\n"
+		"                 [--mac MAC]\n");
 	return 2;
 }
 
@@ -1862,7 +1864,8 @@ static int cmd_sniff(int argc, char **argv)
 		want[p] = true;
 	}
 	logf = log_open(logpath);
-	fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IP));
+	/* Every protocol: IPv6 is logged too, its first next header as proto. */
+	fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_ALL));
 	if (fd < 0)
 		return fail_errno(errno);
 	printf("ready\n");
@@ -1871,7 +1874,7 @@ static int cmd_sniff(int argc, char **argv)
 		struct sockaddr_ll from;
 		socklen_t flen = sizeof(from);
 		const struct iphdr *ip = (const struct iphdr *)buf;
-		char s[INET_ADDRSTRLEN], d[INET_ADDRSTRLEN];
+		char s[INET6_ADDRSTRLEN], d[INET6_ADDRSTRLEN];
 		ssize_t n;
 		size_t hl;
 
@@ -1883,7 +1886,16 @@ static int cmd_sniff(int argc, char **argv)
 		}
 		if (from.sll_pkttype == PACKET_OUTGOING)
 			continue;
-		if ((size_t)n < sizeof(*ip) || ip->version != 4)
+		if (from.sll_protocol == htons(ETH_P_IPV6) && n >= 40 && (buf[0] >> 4) == 6) {
+			if (!want[buf[6]] && !contains(buf + 40, (size_t)n - 40, PAYLOAD))
+				continue;
+			inet_ntop(AF_INET6, buf + 8, s, sizeof(s));
+			inet_ntop(AF_INET6, buf + 24, d, sizeof(d));
+			fprintf(logf, "got proto=%u src=%s dst=%s\n", buf[6], s, d);
+			continue;
+		}
+		if (from.sll_protocol != htons(ETH_P_IP) || (size_t)n < sizeof(*ip) ||
+		    ip->version != 4)
 			continue;
 		hl = (size_t)ip->ihl * 4;
 		if (hl > (size_t)n)
@@ -2166,37 +2178,81 @@ static int cmd_flood(int argc, char **argv)
 	return 0;
 }
 
-/* An IPv6 UDP datagram written straight onto IFNAME (a packet socket, so no
- * IP stack of ours judges it): plain, with a routing header (type 0, one
- * segment left), with hop-by-hop options before one, or behind a chain of
- * nine destination-options headers. */
+/* The TCP/UDP/ICMPv6 checksum over the IPv6 pseudo-header. */
+static uint16_t csum6(const uint8_t *src, const uint8_t *dst, uint8_t proto, const uint8_t *l4,
+		      size_t len)
+{
+	uint32_t sum = 0;
+
+	for (int i = 0; i < 16; i += 2)
+		sum += (uint32_t)(src[i] << 8 | src[i + 1]) + (uint32_t)(dst[i] << 8 | dst[i + 1]);
+	sum += (uint32_t)len + proto;
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += (uint32_t)(l4[i] << 8 | l4[i + 1]);
+	if (len & 1)
+		sum += (uint32_t)(l4[len - 1] << 8);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/* An IPv6 datagram written straight onto IFNAME (a packet socket, so no IP
+ * stack of ours judges it), from fe80::1 to 2606:4700::1 unless --src and
+ * --dst say otherwise, carrying UDP 12345 -> 443 (or with --tcp PORT a TCP
+ * SYN 12345 -> PORT, or with icmp an echo request) and the probe's payload:
+ * plain, with a routing header (type 0, one segment left), with hop-by-hop
+ * options before one, behind a chain of nine destination-options headers
+ * (long), behind one (dst), or as the first fragment of two (frag). To
+ * the broadcast address unless --mac names the next hop's (a router forwards
+ * only what was sent to it). */
 static int cmd_ip6(int argc, char **argv)
 {
-	uint8_t pkt[40 + 9 * 8 + 24 + 8 + sizeof(PAYLOAD)] = {0};
+	uint8_t pkt[40 + 9 * 8 + 24 + 8 + 20 + sizeof(PAYLOAD)] = {0};
 	struct sockaddr_ll sll = {0};
-	uint8_t *p = pkt + 40, *next = pkt + 6;
-	size_t len;
+	uint8_t *p = pkt + 40, *next = pkt + 6, *l4, l4proto = 17;
+	const char *kind, *src = "fe80::1", *dst = "2606:4700::1";
+	uint16_t tcp_port = 0;
+	uint8_t mac[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+	size_t len, l4len;
 	int fd;
 
-	if (argc != 3)
+	if (argc < 3)
 		return usage();
+	kind = argv[2];
+	for (int i = 3; i < argc; i++) {
+		if (!strcmp(argv[i], "--src") && i + 1 < argc)
+			src = argv[++i];
+		else if (!strcmp(argv[i], "--dst") && i + 1 < argc)
+			dst = argv[++i];
+		else if (!strcmp(argv[i], "--tcp") && i + 1 < argc &&
+			 !parse_port(argv[i + 1], &tcp_port))
+			i++;
+		else if (!strcmp(argv[i], "--mac") && i + 1 < argc &&
+			 sscanf(argv[i + 1], "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &mac[0], &mac[1],
+				&mac[2], &mac[3], &mac[4], &mac[5]) == 6)
+			i++;
+		else
+			return usage();
+	}
 	pkt[0] = 0x60;
 	pkt[7] = 64;
-	inet_pton(AF_INET6, "fe80::1", pkt + 8);
-	inet_pton(AF_INET6, "2606:4700::1", pkt + 24);
-	if (!strcmp(argv[2], "hbh-rh") || !strcmp(argv[2], "long")) {
-		int n = !strcmp(argv[2], "long") ? 9 : 1;
+	if (inet_pton(AF_INET6, src, pkt + 8) != 1 || inet_pton(AF_INET6, dst, pkt + 24) != 1)
+		return usage();
+	if (!strcmp(kind, "hbh-rh") || !strcmp(kind, "long") || !strcmp(kind, "dst")) {
+		int n = !strcmp(kind, "long") ? 9 : 1;
 
 		for (int i = 0; i < n; i++) {
-			*next = n == 1 ? 0 : 60; /* hop-by-hop, or destination options */
-			next = p;		 /* its next-header byte */
-			p[1] = 0;		 /* 8 bytes: PadN fills the rest */
+			*next = !strcmp(kind, "hbh-rh")
+					? 0
+					: 60; /* hop-by-hop, or destination options */
+			next = p;	      /* its next-header byte */
+			p[1] = 0;	      /* 8 bytes: PadN fills the rest */
 			p[2] = 1;
 			p[3] = 4;
 			p += 8;
 		}
 	}
-	if (!strcmp(argv[2], "rh") || !strcmp(argv[2], "hbh-rh")) {
+	if (!strcmp(kind, "rh") || !strcmp(kind, "hbh-rh")) {
 		*next = 43;
 		next = p;
 		p[1] = 2; /* 24 bytes: the header and one address */
@@ -2204,17 +2260,51 @@ static int cmd_ip6(int argc, char **argv)
 		p[3] = 1;
 		inet_pton(AF_INET6, "2606:4700::2", p + 8);
 		p += 24;
-	} else if (strcmp(argv[2], "plain") && strcmp(argv[2], "long")) {
+	} else if (!strcmp(kind, "frag")) {
+		*next = 44;
+		next = p;
+		p[3] = 1; /* offset 0, more fragments */
+		p[7] = 0x2a;
+		p += 8;
+	} else if (strcmp(kind, "plain") && strcmp(kind, "long") && strcmp(kind, "dst") &&
+		   strcmp(kind, "icmp")) {
 		return usage();
 	}
-	*next = 17;
-	p[0] = 0x30; /* UDP 12345 -> 443 */
-	p[1] = 0x39;
-	p[2] = 0x01;
-	p[3] = 0xbb;
-	p[5] = (uint8_t)(8 + sizeof(PAYLOAD));
-	memcpy(p + 8, PAYLOAD, sizeof(PAYLOAD));
-	p += 8 + sizeof(PAYLOAD);
+	l4 = p;
+	if (!strcmp(kind, "icmp")) {
+		l4proto = 58;
+		p[0] = 128; /* echo request */
+		p += 8;
+	} else if (tcp_port) {
+		l4proto = 6;
+		p[0] = 0x30; /* 12345 -> PORT, SYN */
+		p[1] = 0x39;
+		p[2] = (uint8_t)(tcp_port >> 8);
+		p[3] = (uint8_t)tcp_port;
+		p[7] = 1;
+		p[12] = 5 << 4;
+		p[13] = 0x02;
+		p[14] = 0xff;
+		p += 20;
+	} else {
+		p[0] = 0x30; /* UDP 12345 -> 443 */
+		p[1] = 0x39;
+		p[2] = 0x01;
+		p[3] = 0xbb;
+		p[5] = (uint8_t)(8 + sizeof(PAYLOAD));
+		p += 8;
+	}
+	*next = l4proto;
+	memcpy(p, PAYLOAD, sizeof(PAYLOAD));
+	p += sizeof(PAYLOAD);
+	l4len = (size_t)(p - l4);
+	{
+		uint16_t c = csum6(pkt + 8, pkt + 24, l4proto, l4, l4len);
+		uint8_t *at = l4 + (l4proto == 17 ? 6 : l4proto == 6 ? 16 : 2);
+
+		at[0] = (uint8_t)(c >> 8);
+		at[1] = (uint8_t)c;
+	}
 	len = (size_t)(p - pkt);
 	pkt[4] = (uint8_t)((len - 40) >> 8);
 	pkt[5] = (uint8_t)(len - 40);
@@ -2225,7 +2315,7 @@ static int cmd_ip6(int argc, char **argv)
 	sll.sll_protocol = htons(ETH_P_IPV6);
 	sll.sll_ifindex = (int)if_nametoindex(argv[1]);
 	sll.sll_halen = 6;
-	memset(sll.sll_addr, 0xff, 6);
+	memcpy(sll.sll_addr, mac, 6);
 	if (!sll.sll_ifindex)
 		return fail_errno(ENODEV);
 	if (sendto(fd, pkt, len, 0, (struct sockaddr *)&sll, sizeof(sll)) < 0)

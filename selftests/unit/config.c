@@ -80,6 +80,8 @@ static void check_defaults(const struct errand_config *cfg, const char *how)
 	CHECK_INT(cfg->egress_ports[0], 443, "%s: egress port 443", how);
 	CHECK_STR(addr_str(&cfg->pool.a, buf), "10.213.0.0", "%s: pool address", how);
 	CHECK_INT(cfg->pool.prefixlen, 96 + 16, "%s: pool is a /16", how);
+	CHECK_STR(addr_str(&cfg->pool6.a, buf), "fd65:7272:616e::", "%s: IPv6 pool address", how);
+	CHECK_INT(cfg->pool6.prefixlen, 48, "%s: IPv6 pool is a /48", how);
 	CHECK_TRUE(cfg->require_full, "%s: full enforcement required", how);
 	CHECK_INT(cfg->uid, uid, "%s: uid of errand-session, else 65534", how);
 	CHECK_INT(cfg->gid, gid, "%s: gid of errand-session, else 65534", how);
@@ -158,6 +160,7 @@ static const char full[] =
 	"    },\n"
 	"    \"egressPorts\": [443, 8443, 443],\n"
 	"    \"addressPool\": \"10.99.0.0/20\",\n"
+	"    \"addressPool6\": \"fd12:3456:789a::/64\",\n"
 	"    \"requireFullEnforcement\": false,\n"
 	"    \"uid\": 1234,\n"
 	"    \"gid\": 5678,\n"
@@ -218,6 +221,8 @@ static void test_full(void)
 	CHECK_INT(cfg.egress_ports[1], 8443, "second egress port");
 	CHECK_STR(addr_str(&cfg.pool.a, buf), "10.99.0.0", "pool address");
 	CHECK_INT(cfg.pool.prefixlen, 96 + 20, "pool prefix");
+	CHECK_STR(addr_str(&cfg.pool6.a, buf), "fd12:3456:789a::", "IPv6 pool address");
+	CHECK_INT(cfg.pool6.prefixlen, 64, "IPv6 pool prefix");
 	CHECK_FALSE(cfg.require_full, "requireFullEnforcement false");
 	CHECK_INT(cfg.uid, 1234, "uid");
 	CHECK_INT(cfg.gid, 5678, "gid");
@@ -450,6 +455,16 @@ static void test_types(void)
 		"is not an IPv4 range; write one like 10.213.0.0/16", NULL);
 	refused("addressPool with host bits", "{\"sandbox\": {\"addressPool\": \"10.213.1.0/16\"}}",
 		"write 10.213.0.0/16", NULL);
+	refused("addressPool6 in IPv4", "{\"sandbox\": {\"addressPool6\": \"10.0.0.0/8\"}}",
+		"sandbox.addressPool6: \"10.0.0.0/8\" is not an IPv6 range; write one like "
+		"fd65:7272:616e::/48",
+		NULL);
+	refused("addressPool6 public", "{\"sandbox\": {\"addressPool6\": \"2001:db8::/48\"}}",
+		"is not a unique-local range of /8 to /96; use one in fc00::/7", NULL);
+	refused("addressPool6 /100", "{\"sandbox\": {\"addressPool6\": \"fd00::/100\"}}",
+		"is not a unique-local range of /8 to /96", NULL);
+	refused("addressPool6 with host bits", "{\"sandbox\": {\"addressPool6\": \"fd00::1/64\"}}",
+		"write fd00::/64", NULL);
 	refused("requireFullEnforcement as a string",
 		"{\"sandbox\": {\"requireFullEnforcement\": \"no\"}}",
 		"sandbox.requireFullEnforcement is a string; write true or false", NULL);

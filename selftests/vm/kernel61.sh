@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: the egress core (cgroup sock_addr hooks, the tc backstop, the ring buffer, sk_storage, LPM tries), the DNS redirection, the session's namespaces, and the agent (restart and re-adoption, once grants spent in the kernel) work on Debian 12's 6.1 kernel, the oldest errand supports, with ERRAND_MUST_WORK=1 (nothing may skip there).
+# Guarantee: the egress core (cgroup sock_addr hooks, the tc backstop for IPv4 and IPv6, dual-stack sessions with NAT66, the ring buffer, sk_storage, LPM tries), the DNS redirection, the session's namespaces, and the agent (restart and re-adoption, once grants spent in the kernel) work on Debian 12's 6.1 kernel, the oldest errand supports, with ERRAND_MUST_WORK=1 (nothing may skip there).
 # selftests-timeout: 1500
 #
 # Boots Debian 12's kernel (linux-image-amd64, fetched with apt-get download
