@@ -864,7 +864,7 @@ leftovers() {
 	fi
 	in_host "$IP" -o link show 2>/dev/null | awk -F': ' '{ print $2 }' | sed 's/@.*//' |
 		grep '^eh' | sed 's/^/link /'
-	# The address pool's NAT table (errand-pool-...) serves every session
+	# The address pools' NAT tables (errand-pool-..., errand-pool6-...) serve every session
 	# of the pool, ever, as the program set does: it stays.
-	in_host nft list tables 2>/dev/null | grep 'errand-' | grep -v 'errand-pool-' | sed 's/^/nft /'
+	in_host nft list tables 2>/dev/null | grep 'errand-' | grep -v 'errand-pool6\?-' | sed 's/^/nft /'
 }
