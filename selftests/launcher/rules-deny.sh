@@ -1,5 +1,6 @@
 #!/bin/bash
 # Guarantee: sandbox.rules' deny rules hold inside what the floor and allow rules grant, in the kernel on the path it resolved: Read, Edit (truncate(2) too), Create, Delete and Exec denied each refuse with EACCES (deny beats allow; Exec through a symlink too), a rename or hard link into or out of a denied tree and a rename of a directory above one are refused, a symlink pointing into it is refused on open, a file created after start under a denied pattern is refused, a path too long for the matcher is refused beneath a denied tree and not elsewhere, lazyAllow beats deny only for what the session itself creates, a Connect deny refuses a test daemon's socket (re-created after the start too); each refusal is an event naming the rule and the path.
+# selftests-covered-by: vm/kernel61
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 SYSPROBE=$ROOT/build/selftests/sysprobe
