@@ -32,8 +32,15 @@ finish() {
 	exit 0
 }
 trap finish EXIT
-# the one session directory of the scope: errand/<id>
-session_cg() { find "$SCOPE/errand" -mindepth 1 -maxdepth 1 -type d 2>/dev/null | head -n 1; }
+# the running session's directory in the scope: errand/<id> with processes
+# (the agent's prepared networks, sandbox.pool, have cgroups there too,
+# empty until a session takes one)
+session_cg() {
+	local d
+	for d in "$SCOPE"/errand/*/; do
+		grep -qx 'populated 1' "$d/cgroup.events" 2>/dev/null && { echo "${d%/}"; return; }
+	done
+}
 wait_for() { # wait_for SECONDS COMMAND...: until COMMAND holds
 	local n=$(($1 * 10))
 	shift
