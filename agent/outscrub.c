@@ -36,6 +36,7 @@ void outscrub_init(struct outscrub *o)
 	o->pid = 0;
 	o->pidfd = -1;
 	o->ends[0] = o->ends[1] = -1;
+	o->started = false;
 }
 
 /* The caller's descriptor may be non-blocking (its file is shared with
@@ -287,6 +288,7 @@ int outscrub_start(const struct errand_config *cfg, char *const *secret_env,
 		goto out;
 	}
 	fcntl(o->pidfd, F_SETFD, FD_CLOEXEC);
+	o->started = true;
 	o->ends[0] = fds[1] = out[0][1];
 	o->ends[1] = fds[2] = out[1][1];
 	out[0][1] = out[1][1] = -1;

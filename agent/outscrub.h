@@ -7,6 +7,7 @@
 #ifndef ERRAND_AGENT_OUTSCRUB_H
 #define ERRAND_AGENT_OUTSCRUB_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "lib/config.h"
@@ -14,9 +15,10 @@
 #define OUTSCRUB_MIN_SECRET 8 /* bytes: a shorter secret's value is left as it is */
 
 struct outscrub {
-	pid_t pid;   /* the relay; 0: none */
-	int pidfd;   /* readable once it has written everything and exited; -1: none */
-	int ends[2]; /* the session's stdout and stderr (pipes) until it has them */
+	pid_t pid;    /* the relay; 0: none */
+	int pidfd;    /* readable once it has written everything and exited; -1: none */
+	int ends[2];  /* the session's stdout and stderr (pipes) until it has them */
+	bool started; /* a relay was started, whether or not it still runs */
 };
 
 /* Makes o empty: no relay. */

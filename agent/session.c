@@ -2274,6 +2274,11 @@ int session_pidfd(const struct session *s)
 	return s->pidfd;
 }
 
+bool session_output_relayed(const struct session *s)
+{
+	return s->out.started;
+}
+
 int session_status(const struct session *s)
 {
 	return s->status;

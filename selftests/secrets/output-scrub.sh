@@ -45,13 +45,25 @@ printf "esplit=%s" "$a1" >&2; sleep 0.5; printf "%s\n" "$a2" >&2
 printf "ekey=%s\n" "$k" >&2
 exit 7'
 
-# errand_run for binary output: not copied into the log.
+# errand_run for binary output, not copied into the log: stdout goes to a
+# pipe that a slow reader drains (16 KiB each 5 ms), and the shell writes
+# EXIT=<status> into the same pipe once errandctl has returned. Output that
+# arrived after errandctl returned would follow that line.
 blob_run() {
 	_run_files
 	echo "# errandctl run $* (output not shown)"
-	in_host timeout -k 5 60 "$ERRANDCTL" run --config "$W_CONFIG" "$@" </dev/null >"$RUN_OUT" 2>"$RUN_ERR"
-	RUN_RC=$?
-	echo "# exit $RUN_RC; $(wc -c <"$RUN_OUT") bytes out, $(wc -c <"$RUN_ERR") bytes err"
+	{
+		in_host timeout -k 5 60 "$ERRANDCTL" run --config "$W_CONFIG" "$@" </dev/null 2>"$RUN_ERR"
+		echo "EXIT=$?"
+	} | python3 -c 'import sys, time
+out = open(sys.argv[1], "wb")
+while True:
+    b = sys.stdin.buffer.read1(16384)
+    if not b:
+        break
+    out.write(b)
+    time.sleep(0.005)' "$RUN_OUT"
+	echo "# $(wc -c <"$RUN_OUT") bytes out, $(wc -c <"$RUN_ERR") bytes err"
 }
 
 scrubbed() {
@@ -81,11 +93,10 @@ scrubbed() {
 	# after: all of it arrives, before the exit status.
 	blob_run --project "$PROJ" --secret TOK=a@sec.test -- \
 		sh -c 'cat "$1"; printf "tail-out"; cat "$1" >&2; printf "tail-err" >&2; exit 3' sh "$PROJ/blob"
-	assert_eq "$RUN_RC" 3 "$how: the exit status of a session writing megabytes"
-	{ cat "$PROJ/blob"; printf tail-out; } >"$W_DIR/want.out"
+	{ cat "$PROJ/blob"; printf 'tail-outEXIT=3\n'; } >"$W_DIR/want.out"
 	{ cat "$PROJ/blob"; printf tail-err; } >"$W_DIR/want.err"
 	assert_eq "$(cmp "$W_DIR/want.out" "$RUN_OUT" 2>&1 && echo same)" same \
-		"$how: binary stdout through the relay arrives whole and unchanged, before errandctl returns"
+		"$how: binary stdout through the relay arrives whole and unchanged, all of it before errandctl returns the exit status"
 	# errand's own lines go to the embedded agent's stderr too, around it
 	assert_eq "$(python3 -c 'import sys; w = open(sys.argv[1], "rb").read(); print("same" if w in open(sys.argv[2], "rb").read() else "differ")' "$W_DIR/want.err" "$RUN_ERR")" \
 		same "$how: so does stderr"
@@ -123,7 +134,7 @@ errand_run --project "$PROJ" -- \
 	sh -c 'if [ -p /dev/stdout ]; then echo "stdout=pipe"; else echo "stdout=direct"; fi; printf "one=%s\n" "$1"' sh "$VALUE_A"
 assert_eq "$(result stdout)" direct "no secrets: the session writes to the caller's stdout itself"
 assert_eq "$(result one)" "$VALUE_A" "no secrets: nothing is replaced"
-blob_run --project "$PROJ" -- sh -c 'cat "$1"; printf "tail-out"' sh "$PROJ/blob"
+blob_run --project "$PROJ" -- sh -c 'cat "$1"; printf "tail-out"; exit 3' sh "$PROJ/blob"
 assert_eq "$(cmp "$W_DIR/want.out" "$RUN_OUT" 2>&1 && echo same)" same "no secrets: binary output byte for byte"
 
 world_finish
