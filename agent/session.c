@@ -2026,7 +2026,7 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 		session_fail(s, rc, "session %s: %s", s->id, err);
 		goto fail_teardown;
 	}
-	rc = session_spawn(s, s->out.pid ? stdio : p->stdio, p->sigmask);
+	rc = session_spawn(s, s->out.started ? stdio : p->stdio, p->sigmask);
 	outscrub_spawned(&s->out);
 	if (rc)
 		goto fail_teardown;
