@@ -2,6 +2,7 @@
  * outscrub.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -120,6 +121,8 @@ static void relay_stream(struct replacer *r, int in, int out)
  * one, as it would without the relay. */
 static __attribute__((noreturn)) void relay_child(struct replacer *r[2], const int fds[4])
 {
+	struct __user_cap_header_struct cap_header = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct cap_none[2] = {};
 	int keep[4], null;
 	sigset_t none;
 	pid_t err_pid;
@@ -137,7 +140,6 @@ static __attribute__((noreturn)) void relay_child(struct replacer *r[2], const i
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	setsid();
 	prctl(PR_SET_NAME, "errand-output", 0, 0, 0);
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* Above every target first, so no dup2 below overwrites one kept. */
 	for (int i = 0; i < 4; i++)
 		if ((keep[i] = fcntl(fds[i], F_DUPFD, 7)) < 0)
@@ -150,6 +152,12 @@ static __attribute__((noreturn)) void relay_child(struct replacer *r[2], const i
 		dup2(null, fd);
 	if (close_range(7, ~0U, 0))
 		_exit(126);
+	/* It only copies between descriptors it holds: no capability of
+	 * root's is left to it, and nobody may read its memory. */
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	if (syscall(SYS_capset, &cap_header, cap_none))
+		_exit(126);
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	err_pid = fork();
 	if (err_pid == 0) {
 		close(3);

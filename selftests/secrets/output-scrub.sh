@@ -109,11 +109,19 @@ relay_parent() {
 	done | sort -u | tr '\n' ' '
 }
 
+# The relay's user and effective capabilities, a child of $1.
+relay_creds() {
+	local pid
+	pid=$(pgrep -x -P "$1" errand-output | head -n 1)
+	[ -n "$pid" ] && awk '/^Uid:/ { u = $2 } /^CapEff:/ { c = $2 } END { print u, c }' "/proc/$pid/status"
+}
+
 # Embedded: errandctl, root, runs the relay itself.
 scrubbed embedded
 W_CONFIG=$SCRUB_CONFIG
 errand_start --project "$PROJ" --secret TOK=a@sec.test -- sleep 30 || exit 1
-assert_contains " $(relay_parent)" " $BG_PID " "embedded: the relay is errandctl's own child (root)"
+assert_contains " $(relay_parent)" " $BG_PID " "embedded: the relay is errandctl's own child"
+assert_eq "$(relay_creds "$BG_PID")" "0 0000000000000000" "embedded: the relay is root's, without capabilities"
 errand_stop
 
 # The daemon: the relay is the agent's; the client only gets what it wrote.
@@ -123,6 +131,7 @@ scrubbed daemon
 errand_start --project "$PROJ" --secret TOK=a@sec.test -- sleep 30 || exit 1
 parents=$(relay_parent)
 assert_contains " $parents" " $AGENT_PID " "daemon: the relay is errand-agent's child"
+assert_eq "$(relay_creds "$AGENT_PID")" "0 0000000000000000" "daemon: the relay is root's, without capabilities"
 assert_not_contains " $parents" " $BG_PID " "daemon: no relay is the errandctl client's"
 assert_contains "$(head -n 1 "$BG_OUT")" "id=$SESSION" "daemon: the relay passes output on while the session runs"
 errand_stop
