@@ -141,9 +141,17 @@ static void test_holding(void)
 		  "a key that a longer one may continue is held");
 	replacer_finish(r, sink, &out);
 	CHECK_STR(out.buf, "prompt$ ok hunter2-secref STANDIN", "at the end it is replaced");
+	out.len = 0;
+	replacer_feed(r, "zzsk-abcdefghijk", 16, sink, &out);
+	CHECK_INT((long long)out.len, 16 - (long long)replacer_lookbehind(r),
+		  "what is held is at most the longest value less one byte");
+	replacer_feed(r, "l", 1, sink, &out);
+	CHECK_STR(out.buf, "zzLONGER", "and its last byte completes it");
+	out.len = 0;
+	out.buf[0] = '\0';
 	replacer_feed(r, "end: hunter2", 12, sink, &out);
 	replacer_finish(r, sink, &out);
-	CHECK_STR(out.buf, "prompt$ ok hunter2-secref STANDINend: hunter2",
+	CHECK_STR(out.buf, "end: hunter2",
 		  "a prefix of a value left at the end goes out unchanged");
 	replacer_free(r);
 }
