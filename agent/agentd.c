@@ -561,6 +561,7 @@ static void start_done(void *arg)
 	struct client *c = j->c;
 	struct session *s = j->s;
 	json_t *started;
+	bool served;
 	int pidfd;
 
 	a->starting--;
@@ -580,7 +581,8 @@ static void start_done(void *arg)
 	}
 	session_record_state(s, a->st);
 	a->sessions[a->n_sessions++] = s;
-	if (session_attach(s, a->loop, session_ended, a)) {
+	served = session_attach(s, a->loop, session_ended, a) == 0;
+	if (!served) {
 		/* Still enforced; its end is the sweep's. */
 		log_warnx("session %s: cannot serve it: out of descriptors or memory; stopped",
 			  session_id(s));
@@ -592,7 +594,10 @@ static void start_done(void *arg)
 		client_free(c);
 		goto out;
 	}
-	started = json_pack("{s:s}", "session", session_id(s));
+	/* Relayed: its end comes here only once the caller has all its output,
+	 * and the client waits for run-exit instead of the launcher's file. */
+	started = json_pack("{s:s,s:b}", "session", session_id(s), "relayed",
+			    served && session_output_relayed(s));
 	pidfd = session_pidfd(s);
 	/* The first answer on this connection: the socket takes it whole. */
 	if (control_write_fds(c->fd, CONTROL_RUN_STARTED, started, &pidfd, 1) == 0) {

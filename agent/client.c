@@ -148,7 +148,7 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	int fds[CONTROL_FDS_MAX], nfds = 0, pidfd = -1, sfd, status;
 	struct timeval none = {}, start = {.tv_sec = RUN_START_TIMEOUT_S};
 	sigset_t mask, old;
-	bool connected = true;
+	bool connected = true, relayed, gone = false;
 	int rc;
 
 	setsockopt(ac->fd, SOL_SOCKET, SO_RCVTIMEO, &start, sizeof(start));
@@ -176,6 +176,7 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	}
 	pidfd = fds[0];
 	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(m.payload, "session")));
+	relayed = json_is_true(json_object_get(m.payload, "relayed"));
 	control_msg_free(&m);
 	/* The session may run for days: no read timeout from here on. */
 	setsockopt(ac->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
@@ -188,7 +189,7 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	for (;;) {
 		struct pollfd p[3] = {
-			{.fd = pidfd, .events = POLLIN},
+			{.fd = gone ? -1 : pidfd, .events = POLLIN},
 			{.fd = connected ? ac->fd : -1, .events = POLLIN},
 			{.fd = sfd, .events = POLLIN},
 		};
@@ -216,6 +217,10 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 			connected = false;
 		}
 		if (p[0].revents)
+			gone = true;
+		/* Relayed output may still be on its way to the caller: the
+		 * agent says when it has all arrived, unless it goes away. */
+		if (gone && !(relayed && connected))
 			break;
 	}
 	status = wait_status(ac, connected, run_dir, id);

@@ -88,7 +88,11 @@ static const struct member revoke_members[] = {
 };
 static const struct member ok_members[] = {{"message", M_LINE, false, 0, 0}, {0}};
 static const struct member error_members[] = {{"error", M_LINE, true, 0, 0}, {0}};
-static const struct member started_members[] = {{"session", M_ID, true, 0, 0}, {0}};
+static const struct member started_members[] = {
+	{"session", M_ID, true, 0, 0},
+	{"relayed", M_BOOL, false, 0, 0},
+	{0},
+};
 static const struct member exit_members[] = {
 	{"session", M_ID, true, 0, 0},
 	{"status", M_INT, true, 0, 255},

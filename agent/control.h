@@ -29,8 +29,10 @@
  * Requests (errandctl to agent) and their answers:
  *	run	 {argv: [str]+, env?: [str], egress?: [str], pins?: [str],
  *		  secrets?: [str], project?: str, image?: str, json?: bool}
- *		 -> run-started {session: id}, later run-exit {session: id,
- *		 status: 0..255}
+ *		 -> run-started {session: id, relayed?: bool}, later run-exit
+ *		 {session: id, status: 0..255}; relayed: the session's output
+ *		 goes through the agent's relay (agent/outscrub.h), and run-exit
+ *		 comes once all of it has reached the caller
  *	sessions {}			-> sessions-reply {sessions: [object]}
  *	show	 {id}			-> show-reply {session: object}
  *	stop	 {id}			-> ok

@@ -50,6 +50,7 @@
 #include "agent/netlink.h"
 #include "agent/netns.h"
 #include "agent/observe.h"
+#include "agent/outscrub.h"
 #include "agent/request.h"
 #include "agent/rules.h"
 #include "agent/secrets.h"
@@ -122,7 +123,8 @@ struct session {
 	char **broker_env;	 /* its stand-ins and base URLs, NAME=VALUE */
 	char **secret_env;	 /* its secrets' placeholders, NAME=VALUE (never a value) */
 	char broker_sock[PATH_MAX];
-	int broker_keeper; /* the registry connection the broker asks rereads on; -1: none */
+	int broker_keeper;   /* the registry connection the broker asks rereads on; -1: none */
+	struct outscrub out; /* the relay its stdout and stderr go through, with secrets */
 };
 
 /* The one error of a session that cannot start: set where the call failed,
@@ -728,6 +730,7 @@ static void session_release(struct session *s)
 		close(s->pidfd);
 	if (s->broker_keeper >= 0)
 		close(s->broker_keeper);
+	outscrub_detach(&s->out);
 	if (s->have_config)
 		config_free(&s->config);
 	json_decref(s->request);
@@ -1105,6 +1108,8 @@ static void session_kill(struct session *s)
 	}
 	if (fd >= 0)
 		close(fd);
+	/* stopped means every process of it: its output relay's too */
+	outscrub_stop(&s->out);
 	s->stopped = true;
 }
 
@@ -1851,6 +1856,7 @@ static struct session *session_alloc(void)
 		return NULL;
 	s->cfg = &s->config;
 	s->lock_fd = s->pidfd = s->grants_wd = s->broker_keeper = -1;
+	outscrub_init(&s->out);
 	for (int k = 0; k < DNS_SOCKS; k++)
 		s->held[k] = -1;
 	s->status = -1;
@@ -1954,7 +1960,7 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 	struct session *s, *net;
 	struct doctor_report *rep;
 	char state[PATH_MAX];
-	int rc;
+	int stdio[3], rc;
 
 	/* A socket would carry the session past every hook (errandctl relays
 	 * its caller's through pipes; another client must too). */
@@ -2014,12 +2020,21 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 			     strerror(-rc));
 		goto fail_teardown;
 	}
-	if ((rc = session_spawn(s, p->stdio, p->sigmask)))
+	/* With secrets, its output reaches the caller only replaced. */
+	if ((rc = outscrub_start(s->cfg, s->secret_env, s->broker_env, p->stdio, stdio, &s->out,
+				 err, errlen))) {
+		session_fail(s, rc, "session %s: %s", s->id, err);
+		goto fail_teardown;
+	}
+	rc = session_spawn(s, s->out.started ? stdio : p->stdio, p->sigmask);
+	outscrub_spawned(&s->out);
+	if (rc)
 		goto fail_teardown;
 	session_state_add(s);
 	return s;
 
 fail_teardown:
+	outscrub_kill(&s->out);
 	session_fail(s, rc, "session %s: cannot start it: %s", s->id, strerror(-rc));
 	snprintf(err, errlen, "%s", s->err);
 	session_teardown(s);
@@ -2259,6 +2274,11 @@ int session_pidfd(const struct session *s)
 	return s->pidfd;
 }
 
+bool session_output_relayed(const struct session *s)
+{
+	return s->out.started;
+}
+
 int session_status(const struct session *s)
 {
 	return s->status;
@@ -2373,6 +2393,16 @@ static void session_on_pid(void *arg, int fd, uint32_t events)
 	s->pid_ready = true;
 }
 
+/* The output relay has written everything and exited. */
+static void session_on_out(void *arg, int fd, uint32_t events)
+{
+	struct session *s = arg;
+
+	(void)events;
+	loop_del(s->loop, fd);
+	outscrub_reap(&s->out);
+}
+
 static void session_on_events(void *arg, int fd, uint32_t events)
 {
 	struct session *s = arg;
@@ -2462,6 +2492,13 @@ static void session_check(void *arg)
 	}
 	if (!s->pid_ready)
 		return;
+	/* The caller hears of the end only once all the session wrote has
+	 * reached it through the relay, which follows within moments (the
+	 * session's processes are gone, and with them the pipes' writers). */
+	if (s->out.pidfd >= 0) {
+		loop_del(s->loop, s->pidfd);
+		return;
+	}
 	/* Refusals made just before the end are still in the ring: the kernel's
 	 * bucket keeps them under one budget's worth. */
 	enforce_events_drain(s->enf, print_event, s);
@@ -2492,6 +2529,7 @@ int session_attach(struct session *s, struct loop *l, session_ended_fn fn, void 
 	     (rc = loop_add(l, disk_watch_fd(&s->disk), EPOLLIN, session_on_disk, s))) ||
 	    (s->broker_keeper >= 0 &&
 	     (rc = loop_add(l, s->broker_keeper, EPOLLIN, session_on_keeper, s))) ||
+	    (s->out.pidfd >= 0 && (rc = loop_add(l, s->out.pidfd, EPOLLIN, session_on_out, s))) ||
 	    (rc = loop_hook_add(l, session_prepare, session_check, s))) {
 		session_unattach(s);
 		return rc;
@@ -2516,6 +2554,8 @@ void session_unattach(struct session *s)
 	loop_del(l, disk_watch_fd(&s->disk));
 	if (s->broker_keeper >= 0)
 		loop_del(l, s->broker_keeper);
+	if (s->out.pidfd >= 0)
+		loop_del(l, s->out.pidfd);
 	for (size_t i = 0; i < s->n_pfd; i++)
 		loop_del(l, s->pfd[i].fd);
 	free(s->pfd);

@@ -85,6 +85,9 @@ const char *session_id(const struct session *s);
 pid_t session_pid(const struct session *s);
 int session_pidfd(const struct session *s);
 int session_status(const struct session *s);
+/* Whether its stdout and stderr go through an output relay (agent/outscrub.h):
+ * then it ends, for session_ended_fn, once the relay has written everything. */
+bool session_output_relayed(const struct session *s);
 const char *session_record_dir(const struct session *s);
 const struct errand_config *session_config(const struct session *s);
 
