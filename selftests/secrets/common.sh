@@ -2,7 +2,7 @@
 # server (build/selftests/provider serve) in $W-wan on $SEC_ADDR:443 for
 # sec.test, sec2.test and plain.test, under a test CA of this run that
 # tls.trustedCa names; a secret store in $STORE with $VALUE_A (file a) and
-# $VALUE_B (file b), root's 0600.
+# $VALUE_B (file b), root's 0600; and $PROJ, an empty project directory.
 #
 #   secrets_world                 all of the above, DNS included
 #   secrets_config NAME [TOP_EXTRA] [EGRESS_EXTRA]
@@ -18,6 +18,7 @@
 
 SEC_ADDR=198.18.1.30
 STORE=
+PROJ=
 VALUE_A=
 VALUE_B=
 
@@ -40,6 +41,8 @@ secrets_world() {
 	printf '%s\n' "$VALUE_A" >"$STORE/a"
 	printf '%s\n' "$VALUE_B" >"$STORE/b"
 	chmod 0600 "$STORE/a" "$STORE/b"
+	PROJ=$W_DIR/proj
+	mkdir -p "$PROJ"
 }
 
 secrets_config() {
