@@ -10,8 +10,8 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=selftests/broker/common.sh
 . "$ROOT/selftests/broker/common.sh"
-
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+# shellcheck source=bench/stats.sh
+. "$ROOT/bench/stats.sh"
 
 ROUNDS=${ROUNDS:-3}
 SECONDS_EACH=${SECONDS_EACH:-10}

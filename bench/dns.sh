@@ -11,9 +11,7 @@ set -u
 ROUNDS=${ROUNDS:-5}
 SECONDS_EACH=${SECONDS_EACH:-10}
 
-for t in dnsperf dnsmasq; do
-	command -v "$t" >/dev/null || { echo "bench/dns.sh needs $t (make bench installs it)" >&2; exit 1; }
-done
+bench_need dnsperf dnsmasq
 world_up >/dev/null
 bare_up
 world_dns "api.test A 198.18.1.10 3600" || exit 1

@@ -60,7 +60,7 @@ paste -d' ' <(grep '^got ' "$BG_OUT") "$W_DIR/granted" |
 # query's own round trip (its name's first upstream lookup), and when the
 # last refused query was sent relative to the grant's return (> 0: the
 # grant had not reached the responder yet)
-stat() { cut -d' ' -f"$1" "$W_DIR/lat" | sort -n | awk '{a[NR]=$1} END {printf "median %s, max %s", (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2, a[NR]}'; }
+stat() { printf 'median %s, max %s' "$(cut -d' ' -f"$1" "$W_DIR/lat" | median)" "$(cut -d' ' -f"$1" "$W_DIR/lat" | sort -n | tail -n 1)"; }
 echo "grant returned -> session's answer (us): $(stat 1)"
 echo "grant returned -> session's connect admitted (us): $(stat 2)"
 echo "... of which the answering query's own round trip, upstream lookup included (us): $(stat 4)"

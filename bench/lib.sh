@@ -4,6 +4,8 @@
 # side of every comparison.
 # shellcheck shell=bash
 . "$(dirname "${BASH_SOURCE[0]}")/../selftests/lib/world.sh"
+# shellcheck source=bench/stats.sh
+. "$(dirname "${BASH_SOURCE[0]}")/stats.sh"
 
 B=
 bare_up() {
@@ -26,8 +28,6 @@ NFT
 }
 
 in_bare() { nsenter --net="/run/netns/$B" "$@"; }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
 
 # IPv6 on the bare namespace, as a dual-stack session has it: a /126 on the
 # same veth, a default route via the agent namespace, NAT66 there. Needs

@@ -11,9 +11,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 
 RUNS=${RUNS:-30}
-for t in hyperfine bwrap; do
-	command -v "$t" >/dev/null || { echo "bench/start.sh needs $t (make bench installs it)" >&2; exit 1; }
-done
+bench_need hyperfine bwrap
 world_up >/dev/null
 # Each errand of its own paths in a namespace of its own (an agent sweeps the
 # veths of its namespace that no session of its own holds): the pool's

@@ -1,6 +1,7 @@
 /* errand-broker's HTTP/1.1 parser (RFC 9112, strictly: CRLF only, no obs-fold,
  * one framing per message), fed in pieces with the head kept in a buffer of its
- * own; and the path, capability and override-header rules of provider routes. */
+ * own; the path, capability and override-header rules of provider routes; and
+ * the rules on fields and connections both of the broker's relays follow. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -736,6 +737,14 @@ bool http_capability_match(const char *pattern_method, const char *pattern_path,
 			  raw_path + plen);
 }
 
+static bool name_in(const char *name, const char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcasecmp(name, names[i]))
+			return true;
+	return false;
+}
+
 bool http_header_is_override(const char *name)
 {
 	static const char *const names[] = {
@@ -743,8 +752,97 @@ bool http_header_is_override(const char *name)
 		"X-Original-URL",	  "X-Rewrite-URL",
 	};
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (!strcasecmp(name, names[i]))
-			return true;
-	return false;
+	return name_in(name, names, ARRAY_SIZE(names));
+}
+
+bool http_hop_by_hop(const char *name)
+{
+	static const char *const names[] = {
+		"Connection",
+		"Keep-Alive",
+		"Proxy-Connection",
+		"Proxy-Authorization",
+		"TE",
+		"Trailer",
+		"Upgrade",
+		"Transfer-Encoding",
+		"Content-Length",
+		"Proxy-Authenticate",
+	};
+
+	return name_in(name, names, ARRAY_SIZE(names));
+}
+
+bool http_answer_field_dropped(const struct http_parser *resp, const char *name, bool body)
+{
+	return http_hop_by_hop(name) && !(!strcasecmp(name, "Content-Length") && !body &&
+					  http_framing(resp) == HTTP_BODY_NONE);
+}
+
+bool http_answer_has_body(const struct http_parser *resp)
+{
+	switch (http_framing(resp)) {
+	case HTTP_BODY_NONE:
+		return false;
+	case HTTP_BODY_LENGTH:
+		return http_content_length(resp) > 0;
+	default:
+		return true;
+	}
+}
+
+bool http_answer_encoded(const struct http_parser *resp)
+{
+	const struct http_header *ce = http_header_find(resp, "Content-Encoding");
+
+	return http_answer_has_body(resp) && ce && strcasecmp(ce->value, "identity");
+}
+
+static bool says_close(const struct http_parser *p)
+{
+	const struct http_header *h = http_header_find(p, "Connection");
+
+	return h && strcasestr(h->value, "close");
+}
+
+bool http_request_keeps(const struct http_parser *req)
+{
+	const struct http_header *h = http_header_find(req, "Connection");
+
+	if (says_close(req))
+		return false;
+	return http_version_minor(req) == 1 || (h && strcasestr(h->value, "keep-alive"));
+}
+
+bool http_answer_keeps(const struct http_parser *resp)
+{
+	return http_framing(resp) != HTTP_BODY_CLOSE && http_version_minor(resp) == 1 &&
+	       !says_close(resp);
+}
+
+const char *http_status_text(int status)
+{
+	switch (status) {
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 414:
+		return "URI Too Long";
+	case 421:
+		return "Misdirected Request";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 501:
+		return "Not Implemented";
+	case 502:
+		return "Bad Gateway";
+	case 504:
+		return "Gateway Timeout";
+	}
+	return "Error";
 }

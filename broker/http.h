@@ -107,4 +107,24 @@ bool http_capability_match(const char *pattern_method, const char *pattern_path,
  * path; the broker never forwards them. */
 bool http_header_is_override(const char *name);
 
+/* Fields of one hop, not of the message (RFC 9110 7.6.1), and the framing
+ * fields, which the broker writes anew for every message it passes on. */
+bool http_hop_by_hop(const char *name);
+/* Whether the broker leaves field name out of an answer it passes on (resp,
+ * body: whether it has one): a hop-by-hop field, but for the Content-Length
+ * of an answer that declares no body (to a HEAD, a 304). */
+bool http_answer_field_dropped(const struct http_parser *resp, const char *name, bool body);
+/* Whether an answer carries body bytes. */
+bool http_answer_has_body(const struct http_parser *resp);
+/* Whether an answer's body comes in a Content-Encoding other than identity,
+ * which no scrubber can read. */
+bool http_answer_encoded(const struct http_parser *resp);
+/* Whether the sender of req wants the connection kept after it. */
+bool http_request_keeps(const struct http_parser *req);
+/* Whether resp leaves its connection fit for the next request: HTTP/1.1, not
+ * read to the connection's end, no "Connection: close". */
+bool http_answer_keeps(const struct http_parser *resp);
+/* The reason phrase of the broker's own answers with status. */
+const char *http_status_text(int status);
+
 #endif

@@ -5,8 +5,6 @@
  * to parse: the broker only reads the SNI it found. */
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <openssl/base64.h>
 #include <openssl/bn.h>
 #include <openssl/ec_key.h>
@@ -21,11 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "broker/blog.h"
+#include "broker/conn.h"
 #include "broker/http.h"
 #include "broker/intercept.h"
 #include "broker/journal.h"
@@ -38,10 +36,7 @@
 #include "lib/util.h"
 
 #define SYSTEM_ROOTS "/etc/ssl/certs/ca-certificates.crt"
-#define IO_BUF 65536
 #define HANDSHAKE_MS 10000
-#define IO_MS 30000
-#define ANSWER_MS 300000
 #define SECRETS_MAX CONFIG_SECRETS_MAX
 #define CERTS_MAX 512
 #define LEAF_DAYS 7
@@ -475,27 +470,12 @@ int intercept_init(const struct errand_config *cfg, const struct upstream_env *e
 /* ---- one connection ---------------------------------------------------- */
 
 struct iconn {
-	int fd;
-	struct io_uring ring;
-	struct upstream cl; /* the session's side: TLS server */
-	struct upstream up; /* the host's: TLS client */
-	bool up_open;
-	struct session_link link;
+	struct conn io; /* the session's side a TLS server, the host's a TLS client */
 	char session[BROKER_SESSION_MAX + 1];
 	char sni[HOST_NAME_MAX_LEN + 1];
 	uint16_t port;
 	struct config_provider prov;
 	struct route route;
-	struct http_parser *req, *resp;
-	uint8_t in[IO_BUF];
-	size_t in_off, in_len;
-	uint8_t up_in[IO_BUF];
-	size_t up_off, up_len;
-	uint8_t out[IO_BUF]; /* to the session */
-	size_t out_len;
-	uint8_t upo[IO_BUF]; /* to the host */
-	size_t upo_len;
-	bool client_failed;
 };
 
 /* A growing buffer of bytes. */
@@ -596,169 +576,6 @@ static int swap_out(const char *in, size_t n, struct buf *out)
 	return 0;
 }
 
-static int out_flush(struct iconn *c)
-{
-	int rc;
-
-	if (!c->out_len || c->client_failed)
-		return c->client_failed ? -EPIPE : 0;
-	rc = upstream_write(&c->cl, c->out, c->out_len, IO_MS);
-	c->out_len = 0;
-	if (rc)
-		c->client_failed = true;
-	return rc;
-}
-
-static int out_put(struct iconn *c, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-	int rc;
-
-	while (len) {
-		size_t n = sizeof(c->out) - c->out_len;
-
-		if (!n && (rc = out_flush(c)))
-			return rc;
-		n = sizeof(c->out) - c->out_len;
-		if (n > len)
-			n = len;
-		memcpy(c->out + c->out_len, p, n);
-		c->out_len += n;
-		p += n;
-		len -= n;
-	}
-	return 0;
-}
-
-static int out_str(struct iconn *c, const char *s)
-{
-	return out_put(c, s, strlen(s));
-}
-
-static int up_flush(struct iconn *c)
-{
-	int rc = 0;
-
-	if (c->upo_len)
-		rc = upstream_write(&c->up, c->upo, c->upo_len, IO_MS);
-	OPENSSL_cleanse(c->upo, c->upo_len); /* the head held values */
-	c->upo_len = 0;
-	return rc;
-}
-
-static int up_put(struct iconn *c, const void *data, size_t len)
-{
-	const uint8_t *p = data;
-	int rc;
-
-	while (len) {
-		size_t n = sizeof(c->upo) - c->upo_len;
-
-		if (!n && (rc = up_flush(c)))
-			return rc;
-		n = sizeof(c->upo) - c->upo_len;
-		if (n > len)
-			n = len;
-		memcpy(c->upo + c->upo_len, p, n);
-		c->upo_len += n;
-		p += n;
-		len -= n;
-	}
-	return 0;
-}
-
-static int up_str(struct iconn *c, const char *s)
-{
-	return up_put(c, s, strlen(s));
-}
-
-static const char *status_text(int status)
-{
-	switch (status) {
-	case 400:
-		return "Bad Request";
-	case 403:
-		return "Forbidden";
-	case 421:
-		return "Misdirected Request";
-	case 501:
-		return "Not Implemented";
-	case 502:
-		return "Bad Gateway";
-	case 504:
-		return "Gateway Timeout";
-	}
-	return "Error";
-}
-
-/* The broker's own answer; the connection closes after it. */
-__attribute__((format(printf, 3, 4))) static int answerf(struct iconn *c, int status,
-							 const char *fmt, ...)
-{
-	char body[1024], head[256];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(body, sizeof(body), fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(body))
-		n = (int)strlen(body);
-	snprintf(head, sizeof(head),
-		 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-		 "Content-Length: %d\r\nConnection: close\r\n\r\n",
-		 status, status_text(status), n);
-	if (out_str(c, head) || out_put(c, body, (size_t)n))
-		return -EPIPE;
-	return out_flush(c);
-}
-
-static ssize_t client_fill(struct iconn *c, int timeout_ms)
-{
-	ssize_t n;
-
-	if (c->in_off == c->in_len)
-		c->in_off = c->in_len = 0;
-	if (c->in_len == sizeof(c->in)) {
-		memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
-		c->in_len -= c->in_off;
-		c->in_off = 0;
-	}
-	n = upstream_read(&c->cl, c->in + c->in_len, sizeof(c->in) - c->in_len, timeout_ms);
-	if (n > 0)
-		c->in_len += (size_t)n;
-	return n;
-}
-
-/* The next request's head. 0, -ENODATA when the session closed between
- * requests, or another -errno. */
-static int read_head(struct iconn *c)
-{
-	bool first = true;
-	size_t used;
-	int rc;
-
-	http_parser_reset(c->req, HTTP_REQUEST, false);
-	for (;;) {
-		if (c->in_off == c->in_len) {
-			ssize_t n = client_fill(c, first ? INTERCEPT_IDLE_MS : IO_MS);
-
-			if (n == 0)
-				return http_parse_eof(c->req) == -ENODATA ? -ENODATA : -ECONNRESET;
-			if (n < 0)
-				return (int)n;
-		}
-		rc = http_parse(c->req, c->in + c->in_off, c->in_len - c->in_off, &used, NULL,
-				NULL);
-		c->in_off += used;
-		first = false;
-		if (rc == HTTP_HEAD || rc == HTTP_DONE)
-			return 0;
-		if (rc < 0)
-			return rc;
-	}
-}
-
 /* Whether a Host (or an absolute-form authority) names the SNI: the name, in
  * any case, with the port dialled or none. */
 static bool authority_is_sni(const struct iconn *c, const char *v, size_t len)
@@ -772,27 +589,6 @@ static bool authority_is_sni(const struct iconn *c, const char *v, size_t len)
 		return true;
 	snprintf(port, sizeof(port), ":%u", c->port);
 	return len - n == strlen(port) && !memcmp(v + n, port, len - n);
-}
-
-static bool hop_by_hop(const char *name)
-{
-	static const char *const names[] = {
-		"Connection",
-		"Keep-Alive",
-		"Proxy-Connection",
-		"Proxy-Authorization",
-		"TE",
-		"Trailer",
-		"Upgrade",
-		"Transfer-Encoding",
-		"Content-Length",
-		"Proxy-Authenticate",
-	};
-
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (!strcasecmp(name, names[i]))
-			return true;
-	return false;
 }
 
 /* One header toward the host, placeholders swapped, Basic credentials
@@ -845,12 +641,13 @@ static int header_in(struct iconn *c, const struct http_header *h, struct buf *o
  * placeholders swapped for values toward this host only, identity asked. */
 static int send_head(struct iconn *c, const char *path)
 {
+	const struct http_parser *req = c->io.req;
 	struct buf h = {0};
 	char line[HOST_NAME_MAX_LEN + 64];
 	int rc;
 
 	pthread_mutex_lock(&lock);
-	rc = buf_put(&h, http_method(c->req), strlen(http_method(c->req))) ?: buf_put(&h, " ", 1)
+	rc = buf_put(&h, http_method(req), strlen(http_method(req))) ?: buf_put(&h, " ", 1)
 									     ?: swap_in(path, strlen(path), c->sni,
 											c->port, true, &h);
 	if (!rc) {
@@ -863,152 +660,31 @@ static int send_head(struct iconn *c, const char *path)
 	}
 	if (!rc)
 		rc = buf_put(&h, "\r\n", 2);
-	for (size_t i = 0; !rc && i < http_header_count(c->req); i++) {
-		const struct http_header *hd = http_header_at(c->req, i);
+	for (size_t i = 0; !rc && i < http_header_count(req); i++) {
+		const struct http_header *hd = http_header_at(req, i);
 
 		/* Expect: the body follows at once; a 100 the host sends is skipped */
-		if (hop_by_hop(hd->name) || !strcasecmp(hd->name, "Host") ||
+		if (http_hop_by_hop(hd->name) || !strcasecmp(hd->name, "Host") ||
 		    !strcasecmp(hd->name, "Accept-Encoding") || !strcasecmp(hd->name, "Expect"))
 			continue;
 		rc = header_in(c, hd, &h);
 	}
 	pthread_mutex_unlock(&lock);
 	if (!rc)
-		rc = buf_put(&h, "Accept-Encoding: identity\r\n", 27);
-	if (!rc && http_framing(c->req) == HTTP_BODY_LENGTH) {
-		snprintf(line, sizeof(line), "Content-Length: %llu\r\n",
-			 (unsigned long long)http_content_length(c->req));
-		rc = buf_put(&h, line, strlen(line));
-	} else if (!rc && http_framing(c->req) == HTTP_BODY_CHUNKED) {
-		rc = buf_put(&h, "Transfer-Encoding: chunked\r\n", 28);
-	}
-	if (!rc)
-		rc = buf_put(&h, "\r\n", 2);
-	if (!rc)
-		rc = up_put(c, h.p, h.len);
+		rc = conn_put(&c->io.up_out, h.p, h.len);
 	buf_wipe(&h);
-	return rc;
-}
-
-static int request_body(void *ctx, const uint8_t *data, size_t len)
-{
-	struct iconn *c = ctx;
-	char size[32];
-	int rc;
-
-	if (http_framing(c->req) != HTTP_BODY_CHUNKED)
-		return up_put(c, data, len);
-	snprintf(size, sizeof(size), "%zx\r\n", len);
-	if ((rc = up_str(c, size)) || (rc = up_put(c, data, len)))
-		return rc;
-	return up_str(c, "\r\n");
-}
-
-static int send_body(struct iconn *c, uint64_t *bytes)
-{
-	size_t used, before = c->in_off;
-	int rc;
-
-	*bytes = 0;
-	for (;;) {
-		rc = http_parse(c->req, c->in + c->in_off, c->in_len - c->in_off, &used,
-				request_body, c);
-		c->in_off += used;
-		*bytes += c->in_off - before;
-		if (rc == HTTP_DONE)
-			break;
-		if (rc < 0)
-			return rc;
-		if ((rc = up_flush(c)))
-			return rc;
-		ssize_t n = client_fill(c, IO_MS);
-
-		if (n == 0)
-			return -ECONNRESET;
-		if (n < 0)
-			return (int)n;
-		before = c->in_off;
-	}
-	if (http_framing(c->req) == HTTP_BODY_CHUNKED && (rc = up_str(c, "0\r\n\r\n")))
-		return rc;
-	return up_flush(c);
-}
-
-static ssize_t up_fill(struct iconn *c, int timeout_ms)
-{
-	ssize_t n;
-
-	c->up_off = c->up_len = 0;
-	n = upstream_read(&c->up, c->up_in, sizeof(c->up_in), timeout_ms);
-	if (n > 0)
-		c->up_len = (size_t)n;
-	return n;
-}
-
-static int read_answer_head(struct iconn *c, bool head_request)
-{
-	size_t used;
-	int rc;
-
-	http_parser_reset(c->resp, HTTP_RESPONSE, head_request);
-	for (;;) {
-		if (c->up_off == c->up_len) {
-			ssize_t n = up_fill(c, ANSWER_MS);
-
-			if (n == 0)
-				return -ECONNRESET;
-			if (n < 0)
-				return (int)n;
-		}
-		rc = http_parse(c->resp, c->up_in + c->up_off, c->up_len - c->up_off, &used, NULL,
-				NULL);
-		c->up_off += used;
-		if (rc < 0)
-			return rc;
-		if (rc == HTTP_HEAD || rc == HTTP_DONE) {
-			int st = http_status(c->resp);
-
-			if (st >= 200 || st == 101)
-				return 0;
-			http_parser_reset(c->resp, HTTP_RESPONSE, head_request);
-		}
-	}
-}
-
-static bool answer_has_body(const struct http_parser *r)
-{
-	switch (http_framing(r)) {
-	case HTTP_BODY_NONE:
-		return false;
-	case HTTP_BODY_LENGTH:
-		return http_content_length(r) > 0;
-	default:
-		return true;
-	}
+	return rc ? rc : conn_request_head_end(&c->io);
 }
 
 /* The answer's body, scrubbed by a chain of one scrubber a value (raw and
  * percent-encoded), framed as chunks. */
 struct chain {
-	struct iconn *c;
+	struct conn_out *out;
 	bool chunked; /* an HTTP/1.0 session reads the body to the connection's end */
 	struct scrub **sc;
 	size_t n, level;
 	uint64_t *bytes;
 };
-
-static int chunk_out(struct iconn *c, const uint8_t *data, size_t len)
-{
-	char size[32];
-	int rc;
-
-	if (!len)
-		return 0;
-	snprintf(size, sizeof(size), "%zx\r\n", len);
-	if ((rc = out_str(c, size)) || (rc = out_put(c, data, len)))
-		return rc;
-	return out_put(c, "\r\n", 2);
-}
 
 static int chain_sink(void *ctx, const uint8_t *data, size_t len)
 {
@@ -1016,7 +692,7 @@ static int chain_sink(void *ctx, const uint8_t *data, size_t len)
 
 	if (x->level == x->n) {
 		*x->bytes += len;
-		return x->chunked ? chunk_out(x->c, data, len) : out_put(x->c, data, len);
+		return conn_chunk(x->out, x->chunked, data, len);
 	}
 	next.level = x->level + 1;
 	return scrub_feed(x->sc[x->level], data, len, chain_sink, &next);
@@ -1048,14 +724,12 @@ static int answer_body(void *ctx, const uint8_t *data, size_t len)
  * length changes). */
 static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 {
-	const struct http_parser *r = c->resp;
+	const struct http_parser *r = c->io.resp;
 	struct scrub *sc[2 * SECRETS_MAX];
-	struct chain x = {
-		.c = c, .sc = sc, .bytes = down, .chunked = http_version_minor(c->req) == 1};
-	bool body = answer_has_body(r);
+	struct chain x = {.out = &c->io.out, .sc = sc, .bytes = down};
+	bool body = http_answer_has_body(r);
 	struct buf h = {0};
 	char line[HTTP_LINE_MAX + 64];
-	size_t used;
 	int rc = 0;
 
 	pthread_mutex_lock(&lock);
@@ -1079,80 +753,36 @@ static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 	for (size_t i = 0; !rc && i < http_header_count(r); i++) {
 		const struct http_header *hd = http_header_at(r, i);
 
-		if (hop_by_hop(hd->name) && !(!strcasecmp(hd->name, "Content-Length") && !body &&
-					      http_framing(r) == HTTP_BODY_NONE))
+		if (http_answer_field_dropped(r, hd->name, body))
 			continue;
 		rc = buf_put(&h, hd->name, hd->name_len) ?: buf_put(&h, ": ", 2)
 								  ?: swap_out(hd->value, hd->value_len, &h)
 									     ?: buf_put(&h, "\r\n", 2);
 	}
 	pthread_mutex_unlock(&lock);
-	if (body && !x.chunked)
-		close_after = true;
-	if (!rc && body && x.chunked)
-		rc = buf_put(&h, "Transfer-Encoding: chunked\r\n", 28);
-	else if (!rc && !body && http_framing(r) == HTTP_BODY_LENGTH)
-		rc = buf_put(&h, "Content-Length: 0\r\n", 19);
-	if (!rc && close_after)
-		rc = buf_put(&h, "Connection: close\r\n", 19);
 	if (!rc)
-		rc = buf_put(&h, "\r\n", 2) ?: out_put(c, h.p, h.len);
+		rc = conn_put(&c->io.out, h.p, h.len);
 	buf_wipe(&h);
-	while (!rc && body) {
-		rc = http_parse(c->resp, c->up_in + c->up_off, c->up_len - c->up_off, &used,
-				answer_body, &x);
-		c->up_off += used;
-		if (rc == HTTP_DONE) {
-			rc = 0;
-			break;
-		}
-		if (rc < 0)
-			break;
-		if ((rc = out_flush(c)))
-			break;
-		ssize_t n = up_fill(c, ANSWER_MS);
-
-		if (n == 0) {
-			rc = http_parse_eof(c->resp) == HTTP_DONE ? 0 : -ECONNRESET;
-			break;
-		}
-		if (n < 0)
-			rc = (int)n;
-	}
+	if (!rc)
+		rc = conn_answer_head_end(&c->io, body, &x.chunked, &close_after);
 	if (!rc && body)
-		rc = chain_finish(&x) ?: x.chunked ? out_put(c, "0\r\n\r\n", 5) : 0;
+		rc = conn_answer_body(&c->io, answer_body, NULL, &x);
+	if (!rc && body)
+		rc = chain_finish(&x) ?: x.chunked ? conn_put(&c->io.out, "0\r\n\r\n", 5) : 0;
 	for (size_t i = 0; i < x.n; i++)
 		scrub_free(sc[i]);
-	return rc ? rc : out_flush(c);
+	return rc ? rc : conn_flush(&c->io.out);
 }
 
-static void on_upstream_fd(void *ctx, int fd)
-{
-	struct iconn *c = ctx;
+/* One request, as its receipt tells it. */
+struct ireq {
+	const char *method;
+	const char *target; /* the path (its query never kept), or "/" */
+	int64_t start;
+	uint64_t up, down;
+};
 
-	sessions_link_upstream(&c->link, fd);
-}
-
-static void up_drop(struct iconn *c)
-{
-	if (c->up_open)
-		upstream_close(&c->up);
-	c->up_open = false;
-	sessions_link_upstream(&c->link, -1);
-	c->up_off = c->up_len = 0;
-}
-
-static bool client_keeps(const struct http_parser *req)
-{
-	const struct http_header *h = http_header_find(req, "Connection");
-
-	if (h && strcasestr(h->value, "close"))
-		return false;
-	return http_version_minor(req) == 1 || (h && strcasestr(h->value, "keep-alive"));
-}
-
-static void receipt_add(struct iconn *c, const char *method, const char *target, int status,
-			int64_t start, uint64_t up, uint64_t down, enum receipt_outcome o)
+static void receipt_add(struct iconn *c, const struct ireq *q, int status, enum receipt_outcome o)
 {
 	char path[RECEIPT_PATH_MAX + 1];
 	struct receipt r = {
@@ -1161,197 +791,175 @@ static void receipt_add(struct iconn *c, const char *method, const char *target,
 		.provider = "intercept",
 		.credential_var = "",
 		.host = c->sni,
-		.method = method,
+		.method = q->method,
 		.path = path,
 		.status = status,
-		.duration_ms = now_ms() - start,
-		.bytes_up = up,
-		.bytes_down = down,
+		.duration_ms = now_ms() - q->start,
+		.bytes_up = q->up,
+		.bytes_down = q->down,
 		.outcome = o,
 	};
-	struct timespec ts;
-	const char *q = strchr(target, '?');
+	const char *query = strchr(q->target, '?');
 
 	/* as a provider route's: a denied call at most once a minute a session,
 	 * with the count of those left out, so a loop cannot flood receipts.db */
 	if (o == RECEIPT_DENIED && !sessions_denied_due(c->session, &r.unrecorded))
 		return;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	r.ended_at_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	r.ended_at_ms = wall_ms();
 	/* the query is never kept, and a path may hold a placeholder */
-	receipt_path(target, path);
-	r.query_len = q ? strlen(q + 1) : 0;
+	receipt_path(q->target, path);
+	r.query_len = query ? strlen(query + 1) : 0;
 	journal_add(&r);
+}
+
+/* The broker's own answer to a request it does not relay, and its receipt
+ * with status; the connection closes after it. Returns false, what
+ * serve_request returns then. */
+__attribute__((format(printf, 5, 6))) static bool refuse(struct iconn *c, const struct ireq *q,
+							 int status, enum receipt_outcome o,
+							 const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	conn_vanswerf(&c->io, status, true, fmt, ap);
+	va_end(ap);
+	receipt_add(c, q, status, o);
+	return false;
 }
 
 /* One request. Returns whether the connection goes on. */
 static bool serve_request(struct iconn *c)
 {
 	const struct http_header *host, *upg;
-	const char *method, *target, *path;
-	bool keep, head, reused;
-	uint64_t up_bytes = 0, down_bytes = 0;
-	int64_t start;
+	const char *target;
+	struct ireq q = {0};
+	bool keep, head, reused, any = false;
 	char why[512];
 	int rc, st;
 
-	rc = read_head(c);
-	start = now_ms();
+	rc = conn_read_head(&c->io, INTERCEPT_IDLE_MS);
+	q.start = now_ms();
 	if (rc < 0) {
-		if (http_error_status(c->req))
-			answerf(c, http_error_status(c->req),
-				"errand-broker: the request is malformed\n");
+		if (http_error_status(c->io.req))
+			conn_answerf(&c->io, http_error_status(c->io.req), true,
+				     "errand-broker: the request is malformed\n");
 		return false;
 	}
-	method = http_method(c->req);
-	target = http_target(c->req);
-	keep = client_keeps(c->req);
-	head = !strcmp(method, "HEAD");
-	path = target;
+	q.method = http_method(c->io.req);
+	target = http_target(c->io.req);
+	keep = http_request_keeps(c->io.req);
+	head = !strcmp(q.method, "HEAD");
+	q.target = target;
 	/* absolute-form: its authority must be the SNI too, then origin-form */
 	if (!strncasecmp(target, "https://", 8) || !strncasecmp(target, "http://", 7)) {
 		const char *a = strstr(target, "://") + 3;
 		size_t alen = strcspn(a, "/?#");
 
 		if (!authority_is_sni(c, a, alen)) {
-			answerf(c, 421,
-				"errand-broker: the request names another host than the TLS "
-				"server name %s\n",
-				c->sni);
-			receipt_add(c, method, "/", 421, start, 0, 0, RECEIPT_REFUSED);
-			return false;
+			q.target = "/";
+			return refuse(c, &q, 421, RECEIPT_REFUSED,
+				      "errand-broker: the request names another host than the TLS "
+				      "server name %s\n",
+				      c->sni);
 		}
-		path = a[alen] ? a + alen : "/";
+		q.target = a[alen] ? a + alen : "/";
 	}
-	if (path[0] != '/' && strcmp(path, "*")) {
-		answerf(c, 400, "errand-broker: the request target is not a path\n");
+	if (q.target[0] != '/' && strcmp(q.target, "*")) {
+		conn_answerf(&c->io, 400, true,
+			     "errand-broker: the request target is not a path\n");
 		return false;
 	}
-	host = http_header_find(c->req, "Host");
-	if (!host || !authority_is_sni(c, host->value, host->value_len)) {
-		answerf(c, 421,
+	host = http_header_find(c->io.req, "Host");
+	if (!host || !authority_is_sni(c, host->value, host->value_len))
+		return refuse(
+			c, &q, 421, RECEIPT_REFUSED,
 			"errand-broker: Host must be the TLS server name %s (no domain fronting)\n",
 			c->sni);
-		receipt_add(c, method, path, 421, start, 0, 0, RECEIPT_REFUSED);
-		return false;
-	}
-	if (config_gated_host(up_env->cfg, c->sni, c->port) && !method_reads(method) &&
+	if (config_gated_host(up_env->cfg, c->sni, c->port) && !method_reads(q.method) &&
 	    !config_write_allowed(up_env->cfg, c->sni, c->port)) {
 		char m[32];
 
 		/* the method as the session wrote it may be anything: shown escaped */
-		snprintf(m, sizeof(m), "%s", receipt_method(method));
+		snprintf(m, sizeof(m), "%s", receipt_method(q.method));
 		blog_info("session=%s intercept %s: %s refused (read-only host)", c->session,
 			  c->sni, m);
-		answerf(c, 403,
+		return refuse(
+			c, &q, 403, RECEIPT_DENIED,
 			"errand-broker: %s is read-only (sandbox.egress.readOnly): GET, HEAD, "
 			"OPTIONS and TRACE only; add it to sandbox.egress.writeAllowed to let "
 			"the session write to it\n",
 			c->sni);
-		receipt_add(c, method, path, 403, start, 0, 0, RECEIPT_DENIED);
-		return false;
 	}
-	upg = http_header_find(c->req, "Upgrade");
-	if (upg || !strcmp(method, "CONNECT") || !strcmp(method, "PRI")) {
-		answerf(c, 501,
-			"errand-broker: protocol upgrades (WebSocket, h2c) and tunnels are not "
-			"relayed "
-			"to %s, an intercepted host\n",
-			c->sni);
-		receipt_add(c, method, path, 501, start, 0, 0, RECEIPT_REFUSED);
-		return false;
-	}
-	reused = c->up_open;
+	upg = http_header_find(c->io.req, "Upgrade");
+	if (upg || !strcmp(q.method, "CONNECT") || !strcmp(q.method, "PRI"))
+		return refuse(c, &q, 501, RECEIPT_REFUSED,
+			      "errand-broker: protocol upgrades (WebSocket, h2c) and tunnels are "
+			      "not relayed to %s, an intercepted host\n",
+			      c->sni);
+	reused = c->io.up_route != NULL;
 again:
-	if (!c->up_open) {
-		st = upstream_open(&c->up, up_env, &c->route, &c->ring, on_upstream_fd, c, why,
-				   sizeof(why));
-		if (st) {
-			sessions_link_upstream(&c->link, -1);
-			blog_warnx("session=%s intercept %s: %s", c->session, c->sni, why);
-			answerf(c, st, "errand-broker: %s\n", why);
-			receipt_add(c, method, path, st, start, 0, 0,
-				    st == 403 ? RECEIPT_REFUSED : RECEIPT_UNREACHABLE);
-			return false;
-		}
-		c->up_open = true;
+	st = conn_up_open(&c->io, up_env, &c->route, why, sizeof(why));
+	if (st) {
+		blog_warnx("session=%s intercept %s: %s", c->session, c->sni, why);
+		return refuse(c, &q, st, st == 403 ? RECEIPT_REFUSED : RECEIPT_UNREACHABLE,
+			      "errand-broker: %s\n", why);
 	}
-	rc = send_head(c, path);
+	rc = send_head(c, q.target);
 	if (!rc)
-		rc = send_body(c, &up_bytes);
+		rc = conn_send_body(&c->io, NULL, &q.up);
 	if (!rc)
-		rc = read_answer_head(c, head);
-	if (rc && reused && !up_bytes && http_framing(c->req) == HTTP_BODY_NONE &&
-	    !http_error_status(c->req)) {
+		rc = conn_read_answer_head(&c->io, head, &any);
+	if (rc && reused && !q.up && http_framing(c->io.req) == HTTP_BODY_NONE &&
+	    !http_error_status(c->io.req)) {
 		/* a kept connection the host had closed: once more, fresh */
-		up_drop(c);
+		conn_up_drop(&c->io);
 		reused = false;
 		goto again;
 	}
 	if (rc) {
-		up_drop(c);
-		if (http_error_status(c->req)) {
-			answerf(c, http_error_status(c->req),
-				"errand-broker: the request's body is malformed\n");
+		conn_up_drop(&c->io);
+		if (http_error_status(c->io.req)) {
+			conn_answerf(&c->io, http_error_status(c->io.req), true,
+				     "errand-broker: the request's body is malformed\n");
 		} else {
 			blog_warnx("session=%s intercept %s: the host's answer failed (%s)",
 				   c->session, c->sni, strerror(-rc));
-			answerf(c, rc == -ETIMEDOUT ? 504 : 502,
-				"errand-broker: upstream unreachable (%s: %s)\n", c->sni,
-				rc == -ETIMEDOUT ? "no answer in time" : "the answer failed");
+			conn_answerf(&c->io, rc == -ETIMEDOUT ? 504 : 502, true,
+				     "errand-broker: upstream unreachable (%s: %s)\n", c->sni,
+				     rc == -ETIMEDOUT ? "no answer in time" : "the answer failed");
 		}
-		receipt_add(c, method, path, 502, start, up_bytes, 0, RECEIPT_UNREACHABLE);
+		receipt_add(c, &q, 502, RECEIPT_UNREACHABLE);
 		return false;
 	}
-	st = http_status(c->resp);
-	if (st == 101) {
-		answerf(c, 502, "errand-broker: %s switched protocols, which is not relayed\n",
-			c->sni);
-		receipt_add(c, method, path, 502, start, up_bytes, 0, RECEIPT_REFUSED);
-		return false;
-	}
-	{
-		const struct http_header *ce = http_header_find(c->resp, "Content-Encoding");
-
-		if (answer_has_body(c->resp) && ce && strcasecmp(ce->value, "identity")) {
-			blog_warnx("session=%s intercept %s: refused a compressed answer",
-				   c->session, c->sni);
-			answerf(c, 502,
-				"errand-broker: %s answered compressed; the broker asked for "
-				"identity and relays nothing it cannot scrub\n",
-				c->sni);
-			receipt_add(c, method, path, 502, start, up_bytes, 0, RECEIPT_REFUSED);
-			return false;
-		}
-	}
-	{
-		const struct http_header *conn = http_header_find(c->resp, "Connection");
-
-		if (http_framing(c->resp) == HTTP_BODY_CLOSE || http_version_minor(c->resp) != 1 ||
-		    (conn && strcasestr(conn->value, "close")))
-			keep = false;
+	st = http_status(c->io.resp);
+	if (st == 101)
+		return refuse(c, &q, 502, RECEIPT_REFUSED,
+			      "errand-broker: %s switched protocols, which is not relayed\n",
+			      c->sni);
+	if (http_answer_encoded(c->io.resp)) {
+		blog_warnx("session=%s intercept %s: refused a compressed answer", c->session,
+			   c->sni);
+		return refuse(c, &q, 502, RECEIPT_REFUSED,
+			      "errand-broker: %s answered compressed; the broker asked for "
+			      "identity and relays nothing it cannot scrub\n",
+			      c->sni);
 	}
 	/* an HTTP/1.0 session reads a body to the end of the connection */
-	if (http_version_minor(c->req) == 0)
+	if (!http_answer_keeps(c->io.resp) || http_version_minor(c->io.req) == 0)
 		keep = false;
-	rc = relay_answer(c, !keep, &down_bytes);
-	receipt_add(c, method, path, st, start, up_bytes, down_bytes,
-		    rc ? RECEIPT_INTERRUPTED : RECEIPT_COMPLETED);
+	rc = relay_answer(c, !keep, &q.down);
+	receipt_add(c, &q, st, rc ? RECEIPT_INTERRUPTED : RECEIPT_COMPLETED);
 	blog_info("session=%s intercept %s %s -> %d (%llu bytes up, %llu down)", c->session, c->sni,
-		  receipt_method(method), st, (unsigned long long)up_bytes,
-		  (unsigned long long)down_bytes);
-	return !rc && keep && !c->client_failed;
+		  receipt_method(q.method), st, (unsigned long long)q.up,
+		  (unsigned long long)q.down);
+	return !rc && keep && !c->io.out.failed;
 }
 
 static void iconn_free(struct iconn *c)
 {
 	conns_open--;
-	up_drop(c);
-	sessions_link_del(&c->link);
-	upstream_close(&c->cl); /* closes fd */
-	io_uring_queue_exit(&c->ring);
-	http_parser_free(c->req);
-	http_parser_free(c->resp);
+	conn_fini(&c->io);
 	free(c);
 }
 
@@ -1362,22 +970,21 @@ static void *iconn_main(void *arg)
 	char standin[BROKER_STANDIN_LEN + 1];
 	int rc;
 
-	if (!sessions_lookup(&c->link.peer, "", c->session, standin)) {
+	if (!sessions_lookup(&c->io.link.peer, "", c->session, standin)) {
 		char a[ADDR_STRLEN];
 
 		blog_info("intercept: a connection from %s, which holds no session; closed",
-			  addr_str(&c->link.peer, a));
+			  addr_str(&c->io.link.peer, a));
 		goto out;
 	}
-	rc = upstream_accept(&c->cl, server_ctx, c->fd, &c->ring, HANDSHAKE_MS);
-	c->fd = -1; /* c->cl holds it */
+	rc = upstream_accept(&c->io.cl, server_ctx, c->io.cl.fd, &c->io.ring, HANDSHAKE_MS);
 	if (rc) {
 		blog_debug("session=%s intercept: the TLS handshake failed (%s); a server name "
 			   "that is no secret's host is not served",
 			   c->session, strerror(-rc));
 		goto out;
 	}
-	sni = SSL_get_servername(c->cl.ssl, TLSEXT_NAMETYPE_host_name);
+	sni = SSL_get_servername(c->io.cl.ssl, TLSEXT_NAMETYPE_host_name);
 	snprintf(c->sni, sizeof(c->sni), "%s", sni ? sni : "");
 	lower(c->sni);
 	c->port = intercepted_port(c->sni);
@@ -1390,35 +997,14 @@ static void *iconn_main(void *arg)
 	while (serve_request(c))
 		;
 out:
-	if (c->fd >= 0) {
-		close(c->fd);
-		c->fd = -1;
-		c->cl.fd = -1;
-	}
 	iconn_free(c);
 	return NULL;
-}
-
-static int peer_addr(int fd, struct addr *out)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-
-	if (getpeername(fd, (struct sockaddr *)&ss, &len))
-		return -errno;
-	if (ss.ss_family == AF_INET)
-		addr_from_v4(out, ((struct sockaddr_in *)&ss)->sin_addr.s_addr);
-	else
-		memcpy(out->b, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
-	return 0;
 }
 
 void intercept_start(int fd)
 {
 	struct iconn *c;
-	pthread_attr_t attr;
-	pthread_t t;
-	int one = 1, rc;
+	int rc;
 
 	if (!server_ctx || conns_open >= INTERCEPT_CONN_MAX) {
 		if (server_ctx)
@@ -1433,34 +1019,9 @@ void intercept_start(int fd)
 		return;
 	}
 	conns_open++;
-	c->fd = fd;
-	c->cl.fd = -1;
-	c->up.fd = -1;
-	c->link.client_fd = fd;
-	c->link.upstream_fd = -1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if ((rc = peer_addr(fd, &c->link.peer)) || (rc = ring_setup(&c->ring))) {
+	if ((rc = conn_start(&c->io, fd, iconn_main, c))) {
 		blog_warnx("an intercepted connection cannot be served: %s", strerror(-rc));
 		conns_open--;
-		close(fd);
 		free(c);
-		return;
-	}
-	c->req = http_parser_new(HTTP_REQUEST);
-	c->resp = http_parser_new(HTTP_RESPONSE);
-	sessions_link_add(&c->link);
-	if (!c->req || !c->resp) {
-		close(c->fd);
-		iconn_free(c);
-		return;
-	}
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&t, &attr, iconn_main, c);
-	pthread_attr_destroy(&attr);
-	if (rc) {
-		blog_warnx("an intercepted connection cannot be served: %s", strerror(rc));
-		close(c->fd);
-		iconn_free(c);
 	}
 }

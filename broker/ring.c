@@ -15,12 +15,22 @@ int ring_setup(struct io_uring *ring)
 	return io_uring_queue_init(RING_ENTRIES, ring, 0);
 }
 
-int64_t now_ms(void)
+static int64_t clock_ms(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t now_ms(void)
+{
+	return clock_ms(CLOCK_MONOTONIC);
+}
+
+int64_t wall_ms(void)
+{
+	return clock_ms(CLOCK_REALTIME);
 }
 
 /* Submits sqe (already prepared) with a linked timeout and returns the

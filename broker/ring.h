@@ -24,5 +24,7 @@ int ring_connect(struct io_uring *ring, int fd, const struct sockaddr *sa, sockl
 
 /* Monotonic milliseconds, for deadlines. */
 int64_t now_ms(void);
+/* Wall-clock milliseconds since the epoch, for receipts. */
+int64_t wall_ms(void);
 
 #endif

@@ -31,9 +31,10 @@
 
 # shellcheck source=selftests/lib/world.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/world.sh"
+# shellcheck source=selftests/lib/tls.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/tls.sh"
 
 BROKER=${BROKER:-$ROOT/build/bin/errand-broker}
-PROVIDER=$ROOT/build/selftests/provider
 PROV_ADDR=198.18.1.20
 PROV_PORT=8443
 BROKER_ADDR=10.213.0.1
@@ -49,9 +50,7 @@ ACCEPT_FILE=
 
 broker_world() {
 	[ -x "$BROKER" ] || skip "build/bin/errand-broker is not built (make all)"
-	[ -x "$PROVIDER" ] || skip "build/selftests/provider is not built (make all)"
-	command -v curl >/dev/null || skip "curl is missing (make deps)"
-	command -v openssl >/dev/null || skip "openssl is missing (make deps)"
+	tls_need
 	command -v sqlite3 >/dev/null || skip "sqlite3 is missing (make deps)"
 	world_up
 	world_dns "provider.test A $PROV_ADDR" "forbidden.test A $HOST_PRIV" \
@@ -63,7 +62,9 @@ broker_world() {
 	for a in $BROKER_ADDR $SESS_A $SESS_B $SESS_C; do
 		ip -n "$W-host" addr add "$a/32" dev lo
 	done
-	_broker_tls
+	# provider.test alone: untrusted.test reaches the same server under a
+	# name its certificate does not carry
+	tls_certs broker provider.test
 	mkdir -p "$W_DIR/keys"
 	KEY=sk-test-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 	KEY_FILE=$W_DIR/keys/provider.key
@@ -77,27 +78,8 @@ broker_world() {
 		echo "$KEY" >"$ACCEPT_FILE"
 		accept=(--accept "$ACCEPT_FILE")
 	fi
-	_start_ready wan "$W_DIR/provider.out" "$PROVIDER" serve --cert "$W_DIR/tls/server.crt" \
-		--key "$W_DIR/tls/server.key" --log "$W_DIR/provider.log" "${accept[@]}" \
-		"$PROV_ADDR:$PROV_PORT" || exit 1
-}
-
-# A CA of this run alone and a certificate for provider.test from it; a
-# second CA no route trusts signs nothing here but shows what untrusted is.
-_broker_tls() {
-	local d=$W_DIR/tls
-	mkdir -p "$d"
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-		-subj "/CN=errand test CA $W" -keyout "$d/ca.key" -out "$d/ca.crt" \
-		-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
-		2>/dev/null || { echo "broker: cannot make the test CA" >&2; exit 1; }
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=provider.test" \
-		-keyout "$d/server.key" -out "$d/server.csr" 2>/dev/null &&
-		printf 'subjectAltName=DNS:provider.test\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$d/ext" &&
-		openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
-			-days 2 -extfile "$d/ext" -out "$d/server.crt" 2>/dev/null ||
-		{ echo "broker: cannot make the server certificate" >&2; exit 1; }
-	chmod 0644 "$d/ca.crt"
+	tls_serve "$W_DIR/provider.out" "$W_DIR/provider.log" "$PROV_ADDR:$PROV_PORT" \
+		"${accept[@]}" || exit 1
 }
 
 provider_json() {

@@ -23,6 +23,13 @@ W_CONFIG=$(cfg secrets)
 as_broker() { setpriv --reuid=errand-broker --regid=errand-broker --clear-groups "$@"; }
 requests() { grep -c '^request ' "$W_DIR/provider.log"; }
 last_key() { grep '^header x-api-key: ' "$W_DIR/provider.log" | tail -n 1 | sed 's/^header x-api-key: //'; }
+# rename_over KEY: KEY renamed over the key file (a new file, as rotation
+# tools write one), and the provider takes only KEY from now on
+rename_over() {
+	(umask 077 && echo "$1" >"$W_DIR/keys/provider.key.new")
+	mv "$W_DIR/keys/provider.key.new" "$KEY_FILE"
+	echo "$1" >"$ACCEPT_FILE"
+}
 
 # step N: the session makes call N once $PROJ/goN exists, and prints callN=STATUS
 session_sh='c() { curl -sS --max-time 20 -o /dev/null -w "%{http_code}" -H "x-api-key: $PROV_API_KEY" "$PROV_BASE_URL/echo" 2>/dev/null; }
@@ -58,9 +65,7 @@ assert_eq "$(last_key)" "$NEW1" "... the new one"
 
 # renamed over
 NEW2=sk-renamed-$RANDOM$RANDOM
-(umask 077 && echo "$NEW2" >"$W_DIR/keys/provider.key.new")
-mv "$W_DIR/keys/provider.key.new" "$KEY_FILE"
-echo "$NEW2" >"$ACCEPT_FILE"
+rename_over "$NEW2"
 assert_eq "$(step 4)" 401 "the provider refuses the key renamed away (401)"
 assert_eq "$(step 5)" 200 "after the 401 the key renamed over the file is used"
 assert_eq "$(last_key)" "$NEW2" "... the new one"
@@ -123,9 +128,7 @@ rm -f "$PROJ"/go*
 errand_start --project "$PROJ" -- sh -c "$session_sh" || exit 1
 assert_eq "$(step 1)" 200 "through errand-agent the key works"
 NEW4=sk-daemon-$RANDOM$RANDOM
-(umask 077 && echo "$NEW4" >"$W_DIR/keys/provider.key.new")
-mv "$W_DIR/keys/provider.key.new" "$KEY_FILE"
-echo "$NEW4" >"$ACCEPT_FILE"
+rename_over "$NEW4"
 assert_eq "$(step 2)" 401 "through errand-agent, the provider refuses the rotated-out key"
 assert_eq "$(step 3)" 200 "... and errand-agent hands the new key after the 401"
 assert_eq "$(last_key)" "$NEW4" "... the new one"

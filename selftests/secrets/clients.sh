@@ -6,8 +6,6 @@
 need_errandctl
 secrets_world
 W_CONFIG=$(secrets_config clients)
-PROJ=$W_DIR/proj
-mkdir -p "$PROJ"
 
 sh='cd /tmp
 echo "curl=$(curl -sS --max-time 20 -o /dev/null -w %{http_code} -H "X-Client: curl $TOK" https://sec.test/curl 2>&1)"

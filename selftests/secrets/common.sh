@@ -2,7 +2,7 @@
 # server (build/selftests/provider serve) in $W-wan on $SEC_ADDR:443 for
 # sec.test, sec2.test and plain.test, under a test CA of this run that
 # tls.trustedCa names; a secret store in $STORE with $VALUE_A (file a) and
-# $VALUE_B (file b), root's 0600.
+# $VALUE_B (file b), root's 0600; and $PROJ, an empty project directory.
 #
 #   secrets_world                 all of the above, DNS included
 #   secrets_config NAME [TOP_EXTRA] [EGRESS_EXTRA]
@@ -13,38 +13,25 @@
 
 # shellcheck source=selftests/lib/world.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/world.sh"
+# shellcheck source=selftests/lib/tls.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/tls.sh"
 
-PROVIDER=$ROOT/build/selftests/provider
 SEC_ADDR=198.18.1.30
 STORE=
+PROJ=
 VALUE_A=
 VALUE_B=
 
 secrets_world() {
-	[ -x "$PROVIDER" ] || skip "build/selftests/provider is not built (make all)"
 	[ -x "$ROOT/build/bin/errand-broker" ] || skip "build/bin/errand-broker is not built (make all)"
 	getent passwd errand-broker >/dev/null || skip "no account errand-broker (make accounts)"
-	command -v curl >/dev/null || skip "curl is missing (make deps)"
-	command -v openssl >/dev/null || skip "openssl is missing (make deps)"
+	tls_need
 	world_up
 	world_dns "sec.test A $SEC_ADDR" "sec2.test A $SEC_ADDR" "plain.test A $SEC_ADDR" \
 		"priv.test A $HOST_PRIV" || exit 1
 	ip -n "$W-wan" addr add "$SEC_ADDR/32" dev "$W_HOSTS_IF"
-	local d=$W_DIR/tls
-	mkdir -p "$d"
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-		-subj "/CN=errand test CA $W" -keyout "$d/ca.key" -out "$d/ca.crt" \
-		-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
-		2>/dev/null || { echo "secrets: cannot make the test CA" >&2; exit 1; }
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=sec.test" \
-		-keyout "$d/server.key" -out "$d/server.csr" 2>/dev/null &&
-		printf 'subjectAltName=DNS:sec.test,DNS:sec2.test,DNS:plain.test\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$d/ext" &&
-		openssl x509 -req -in "$d/server.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
-			-days 2 -extfile "$d/ext" -out "$d/server.crt" 2>/dev/null ||
-		{ echo "secrets: cannot make the server certificate" >&2; exit 1; }
-	chmod 0644 "$d/ca.crt"
-	_start_ready wan "$W_DIR/echo.out" "$PROVIDER" serve --cert "$d/server.crt" \
-		--key "$d/server.key" --log "$W_DIR/echo.log" "$SEC_ADDR:443" || exit 1
+	tls_certs secrets sec.test sec2.test plain.test
+	tls_serve "$W_DIR/echo.out" "$W_DIR/echo.log" "$SEC_ADDR:443" || exit 1
 	STORE=$W_DIR/secrets
 	mkdir -p "$STORE"
 	chmod 0700 "$STORE"
@@ -54,6 +41,8 @@ secrets_world() {
 	printf '%s\n' "$VALUE_A" >"$STORE/a"
 	printf '%s\n' "$VALUE_B" >"$STORE/b"
 	chmod 0600 "$STORE/a" "$STORE/b"
+	PROJ=$W_DIR/proj
+	mkdir -p "$PROJ"
 }
 
 secrets_config() {

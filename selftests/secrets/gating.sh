@@ -7,8 +7,6 @@ need_errandctl
 command -v sqlite3 >/dev/null || skip "sqlite3 is missing (make deps)"
 secrets_world
 W_CONFIG=$(secrets_config gating "" '"readOnly": ["sec.test", "sec2.test"], "writeAllowed": ["sec2.test"]')
-PROJ=$W_DIR/proj
-mkdir -p "$PROJ"
 
 c='curl -sS --max-time 20 -o /dev/null -w %{http_code}'
 sh=''

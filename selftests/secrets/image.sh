@@ -21,8 +21,6 @@ echo "root:x:0:0:root:/state:/bin/sh" >"$IMG/etc/passwd"
 echo "IMAGE-ROOTS-MARKER" >"$IMG/etc/ssl/certs/ca-certificates.crt"
 chmod -R a+rX "$IMG"
 before=$(find "$IMG" -newer "$IMG/etc/passwd" | wc -l)
-PROJ=$W_DIR/proj
-mkdir -p "$PROJ"
 chmod 0777 "$PROJ"
 W_CONFIG=$(secrets_config image)
 

@@ -6,8 +6,6 @@
 need_errandctl
 secrets_world
 W_CONFIG=$(secrets_config secrets)
-PROJ=$W_DIR/proj
-mkdir -p "$PROJ"
 PH_RE='errand-secret-[0-9a-f]{64}'
 
 c='curl -sS --max-time 20'

@@ -5,8 +5,6 @@
 need_errandctl
 secrets_world
 W_CONFIG=$(secrets_config limits)
-PROJ=$W_DIR/proj
-mkdir -p "$PROJ"
 command -v python3 >/dev/null || skip "python3 is missing"
 
 cat >"$PROJ/hold.py" <<'EOP'

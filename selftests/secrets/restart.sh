@@ -6,8 +6,6 @@
 need_errandctl
 secrets_world
 W_CONFIG=$(secrets_config restart)
-PROJ=$W_DIR/proj
-mkdir -p "$PROJ"
 chmod 0755 "$W_DIR" "$PROJ"
 agent_start || exit 1
 
