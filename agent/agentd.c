@@ -102,10 +102,12 @@ struct agent {
 	bool sweeping;
 	bool quit;
 	/* sandbox.pool: networks prepared ahead, taken by start jobs (hence the
-	 * lock), refilled by one job at a time */
+	 * lock), refilled by one job at a time; [1] those without network
+	 * (--egress none), kept once such a session was asked for */
 	pthread_mutex_t pool_lock;
-	struct session *pool[POOL_MAX];
-	size_t n_pool;
+	struct session *pool[2][POOL_MAX];
+	size_t n_pool[2];
+	bool pool_none_wanted;
 	bool pool_filling;
 	bool pool_stalled; /* the last preparation failed: again after a start */
 	bool pool_stalled_logged;
@@ -377,6 +379,7 @@ struct pool_job {
 	struct agent *a;
 	char *text;
 	unsigned gen;
+	bool none; /* a namespace without network */
 	struct session *net;
 	char err[CONFIG_ERRLEN];
 };
@@ -402,7 +405,7 @@ static void pool_fill_work(void *arg)
 {
 	struct pool_job *j = arg;
 
-	j->net = session_net_prepare(j->text, j->a->config_path, j->err, sizeof(j->err));
+	j->net = session_net_prepare(j->text, j->a->config_path, j->none, j->err, sizeof(j->err));
 	agent_trim();
 }
 
@@ -424,8 +427,8 @@ static void pool_fill_done(void *arg)
 	} else {
 		a->pool_stalled_logged = false;
 		pthread_mutex_lock(&a->pool_lock);
-		if (j->gen == a->pool_gen && a->n_pool < a->cfg.pool_size && !a->quit) {
-			a->pool[a->n_pool++] = j->net;
+		if (j->gen == a->pool_gen && a->n_pool[j->none] < a->cfg.pool_size && !a->quit) {
+			a->pool[j->none][a->n_pool[j->none]++] = j->net;
 			kept = true;
 		}
 		pthread_mutex_unlock(&a->pool_lock);
@@ -440,13 +443,14 @@ static void pool_fill_done(void *arg)
 static void pool_fill(struct agent *a)
 {
 	struct pool_job *j;
-	size_t n;
+	bool net, none;
 
 	pthread_mutex_lock(&a->pool_lock);
-	n = a->n_pool;
+	net = a->cfg.network != NETWORK_NONE && a->n_pool[0] < a->cfg.pool_size;
+	none = (a->pool_none_wanted || a->cfg.network == NETWORK_NONE) &&
+	       a->n_pool[1] < a->cfg.pool_size;
 	pthread_mutex_unlock(&a->pool_lock);
-	if (a->quit || a->pool_filling || a->pool_stalled || n >= a->cfg.pool_size ||
-	    a->cfg.network == NETWORK_NONE)
+	if (a->quit || a->pool_filling || a->pool_stalled || (!net && !none))
 		return;
 	j = calloc(1, sizeof(*j));
 	if (!j || !(j->text = strdup(a->config_text))) {
@@ -455,6 +459,7 @@ static void pool_fill(struct agent *a)
 	}
 	j->a = a;
 	j->gen = a->pool_gen;
+	j->none = !net;
 	a->pool_filling = true;
 	if (loop_job(a->loop, pool_fill_work, pool_fill_done, j)) {
 		a->pool_filling = false;
@@ -464,14 +469,16 @@ static void pool_fill(struct agent *a)
 }
 
 /* From a start job's thread. */
-static struct session *pool_take(void *arg)
+static struct session *pool_take(void *arg, bool none)
 {
 	struct agent *a = arg;
 	struct session *net = NULL;
 
 	pthread_mutex_lock(&a->pool_lock);
-	if (a->n_pool)
-		net = a->pool[--a->n_pool];
+	if (none)
+		a->pool_none_wanted = true;
+	if (a->n_pool[none])
+		net = a->pool[none][--a->n_pool[none]];
 	pthread_mutex_unlock(&a->pool_lock);
 	return net;
 }
@@ -480,14 +487,16 @@ static struct session *pool_take(void *arg)
  * the old one goes. */
 static void pool_drain(struct agent *a, bool now)
 {
-	struct session *old[POOL_MAX];
+	struct session *old[2 * POOL_MAX];
 	size_t n;
 
 	pthread_mutex_lock(&a->pool_lock);
 	a->pool_gen++;
-	n = a->n_pool;
-	memcpy(old, a->pool, n * sizeof(old[0]));
-	a->n_pool = 0;
+	n = a->n_pool[0];
+	memcpy(old, a->pool[0], n * sizeof(old[0]));
+	memcpy(old + n, a->pool[1], a->n_pool[1] * sizeof(old[0]));
+	n += a->n_pool[1];
+	a->n_pool[0] = a->n_pool[1] = 0;
 	pthread_mutex_unlock(&a->pool_lock);
 	for (size_t i = 0; i < n; i++) {
 		if (now)
