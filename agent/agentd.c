@@ -370,6 +370,15 @@ static void agent_trim(void)
 	malloc_trim(0);
 }
 
+/* Work that no start waits for (preparing the pool, tearing down): at a
+ * lower priority, this job thread alone (and the threads it makes), so on
+ * a host with few CPUs it yields to the starts, their launchers and their
+ * commands. Much of it waits for the kernel's grace periods anyway. */
+static void job_background(void)
+{
+	setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+}
+
 /* The warm pool (sandbox.pool): each entry a fresh network namespace with
  * its veth pair, addresses and NAT, made off the start's path by one job at
  * a time and taken whole by one session start. An entry is never reused;
@@ -386,6 +395,7 @@ struct pool_job {
 
 static void pool_discard_work(void *arg)
 {
+	job_background();
 	session_net_discard(arg);
 }
 
@@ -405,6 +415,7 @@ static void pool_fill_work(void *arg)
 {
 	struct pool_job *j = arg;
 
+	job_background();
 	j->net = session_net_prepare(j->text, j->a->config_path, j->none, j->err, sizeof(j->err));
 	agent_trim();
 }
@@ -944,6 +955,7 @@ static void client_accept(void *arg, int lfd, uint32_t events)
 /* A session's teardown (the broker's stop, every kernel object) is a job. */
 static void teardown_work(void *arg)
 {
+	job_background();
 	session_end(arg);
 	agent_trim();
 }

@@ -166,7 +166,7 @@ static int pin_open(const char *pin_dir, const char *name, char *err, size_t err
 
 /* The object's identity: FNV-1a over the ELF the skeleton carries. A changed
  * object is another set, pinned beside the old one. */
-static uint64_t object_hash(void)
+static uint64_t object_hash_of(void)
 {
 	size_t sz = 0;
 	const unsigned char *b = egress_bpf__elf_bytes(&sz);
@@ -175,6 +175,22 @@ static uint64_t object_hash(void)
 	for (size_t i = 0; i < sz; i++)
 		h = (h ^ b[i]) * 0x100000001b3ull;
 	return h;
+}
+
+/* The object is built in: its hash is worked out once (a third of a MiB,
+ * a byte at a time, was a millisecond of every start, twice). */
+static pthread_once_t hash_once = PTHREAD_ONCE_INIT;
+static uint64_t hash_val;
+
+static void hash_init(void)
+{
+	hash_val = object_hash_of();
+}
+
+static uint64_t object_hash(void)
+{
+	pthread_once(&hash_once, hash_init);
+	return hash_val;
 }
 
 static void set_free(struct progset *ps)

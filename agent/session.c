@@ -943,7 +943,7 @@ static int sibling_path(const char *name, char *out, size_t len)
 static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
-	char bundle[PATH_MAX];
+	char bundle[PATH_MAX], msg[PATH_MAX + 64];
 	char hold[DNS_SOCKS][16];
 	int held[DNS_SOCKS] = {-1, -1, -1, -1};
 	cleanup_free const char **args = calloc(LAUNCH_ARGS_MAX, sizeof(*args));
@@ -1071,7 +1071,11 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		if (!s->embedded)
 			setsid();
 		execv(launcher, (char *const *)args);
-		dprintf(2, "errand: cannot run %s: %s\n", launcher, strerror(errno));
+		/* no stdio here: born by clone3, this child may not malloc */
+		rc = snprintf(msg, sizeof(msg), "errand: cannot run %s: %s\n", launcher,
+			      strerror(errno));
+		if (rc > 0 && write(2, msg, strnlen(msg, sizeof(msg))) < 0)
+			rc = -errno; /* nowhere left to say it */
 		_exit(125);
 	}
 	s->pid = pid;
