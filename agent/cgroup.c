@@ -568,7 +568,10 @@ pid_t cgroup_fork_into(const char *path)
 	if (pid == 0)
 		return 0;
 	close(fd);
-	if (pid < 0 && (errno == ENOSYS || errno == E2BIG || errno == EINVAL))
+	/* No clone3 here, or the cgroup refuses a child so made: a plain fork,
+	 * and the launcher's own write into cgroup.procs says what is wrong,
+	 * as it did before. */
+	if (pid < 0)
 		return fork();
 	return (pid_t)pid;
 }

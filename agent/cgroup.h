@@ -39,10 +39,10 @@ int cgroup_session_create(const char *mount, const char *parent, const char *id,
 /* fork(), the child born in the cgroup at path (clone3 CLONE_INTO_CGROUP):
  * moving a process in by writing cgroup.procs waits for an RCU grace period
  * (the cgroup core's thread-group lock), often the longest wait of a
- * session's start. A kernel without clone3 into a cgroup gets a plain
- * fork(), and the child joins as before. Like fork(), but the child has
- * none of glibc's fork handlers run: it may only call async-signal-safe
- * functions until it execs. */
+ * session's start. Where clone3 into the cgroup fails (an older kernel, a
+ * cgroup that refuses) it is a plain fork(), and the child joins itself.
+ * Like fork(), but the child has none of glibc's fork handlers run: it may
+ * only call async-signal-safe functions until it execs. */
 pid_t cgroup_fork_into(const char *path);
 /* The cgroup's id (its inode number, as bpf_get_current_cgroup_id() sees it). */
 int cgroup_id(const char *path, uint64_t *id);
