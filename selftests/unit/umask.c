@@ -22,7 +22,10 @@
 
 #define ROUNDS 3000
 
-static char dir[] = "/tmp/errt-umask.XXXXXX";
+/* Not errt*: selftests/run, started by another run meanwhile, sweeps
+ * /tmp/errt-* as a crashed world's, and removed the sockets' directory
+ * from under this test. */
+static char dir[] = "/tmp/errand-umask.XXXXXX";
 static atomic_bool done;
 static atomic_long seen_other, reads;
 
