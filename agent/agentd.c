@@ -102,10 +102,12 @@ struct agent {
 	bool sweeping;
 	bool quit;
 	/* sandbox.pool: networks prepared ahead, taken by start jobs (hence the
-	 * lock), refilled by one job at a time */
+	 * lock), refilled by one job at a time; [1] those without network
+	 * (--egress none), kept once such a session was asked for */
 	pthread_mutex_t pool_lock;
-	struct session *pool[POOL_MAX];
-	size_t n_pool;
+	struct session *pool[2][POOL_MAX];
+	size_t n_pool[2];
+	bool pool_none_wanted;
 	bool pool_filling;
 	bool pool_stalled; /* the last preparation failed: again after a start */
 	bool pool_stalled_logged;
@@ -368,6 +370,15 @@ static void agent_trim(void)
 	malloc_trim(0);
 }
 
+/* Work that no start waits for (preparing the pool, tearing down): at a
+ * lower priority, this job thread alone (and the threads it makes), so on
+ * a host with few CPUs it yields to the starts, their launchers and their
+ * commands. Much of it waits for the kernel's grace periods anyway. */
+static void job_background(void)
+{
+	setpriority(PRIO_PROCESS, (id_t)gettid(), 10);
+}
+
 /* The warm pool (sandbox.pool): each entry a fresh network namespace with
  * its veth pair, addresses and NAT, made off the start's path by one job at
  * a time and taken whole by one session start. An entry is never reused;
@@ -377,12 +388,14 @@ struct pool_job {
 	struct agent *a;
 	char *text;
 	unsigned gen;
+	bool none; /* a namespace without network */
 	struct session *net;
 	char err[CONFIG_ERRLEN];
 };
 
 static void pool_discard_work(void *arg)
 {
+	job_background();
 	session_net_discard(arg);
 }
 
@@ -402,7 +415,8 @@ static void pool_fill_work(void *arg)
 {
 	struct pool_job *j = arg;
 
-	j->net = session_net_prepare(j->text, j->a->config_path, j->err, sizeof(j->err));
+	job_background();
+	j->net = session_net_prepare(j->text, j->a->config_path, j->none, j->err, sizeof(j->err));
 	agent_trim();
 }
 
@@ -424,8 +438,8 @@ static void pool_fill_done(void *arg)
 	} else {
 		a->pool_stalled_logged = false;
 		pthread_mutex_lock(&a->pool_lock);
-		if (j->gen == a->pool_gen && a->n_pool < a->cfg.pool_size && !a->quit) {
-			a->pool[a->n_pool++] = j->net;
+		if (j->gen == a->pool_gen && a->n_pool[j->none] < a->cfg.pool_size && !a->quit) {
+			a->pool[j->none][a->n_pool[j->none]++] = j->net;
 			kept = true;
 		}
 		pthread_mutex_unlock(&a->pool_lock);
@@ -440,13 +454,14 @@ static void pool_fill_done(void *arg)
 static void pool_fill(struct agent *a)
 {
 	struct pool_job *j;
-	size_t n;
+	bool net, none;
 
 	pthread_mutex_lock(&a->pool_lock);
-	n = a->n_pool;
+	net = a->cfg.network != NETWORK_NONE && a->n_pool[0] < a->cfg.pool_size;
+	none = (a->pool_none_wanted || a->cfg.network == NETWORK_NONE) &&
+	       a->n_pool[1] < a->cfg.pool_size;
 	pthread_mutex_unlock(&a->pool_lock);
-	if (a->quit || a->pool_filling || a->pool_stalled || n >= a->cfg.pool_size ||
-	    a->cfg.network == NETWORK_NONE)
+	if (a->quit || a->pool_filling || a->pool_stalled || (!net && !none))
 		return;
 	j = calloc(1, sizeof(*j));
 	if (!j || !(j->text = strdup(a->config_text))) {
@@ -455,6 +470,7 @@ static void pool_fill(struct agent *a)
 	}
 	j->a = a;
 	j->gen = a->pool_gen;
+	j->none = !net;
 	a->pool_filling = true;
 	if (loop_job(a->loop, pool_fill_work, pool_fill_done, j)) {
 		a->pool_filling = false;
@@ -464,14 +480,16 @@ static void pool_fill(struct agent *a)
 }
 
 /* From a start job's thread. */
-static struct session *pool_take(void *arg)
+static struct session *pool_take(void *arg, bool none)
 {
 	struct agent *a = arg;
 	struct session *net = NULL;
 
 	pthread_mutex_lock(&a->pool_lock);
-	if (a->n_pool)
-		net = a->pool[--a->n_pool];
+	if (none)
+		a->pool_none_wanted = true;
+	if (a->n_pool[none])
+		net = a->pool[none][--a->n_pool[none]];
 	pthread_mutex_unlock(&a->pool_lock);
 	return net;
 }
@@ -480,14 +498,16 @@ static struct session *pool_take(void *arg)
  * the old one goes. */
 static void pool_drain(struct agent *a, bool now)
 {
-	struct session *old[POOL_MAX];
+	struct session *old[2 * POOL_MAX];
 	size_t n;
 
 	pthread_mutex_lock(&a->pool_lock);
 	a->pool_gen++;
-	n = a->n_pool;
-	memcpy(old, a->pool, n * sizeof(old[0]));
-	a->n_pool = 0;
+	n = a->n_pool[0];
+	memcpy(old, a->pool[0], n * sizeof(old[0]));
+	memcpy(old + n, a->pool[1], a->n_pool[1] * sizeof(old[0]));
+	n += a->n_pool[1];
+	a->n_pool[0] = a->n_pool[1] = 0;
 	pthread_mutex_unlock(&a->pool_lock);
 	for (size_t i = 0; i < n; i++) {
 		if (now)
@@ -940,6 +960,7 @@ static void client_accept(void *arg, int lfd, uint32_t events)
 /* A session's teardown (the broker's stop, every kernel object) is a job. */
 static void teardown_work(void *arg)
 {
+	job_background();
 	session_end(arg);
 	agent_trim();
 }

@@ -12,9 +12,11 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/sched.h>
 
 #include "agent/cgroup.h"
 #include "lib/log.h"
@@ -548,4 +550,28 @@ int cgroup_sweep(const char *mount, const char *parent, int (*keep)(const char *
 	}
 	strv_free(names);
 	return err ? err : count;
+}
+
+pid_t cgroup_fork_into(const char *path)
+{
+	int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct clone_args ca = {
+		.flags = CLONE_INTO_CGROUP,
+		.exit_signal = SIGCHLD,
+		.cgroup = (__u64)fd,
+	};
+	long pid;
+
+	if (fd < 0)
+		return fork();
+	pid = syscall(SYS_clone3, &ca, sizeof(ca));
+	if (pid == 0)
+		return 0;
+	close(fd);
+	/* No clone3 here, or the cgroup refuses a child so made: a plain fork,
+	 * and the launcher's own write into cgroup.procs says what is wrong,
+	 * as it did before. */
+	if (pid < 0)
+		return fork();
+	return (pid_t)pid;
 }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* The transient scope systemd delegates to errand's sessions, in system.slice.
  * A scope, not the agent's own service: a delegated service whose subtree
@@ -35,6 +36,14 @@ int cgroup_sessions_parent(const char *mount, const char *name, bool create, cha
  * Writes the full path into out. 0 or -errno (-EEXIST if the session's exists). */
 int cgroup_session_create(const char *mount, const char *parent, const char *id, char *out,
 			  size_t len);
+/* fork(), the child born in the cgroup at path (clone3 CLONE_INTO_CGROUP):
+ * moving a process in by writing cgroup.procs waits for an RCU grace period
+ * (the cgroup core's thread-group lock), often the longest wait of a
+ * session's start. Where clone3 into the cgroup fails (an older kernel, a
+ * cgroup that refuses) it is a plain fork(), and the child joins itself.
+ * Like fork(), but the child has none of glibc's fork handlers run: it may
+ * only call async-signal-safe functions until it execs. */
+pid_t cgroup_fork_into(const char *path);
 /* The cgroup's id (its inode number, as bpf_get_current_cgroup_id() sees it). */
 int cgroup_id(const char *path, uint64_t *id);
 /* Kills every process in the cgroup (cgroup.kill where the kernel has it,

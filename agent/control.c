@@ -640,9 +640,8 @@ int control_listen(const char *path, gid_t group)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	cleanup_close int fd = -1;
-	mode_t old_mask;
 	struct stat st;
-	int rc, saved;
+	int rc;
 
 	if (path_fmt(sa.sun_path, sizeof(sa.sun_path), "%s", path))
 		return -ENAMETOOLONG;
@@ -652,13 +651,11 @@ int control_listen(const char *path, gid_t group)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	/* 0600 from birth: nobody but root can connect before the group is set */
-	old_mask = umask(0177);
-	rc = bind(fd, (const struct sockaddr *)&sa, sizeof(sa));
-	saved = errno;
-	umask(old_mask);
-	if (rc)
-		return -saved;
+	/* 0600 from birth: nobody but root can connect before the group is set.
+	 * The socket's own mode, which bind gives its file: the umask is the
+	 * whole process's, and changing it raced the start threads' files. */
+	if (fchmod(fd, 0600) || bind(fd, (const struct sockaddr *)&sa, sizeof(sa)))
+		return -errno;
 	/* the owner before the mode, so 0660 never meets the wrong group */
 	if (lstat(path, &st))
 		rc = -errno;

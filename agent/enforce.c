@@ -42,6 +42,7 @@ struct enforce {
 	 * the set of this hash under its key. */
 	bool prepared;
 	uint64_t set_hash;
+	unsigned set_gen; /* set_gen when prepared */
 	int fd[I_MAX_PREPARED];
 };
 
@@ -136,6 +137,9 @@ struct progset {
 /* Starts run in job threads: one of them loads, the others wait for it. */
 static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct progset *set_cur;
+/* Counts the replacements of set_cur: maps put into a set that was replaced
+ * meanwhile (its pins removed and made again) are in no set a start uses. */
+static unsigned set_gen;
 
 /* errand says what failed in its own one line; libbpf's own account (the
  * verifier's log among it) is for -v. */
@@ -162,7 +166,7 @@ static int pin_open(const char *pin_dir, const char *name, char *err, size_t err
 
 /* The object's identity: FNV-1a over the ELF the skeleton carries. A changed
  * object is another set, pinned beside the old one. */
-static uint64_t object_hash(void)
+static uint64_t object_hash_of(void)
 {
 	size_t sz = 0;
 	const unsigned char *b = egress_bpf__elf_bytes(&sz);
@@ -171,6 +175,22 @@ static uint64_t object_hash(void)
 	for (size_t i = 0; i < sz; i++)
 		h = (h ^ b[i]) * 0x100000001b3ull;
 	return h;
+}
+
+/* The object is built in: its hash is worked out once (a third of a MiB,
+ * a byte at a time, was a millisecond of every start, twice). */
+static pthread_once_t hash_once = PTHREAD_ONCE_INIT;
+static uint64_t hash_val;
+
+static void hash_init(void)
+{
+	hash_val = object_hash_of();
+}
+
+static uint64_t object_hash(void)
+{
+	pthread_once(&hash_once, hash_init);
+	return hash_val;
 }
 
 static void set_free(struct progset *ps)
@@ -377,6 +397,7 @@ static struct progset *set_get(const char *bpf_dir, char *err, size_t errlen)
 	}
 	set_free(set_cur);
 	set_cur = ps;
+	set_gen++;
 	return ps;
 }
 
@@ -624,11 +645,14 @@ static struct sess_cfg session_cfg_of(const struct enforce_params *p, uint64_t s
 	return cfg;
 }
 
-/* The session's maps, made, pinned and put into the set under its key,
- * under set_lock: the set stays the same while a session is put into it.
- * Each insertion into an outer map waits for an RCU grace period, which is
- * why sandbox.pool does this ahead of a start. No program runs for the
- * session yet: no link is attached to its cgroup nor to its veth. */
+/* The session's maps, made, pinned and put into the set under its key.
+ * Called with set_lock held, which it gives up around the insertions: each
+ * waits for an RCU grace period (why sandbox.pool does this ahead of a
+ * start), and a pool refill holding the lock through them made the next
+ * start's attach wait too. The set's outer maps are held by duplicates
+ * meanwhile, so a set replaced in between is never written through a
+ * closed descriptor. No program runs for the session yet: no link is
+ * attached to its cgroup nor to its veth. */
 static int prepare_locked(struct enforce *e, const struct enforce_params *p, char *err,
 			  size_t errlen)
 {
@@ -638,12 +662,25 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, cha
 	struct sess_cfg cfg;
 	__u64 key = p->cgroup_id;
 	__u32 zero = 0, ifindex = (__u32)p->host_ifindex;
+	int outer[I_MAX], tc_sess;
 
 	parent_dir(p->pin_dir, bpf_dir, sizeof(bpf_dir));
 	if (!(ps = set_get(bpf_dir, err, errlen)))
 		return -errno;
 	e->set_hash = ps->hash;
+	e->set_gen = set_gen;
 	cfg = session_cfg_of(p, ps->hash);
+	for (int i = 0; i < I_MAX; i++)
+		outer[i] = fcntl(ps->outer[i], F_DUPFD_CLOEXEC, 3);
+	tc_sess = fcntl(ps->tc_sess, F_DUPFD_CLOEXEC, 3);
+	for (int i = 0; i < I_MAX && !rc; i++)
+		if (outer[i] < 0)
+			rc = -errno;
+	if (!rc && tc_sess < 0)
+		rc = -errno;
+	if (rc)
+		snprintf(err, errlen, "cannot hold the program set's maps: %s", strerror(-rc));
+	pthread_mutex_unlock(&set_lock);
 	for (int i = 0; i < I_MAX && !rc; i++) {
 		LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = inners[i].flags);
 
@@ -678,15 +715,27 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, cha
 		size_t bad = 0;
 
 		for (int i = 0; i < I_MAX; i++)
-			ops[i] = (struct outer_op){
-				.map = ps->outer[i], .key = key, .value = e->fd[i]};
+			ops[i] = (struct outer_op){.map = outer[i], .key = key, .value = e->fd[i]};
 		if ((rc = outer_ops(ops, I_MAX, &bad)))
 			snprintf(err, errlen, "cannot add the session to the %s map: %s",
 				 inners[bad].outer, strerror(-rc));
 	}
-	if (!rc && ifindex && bpf_map_update_elem(ps->tc_sess, &ifindex, &key, BPF_ANY)) {
+	if (!rc && ifindex && bpf_map_update_elem(tc_sess, &ifindex, &key, BPF_ANY)) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot add the session's veth: %s", strerror(-rc));
+	}
+	for (int i = 0; i < I_MAX; i++)
+		if (outer[i] >= 0)
+			close(outer[i]);
+	if (tc_sess >= 0)
+		close(tc_sess);
+	pthread_mutex_lock(&set_lock);
+	if (!rc && e->set_gen != set_gen) {
+		rc = -EAGAIN;
+		snprintf(err, errlen,
+			 "the program set under %s was replaced while the session was added to "
+			 "it; start the session again",
+			 bpf_dir);
 	}
 	e->prepared = !rc;
 	return rc;
@@ -768,7 +817,7 @@ static bool prepared_current(const struct enforce *e, const char *pin_dir)
 
 	parent_dir(pin_dir, bpf_dir, sizeof(bpf_dir));
 	ps = set_get(bpf_dir, err, sizeof(err));
-	return e && e->prepared && ps && ps->hash == e->set_hash;
+	return e && e->prepared && ps && ps->hash == e->set_hash && e->set_gen == set_gen;
 }
 
 struct enforce *enforce_attach(const struct enforce_params *p, struct enforce *prepared, char *err,

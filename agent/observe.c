@@ -38,7 +38,6 @@ struct observe_server *observe_server_new(const char *path)
 {
 	struct observe_server *s = calloc(1, sizeof(*s));
 	struct sockaddr_un sa;
-	mode_t old;
 
 	if (!s)
 		return NULL;
@@ -52,19 +51,21 @@ struct observe_server *observe_server_new(const char *path)
 	snprintf(s->path, sizeof(s->path), "%s", path);
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	unlink(path);
-	/* Bound under a tight umask: the stream names what sessions tried. */
-	old = umask(0177);
-	if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(s->fd, 8)) {
+	/* 0600 from birth: the stream names what sessions tried. The socket's
+	 * own mode is what bind gives its file (less the umask); the umask is
+	 * never changed, since it is the whole process's: sessions start in
+	 * threads at once, and one that made its record directory meanwhile
+	 * got it 0600, which its launcher could not enter. */
+	if (s->fd < 0 || fchmod(s->fd, 0600) || bind(s->fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    listen(s->fd, 8)) {
 		int err = errno;
 
-		umask(old);
 		if (s->fd >= 0)
 			close(s->fd);
 		free(s);
 		errno = err;
 		return NULL;
 	}
-	umask(old);
 	return s;
 }
 

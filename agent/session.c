@@ -946,7 +946,7 @@ static int sibling_path(const char *name, char *out, size_t len)
 static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
-	char bundle[PATH_MAX];
+	char bundle[PATH_MAX], msg[PATH_MAX + 64];
 	char hold[DNS_SOCKS][16];
 	int held[DNS_SOCKS] = {-1, -1, -1, -1};
 	cleanup_free const char **args = calloc(LAUNCH_ARGS_MAX, sizeof(*args));
@@ -1050,7 +1050,7 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		args[n++] = json_string_value(it);
 	}
 	args[n] = NULL;
-	pid = fork();
+	pid = cgroup_fork_into(s->cgroup_path);
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
@@ -1074,7 +1074,11 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		if (!s->embedded)
 			setsid();
 		execv(launcher, (char *const *)args);
-		fprintf(stderr, "errand: cannot run %s: %s\n", launcher, strerror(errno));
+		/* no stdio here: born by clone3, this child may not malloc */
+		rc = snprintf(msg, sizeof(msg), "errand: cannot run %s: %s\n", launcher,
+			      strerror(errno));
+		if (rc > 0 && write(2, msg, strnlen(msg, sizeof(msg))) < 0)
+			rc = -errno; /* nowhere left to say it */
 		_exit(125);
 	}
 	s->pid = pid;
@@ -1677,14 +1681,15 @@ static int session_netns(struct session *s)
 
 /* A prepared network fits a session made with the same pool, paths and
  * mode (its maps are in the set of its time: enforce_attach checks that); one made under a
- * configuration since changed does not. */
+ * configuration since changed does not, nor one of the other kind (with or
+ * without network). */
 static bool session_net_fits(const struct session *s, const struct session *n)
 {
 	const struct errand_config *a = s->cfg, *b = n->cfg;
 
-	return s->mode != EGRESS_MODE_NONE && !strcmp(a->run_dir, b->run_dir) &&
-	       !strcmp(a->state_dir, b->state_dir) && !strcmp(a->bpf_dir, b->bpf_dir) &&
-	       !strcmp(a->cgroup_name, b->cgroup_name) &&
+	return (s->mode == EGRESS_MODE_NONE) == (n->mode == EGRESS_MODE_NONE) &&
+	       !strcmp(a->run_dir, b->run_dir) && !strcmp(a->state_dir, b->state_dir) &&
+	       !strcmp(a->bpf_dir, b->bpf_dir) && !strcmp(a->cgroup_name, b->cgroup_name) &&
 	       !memcmp(&a->pool6, &b->pool6, sizeof(a->pool6)) &&
 	       a->pool.prefixlen == b->pool.prefixlen &&
 	       !memcmp(&a->pool.a, &b->pool.a, sizeof(a->pool.a));
@@ -1916,8 +1921,8 @@ static int session_net_maps(struct session *n)
 	return 0;
 }
 
-struct session *session_net_prepare(const char *config_text, const char *config_path, char *err,
-				    size_t errlen)
+struct session *session_net_prepare(const char *config_text, const char *config_path, bool none,
+				    char *err, size_t errlen)
 {
 	struct session *n = session_alloc();
 	int rc;
@@ -1929,8 +1934,8 @@ struct session *session_net_prepare(const char *config_text, const char *config_
 	if ((rc = config_load_text(config_text, config_path, &n->config, err, errlen)))
 		goto fail;
 	n->have_config = true;
-	n->mode = session_mode(n->cfg);
-	if (n->mode == EGRESS_MODE_NONE) {
+	n->mode = none ? EGRESS_MODE_NONE : session_mode(n->cfg);
+	if (n->mode == EGRESS_MODE_NONE && !none) {
 		snprintf(err, errlen, "sessions have no network here: nothing to prepare");
 		goto fail;
 	}
@@ -2010,8 +2015,7 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 		log_warnx("%s", err);
 		goto fail;
 	}
-	net = p->take_net && session_mode(s->cfg) != EGRESS_MODE_NONE ? p->take_net(p->take_arg)
-								      : NULL;
+	net = p->take_net ? p->take_net(p->take_arg, s->mode == EGRESS_MODE_NONE) : NULL;
 	if ((rc = session_setup(s, net)))
 		goto fail_teardown;
 	if (path_fmt(state, sizeof(state), "%s/work", s->record_dir) == 0 &&

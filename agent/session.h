@@ -28,11 +28,11 @@ struct session_params {
 	const sigset_t *sigmask; /* the launcher's signal mask; NULL: none blocked */
 	bool embedded;		 /* errandctl's own agent: events to its stderr */
 	struct state *st;	 /* state.db, where the session is recorded; may be NULL */
-	/* A network prepared ahead (session_net_prepare), asked for only by a
-	 * session with a network, from the thread that starts it; the session
-	 * takes it whole or tears it down. NULL (or a NULL answer): it makes
-	 * its own. */
-	struct session *(*take_net)(void *arg);
+	/* A network prepared ahead (session_net_prepare), of the kind asked
+	 * for (none: a session without network, --egress none), from the
+	 * thread that starts it; the session takes it whole or tears it down.
+	 * NULL (or a NULL answer): it makes its own. */
+	struct session *(*take_net)(void *arg, bool none);
 	void *take_arg;
 };
 
@@ -42,12 +42,14 @@ struct session_params {
  * nothing the daemon's loop uses: the daemon runs it in a job thread. */
 struct session *session_start(const struct session_params *p, char *err, size_t errlen);
 /* sandbox.pool: a session's network made ahead of its start under the
- * configuration config_text, a fresh id holding its lock, its network
- * namespace, veth pair, addresses and NAT (nothing else: no cgroup, no BPF).
- * A start takes it whole (session_params.take_net); it is never used twice.
- * NULL with one line in err, nothing left behind. */
-struct session *session_net_prepare(const char *config_text, const char *config_path, char *err,
-				    size_t errlen);
+ * configuration config_text, a fresh id holding its lock, its cgroup, its
+ * network namespace, veth pair, addresses and NAT, and its maps in the
+ * program set (nothing attached). With none, for a session without network:
+ * the namespace has lo alone, no veth, no address, no NAT. A start takes it
+ * whole (session_params.take_net); it is never used twice. NULL with one
+ * line in err, nothing left behind. */
+struct session *session_net_prepare(const char *config_text, const char *config_path, bool none,
+				    char *err, size_t errlen);
 /* Tears a prepared network down; NULL is nothing. */
 void session_net_discard(struct session *n);
 /* Takes over a live session another agent started, from its row in state.db,

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <limits.h>
@@ -18,6 +19,25 @@
 #include "lib/log.h"
 #include "lib/util.h"
 
+/* Is this process in the cgroup already (the agent starts the launcher
+ * there with clone3)? A fresh session cgroup lists only the launcher. */
+static bool in_cgroup(int fd)
+{
+	char buf[4096], me[16];
+	size_t len = 0;
+	ssize_t n;
+
+	snprintf(me, sizeof(me), "%d\n", (int)getpid());
+	while (len < sizeof(buf) - 1 && (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	buf[len] = '\0';
+	for (char *line = buf; line && *line;
+	     line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+		if (!strncmp(line, me, strlen(me)))
+			return true;
+	return false;
+}
+
 int ns_join_cgroup(const char *dir)
 {
 	cleanup_close int dfd = -1;
@@ -26,7 +46,11 @@ int ns_join_cgroup(const char *dir)
 
 	dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0)
-		fd = openat(dfd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+		fd = openat(dfd, "cgroup.procs", O_RDWR | O_CLOEXEC);
+	/* Writing cgroup.procs waits for an RCU grace period: born inside, the
+	 * launcher skips it. */
+	if (fd >= 0 && in_cgroup(fd))
+		return 0;
 	/* "0" is the writer itself; every process it makes after is born inside. */
 	if (fd < 0 || write(fd, "0", 1) < 0) {
 		r = -errno;

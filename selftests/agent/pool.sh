@@ -1,19 +1,42 @@
 #!/bin/bash
-# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth and address, the pool's NAT, a cgroup, and the session's maps already in the program set with nothing attached, holding its own id's lock, so no sweep takes it); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); --egress none takes none; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops.
+# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth and address, the pool's NAT, a cgroup, and the session's maps already in the program set with nothing attached, holding its own id's lock, so no sweep takes it); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); --egress none takes none of them, but once asked for, sessions without network get prepared namespaces of their own (lo alone, no veth, cgroup and maps ready), taken whole and never reused, where the session still has no network; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops.
 # selftests-timeout: 150
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
 W_CONFIG=$(world_config pool '"pool": 2, "addressPool": "10.213.0.0/24"')
 ctl() { in_host "$ERRANDCTL" --config "$W_CONFIG" "$@"; }
-# Prepared networks: netns files with no session record.
-prepared() {
+# Prepared networks: netns files with no session record, with their veth
+# (prepared_none: those without, for sessions without network).
+prepared_all() {
 	local f id
 	for f in /run/"$W"/netns/*; do
 		[ -e "$f" ] || continue
 		id=${f##*/}
 		[ -d "$W_DIR/state/sessions/$id" ] || echo "$id"
 	done | sort
+}
+prepared() {
+	local links id
+	links=$(in_host "$IP" -o link show)
+	for id in $(prepared_all); do
+		[[ "$links" == *": eh$id@"* ]] && echo "$id"
+	done
+}
+prepared_none() {
+	local links id
+	links=$(in_host "$IP" -o link show)
+	for id in $(prepared_all); do
+		[[ "$links" == *": eh$id@"* ]] || echo "$id"
+	done
+}
+wait_prepared_none() {
+	local n=0
+	while [ "$(prepared_none | wc -l)" != "$1" ] && [ $n -lt 100 ]; do
+		sleep 0.1
+		n=$((n + 1))
+	done
+	prepared_none
 }
 # wait_prepared N: until N are prepared (10 s at most); prints them.
 wait_prepared() {
@@ -53,10 +76,26 @@ done
 assert_eq "$([ -e "/run/$W/netns/$sid" ] && echo there)" "" "... its namespace is removed with its session"
 assert_eq "$(comm -13 <(echo "$pool") <(echo "$after") | grep -c .)" 1 "a fresh one replaced it"
 
+assert_empty "$(prepared_none)" "no namespace without network is prepared before such a session is asked for"
 errand_run --egress none -- sh -c 'echo sid=$ERRAND_SESSION'
 assert_eq "$RUN_RC" 0 "an --egress none session starts"
 assert_not_contains "$after" "$(result sid)" "... without taking a prepared network"
 assert_eq "$(wait_prepared 2)" "$after" "... which stay as they were"
+none=$(wait_prepared_none 2)
+assert_eq "$(echo "$none" | grep -c .)" 2 "then sandbox.pool (2) namespaces without network are prepared"
+nfirst=$(echo "$none" | head -n 1)
+assert_eq "$(nsenter --net="/run/$W/netns/$nfirst" "$IP" -o link show | awk -F': ' '{ print $2 }' | tr '\n' ' ')" "lo " "a prepared namespace without network has lo alone"
+assert_eq "$(find "$W_CG/$W" -type d -name "$nfirst" | grep -c .)" 1 "... its cgroup"
+assert_eq "$([ -e "/sys/fs/bpf/$W/$nfirst/config" ] && echo pinned)" pinned "... and its maps, in the program set already"
+assert_eq "$(ls "/sys/fs/bpf/$W/$nfirst" | grep -c 'connect4\|tc_ingress')" 0 "... with nothing attached yet"
+errand_run --egress none -- sh -c "echo sid=\$ERRAND_SESSION; $(net_script) $(probe_script reach "tcp $HOST_A 443")"
+nsid=$(result sid)
+assert_eq "$RUN_RC" 0 "a second --egress none session starts"
+assert_contains "$none" "$nsid" "... in a prepared namespace without network (its id is one of them)"
+assert_eq "$(result links)" "lo " "... where it has lo alone"
+assert_eq "$(result reach)" EPERM "... and reaches nothing (the connect hook refuses)"
+assert_not_contains "$(wait_prepared_none 2)" "$nsid" "the namespace it took is not prepared again"
+assert_eq "$(wait_prepared 2)" "$after" "the prepared networks stay as they were"
 
 # A reload with another address pool: what was prepared goes, new ones come.
 sed -i 's|"addressPool": "10.213.0.0/24"|"addressPool": "10.214.0.0/24"|' "$W_CONFIG"
@@ -91,6 +130,7 @@ sed -i 's|"pool": 6|"pool": 0|' "$W_CONFIG"
 ctl reload >/dev/null
 sleep 1
 assert_empty "$(wait_prepared 0)" "sandbox.pool 0 prepares none (and drops what was)"
+assert_empty "$(wait_prepared_none 0)" "... nor namespaces without network"
 sed -i 's|"pool": 0|"pool": 2|; s|"addressPool": "10.215.0.0/28"|"addressPool": "10.213.0.0/24"|' "$W_CONFIG"
 ctl reload >/dev/null
 assert_eq "$(wait_prepared 2 | grep -c .)" 2 "control: prepared again after a reload back"
