@@ -8,7 +8,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-9}
 CONNS=${CONNS:-2000}
 
 world_up >/dev/null
