@@ -16,6 +16,7 @@
 # the last two driven by wrk in the bare namespace. Targets: errand at 0.8x
 # nginx or better and 20x mitmproxy or better. ROUNDS, SECONDS_EACH and
 # CONNS tune it; the median of the rounds is reported.
+# shellcheck disable=SC2016 # $TOK expands in the session's shell
 set -u
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"

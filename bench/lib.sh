@@ -26,6 +26,11 @@ NFT
 }
 
 in_bare() { nsenter --net="/run/netns/$B" "$@"; }
+# The probe in the bare namespace, and the figure of its rr (conn/s) and
+# bulk (Mbit/s) reports on stdin.
+bare() { in_bare "$PROBE" "$@"; }
+rate() { sed -n 's/.*(\([0-9.]*\)\/s).*/\1/p' | head -n1; }
+mbit() { sed -n 's/.*(\([0-9.]*\) Mbit\/s).*/\1/p' | head -n1; }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
 

@@ -96,9 +96,6 @@ EOF
 in_host tinyproxy -d -c "$TP/tinyproxy.conf" >"$TP/out" 2>&1 &
 W_PIDS+=($!)
 
-rate() { sed -n 's/.*(\([0-9.]*\)\/s).*/\1/p' | head -n1; }
-mbit() { sed -n 's/.*(\([0-9.]*\) Mbit\/s).*/\1/p' | head -n1; }
-bare() { in_bare "$PROBE" "$@"; }
 sess() {
 	errand_run --pin a.test=198.18.1.10 --egress a.test:9122 --egress a.test:5022 -- "$PROBE" "$@"
 	cat "$RUN_OUT"
@@ -134,6 +131,7 @@ one() {
 }
 # The arms take turns going first (the order rotates each round), each after
 # a pause (bench/egress.sh says why).
+# shellcheck disable=SC2086 # the arms, one word each
 set -- $ARMS
 for r in $(seq "$ROUNDS"); do
 	for a in "$@"; do

@@ -12,6 +12,7 @@
 # only where BPF LSM is active (bpf in the lsm= boot parameter): elsewhere
 # the script prints one line saying it is not measurable here and exits 0.
 # ROUNDS, FILES and DIRS tune it; the median of the rounds is reported.
+# shellcheck disable=SC2016 # the job's $(...) run in the session
 set -u
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
