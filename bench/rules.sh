@@ -94,7 +94,8 @@ done
 un=$(median <"$W_DIR/untar.none"); ur=$(median <"$W_DIR/untar.rules")
 sn=$(median <"$W_DIR/stat.none"); sr=$(median <"$W_DIR/stat.rules")
 echo "rules benchmark: $(uname -r), $(nproc) cores, $FILES files in $DIRS directories, median of $ROUNDS rounds"
-echo "every round (s): untar $(tr '\n' ' ' <"$W_DIR/untar.none")(none) $(tr '\n' ' ' <"$W_DIR/untar.rules")(50 rules)"
+echo "every round (s): untar $(tr '\n' ' ' <"$W_DIR/untar.none")(none) $(tr '\n' ' ' <"$W_DIR/untar.rules")(50 rules);" \
+	"stat $(tr '\n' ' ' <"$W_DIR/stat.none")(none) $(tr '\n' ' ' <"$W_DIR/stat.rules")(50 rules)"
 printf '%-26s %10s %10s %8s\n' "" "no rules" "50 rules" ratio
 printf '%-26s %10s %10s %8s\n' "untar (s)" "$un" "$ur" "$(ratio "$ur" "$un")"
 printf '%-26s %10s %10s %8s\n' "find | xargs stat (s)" "$sn" "$sr" "$(ratio "$sr" "$sn")"
