@@ -164,11 +164,12 @@ check: deps-check
 	@selftests/run
 
 # Peers the benchmarks compare against; not needed to build or test.
-BENCH_PACKAGES := dnsperf dnsmasq-base bubblewrap hyperfine wrk nginx-light mitmproxy
+BENCH_PACKAGES := dnsperf dnsmasq-base bubblewrap hyperfine wrk nginx-light mitmproxy squid tinyproxy
 
 bench: deps-check
 	@command -v dnsperf >/dev/null && command -v dnsmasq >/dev/null && command -v bwrap >/dev/null && command -v hyperfine >/dev/null && \
-		command -v wrk >/dev/null && command -v nginx >/dev/null && command -v mitmdump >/dev/null || \
+		command -v wrk >/dev/null && command -v nginx >/dev/null && command -v mitmdump >/dev/null && \
+		command -v squid >/dev/null && command -v tinyproxy >/dev/null || \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(BENCH_PACKAGES)
 	@$(MAKE) --no-print-directory all $(BENCH_BPF)
 	@bench/all.sh

@@ -8,7 +8,7 @@
 # (ROUNDS, CONNS, RUNS, LEVELS...; see its header).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BENCH=${BENCH:-"egress egress6 dns start grant broker scale"}
+BENCH=${BENCH:-"egress proxy egress6 dns start grant broker intercept rules scale"}
 OUT=$ROOT/build/bench/latest.md
 DOC=$ROOT/BENCHMARKS.md
 BEGIN='<!-- make bench: begin -->'

@@ -7,20 +7,18 @@
 # each for SECONDS with CONNS connections; the median of ROUNDS is reported.
 # Targets: errand-broker at 0.8x nginx or better, and 15x mitmproxy or better.
 set -u
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 # shellcheck source=selftests/broker/common.sh
 . "$ROOT/selftests/broker/common.sh"
-# shellcheck source=bench/stats.sh
-. "$ROOT/bench/stats.sh"
+# shellcheck source=bench/peers.sh
+. "$ROOT/bench/peers.sh"
 
 ROUNDS=${ROUNDS:-3}
 SECONDS_EACH=${SECONDS_EACH:-10}
 CONNS=${CONNS:-16}
 
-if ! command -v wrk >/dev/null || ! command -v nginx >/dev/null || ! command -v mitmdump >/dev/null; then
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends wrk nginx-light mitmproxy >&2 ||
-		{ echo "bench/broker.sh: cannot install wrk, nginx-light and mitmproxy" >&2; exit 1; }
-fi
+peers_install || exit 1
 
 broker_world >/dev/null
 S=$("$PROVIDER" mint)
@@ -31,19 +29,7 @@ broker_start "$CONFIG" || exit 1
 [ "$(broker_register bench $BROKER_ADDR "prov=$S")" = ok ] || { echo "cannot register" >&2; exit 1; }
 
 # nginx: the same route, the key set by proxy_set_header, upstream verified
-mkdir -p "$W_DIR/nginx"
-cat >"$W_DIR/nginx/nginx.conf" <<EOF2
-worker_processes $(nproc);
-pid $W_DIR/nginx/nginx.pid;
-error_log $W_DIR/nginx/error.log;
-events { worker_connections 1024; }
-http {
-	access_log off;
-	client_body_temp_path $W_DIR/nginx/body;
-	proxy_temp_path $W_DIR/nginx/proxy;
-	fastcgi_temp_path $W_DIR/nginx/fastcgi;
-	uwsgi_temp_path $W_DIR/nginx/uwsgi;
-	scgi_temp_path $W_DIR/nginx/scgi;
+nginx_up nginx "$(cat <<EOF2
 	upstream provider { server $PROV_ADDR:$PROV_PORT; keepalive 64; }
 	server {
 		listen $BROKER_ADDR:8081;
@@ -61,40 +47,31 @@ http {
 			proxy_ssl_session_reuse on;
 		}
 	}
-}
 EOF2
-in_host nginx -c "$W_DIR/nginx/nginx.conf" -g 'daemon off;' >"$W_DIR/nginx/out" 2>&1 &
-W_PIDS+=($!)
+)"
 
-# mitmproxy: reverse mode, an addon rewriting the path and setting the key;
-# provider.test resolves through an /etc/hosts of its own mount namespace
+# mitmproxy: reverse mode, an addon rewriting the path and setting the key
+# (read once, as nginx's config holds it)
 cat >"$W_DIR/mitm_addon.py" <<EOF2
+KEY = open("$KEY_FILE").read().strip()
+
 class Inject:
     def request(self, flow):
         p = flow.request.path
         if p.startswith("/providers/prov"):
             flow.request.path = "/v1" + p[len("/providers/prov"):]
-        flow.request.headers["x-api-key"] = open("$KEY_FILE").read().strip()
+        flow.request.headers["x-api-key"] = KEY
         flow.request.headers["Accept-Encoding"] = "identity"
 
 addons = [Inject()]
 EOF2
-printf '127.0.0.1 localhost\n%s provider.test\n' "$PROV_ADDR" >"$W_DIR/hosts"
-in_host unshare -m sh -c "mount --bind '$W_DIR/hosts' /etc/hosts && exec mitmdump -q \
-	--mode reverse:https://provider.test:$PROV_PORT/ --listen-host $BROKER_ADDR --listen-port 8082 \
-	--set ssl_verify_upstream_trusted_ca='$W_DIR/tls/ca.crt' --set confdir='$W_DIR/mitm' \
-	--set keep_host_header=false -s '$W_DIR/mitm_addon.py'" >"$W_DIR/mitm.out" 2>&1 &
-W_PIDS+=($!)
+mitm_up mitm provider.test "$PROV_ADDR" --mode "reverse:https://provider.test:$PROV_PORT/" \
+	--listen-host "$BROKER_ADDR" --listen-port 8082 --set ssl_verify_upstream_trusted_ca="$W_DIR/tls/ca.crt" \
+	--set keep_host_header=false -s "$W_DIR/mitm_addon.py"
 
-wait_port() {
-	local n=0
-	while ! in_host curl -s -o /dev/null "http://$BROKER_ADDR:$1/providers/prov/echo" -H "x-api-key: $S"; do
-		[ $n -ge 100 ] && { echo "bench: nothing answers on port $1" >&2; return 1; }
-		sleep 0.1
-		n=$((n + 1))
-	done
-}
-wait_port $BROKER_PORT && wait_port 8081 && wait_port 8082 || exit 1
+for port in $BROKER_PORT 8081 8082; do
+	wait_ok in_host curl -s -o /dev/null "http://$BROKER_ADDR:$port/providers/prov/echo" -H "x-api-key: $S" || exit 1
+done
 for port in $BROKER_PORT 8081 8082; do
 	st=$(in_host curl -s -o "$W_DIR/check" -w '%{http_code}' "http://$BROKER_ADDR:$port/providers/prov/echo" -H "x-api-key: $S")
 	grep -q "x-api-key: \(\[redacted\]\|$KEY\)" "$W_DIR/check" && [ "$st" = 200 ] ||
@@ -103,13 +80,16 @@ done
 
 rps() {
 	in_host wrk -t 2 -c "$CONNS" -d "${SECONDS_EACH}s" -H "x-api-key: $S" \
-		"http://$BROKER_ADDR:$1/providers/prov/echo" | sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p'
+		"http://$BROKER_ADDR:$1/providers/prov/echo" | wrk_rate
 }
 : >"$W_DIR/rps.broker"; : >"$W_DIR/rps.nginx"; : >"$W_DIR/rps.mitm"
+# The arms take turns going first, the order rotating each round.
+set -- "$BROKER_PORT broker" "8081 nginx" "8082 mitm"
 for r in $(seq "$ROUNDS"); do
-	rps $BROKER_PORT >>"$W_DIR/rps.broker"
-	rps 8081 >>"$W_DIR/rps.nginx"
-	rps 8082 >>"$W_DIR/rps.mitm"
+	for arm in "$@"; do
+		rps "${arm% *}" >>"$W_DIR/rps.${arm#* }"
+	done
+	set -- "${@:2}" "$1"
 	echo "# round $r of $ROUNDS done" >&2
 done
 b=$(median <"$W_DIR/rps.broker"); n=$(median <"$W_DIR/rps.nginx"); m=$(median <"$W_DIR/rps.mitm")

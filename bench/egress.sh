@@ -25,9 +25,6 @@ done
 W_CONFIG=$(world_config bench)
 world_serve wan "$W_DIR/bench-serve.log" 198.18.1.10:9101 198.18.1.10:9102 198.18.1.10:9103
 
-rate() { sed -n 's/.*(\([0-9.]*\)\/s).*/\1/p' | head -n1; }
-mbit() { sed -n 's/.*(\([0-9.]*\) Mbit\/s).*/\1/p' | head -n1; }
-bare() { in_bare "$PROBE" "$@"; }
 sess() {
 	errand_run --pin a.test=198.18.1.10 --egress a.test:9102 --egress a.test:5002 -- "$PROBE" "$@"
 	cat "$RUN_OUT"

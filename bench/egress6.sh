@@ -8,7 +8,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-9}
 CONNS=${CONNS:-2000}
 
 world_up >/dev/null
@@ -20,8 +20,6 @@ W_CONFIG=$(world_config bench6)
 # the other's: bare 9111, errand 9112.
 world_serve wan "$W_DIR/bench6-serve.log" "[$HOST6_A]:9111" "[$HOST6_A]:9112"
 
-rate() { sed -n 's/.*(\([0-9.]*\)\/s).*/\1/p' | head -n1; }
-bare() { in_bare "$PROBE" "$@"; }
 sess() {
 	errand_run --pin a6.test="[$HOST6_A]:9112" --egress a6.test:9112 -- "$PROBE" "$@"
 	cat "$RUN_OUT"

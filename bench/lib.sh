@@ -28,6 +28,11 @@ NFT
 }
 
 in_bare() { nsenter --net="/run/netns/$B" "$@"; }
+# The probe in the bare namespace, and the figure of its rr (conn/s) and
+# bulk (Mbit/s) reports on stdin.
+bare() { in_bare "$PROBE" "$@"; }
+rate() { sed -n 's/.*(\([0-9.]*\)\/s).*/\1/p' | head -n1; }
+mbit() { sed -n 's/.*(\([0-9.]*\) Mbit\/s).*/\1/p' | head -n1; }
 
 # IPv6 on the bare namespace, as a dual-stack session has it: a /126 on the
 # same veth, a default route via the agent namespace, NAT66 there. Needs

@@ -1,6 +1,5 @@
-# Shared by the benchmarks (sourced, not run; bench/lib.sh sources it, and
-# bench/broker.sh, whose world is the broker selftests'): what they need
-# before they start and how they sum up their rounds.
+# Shared by the benchmarks (sourced, not run; bench/lib.sh sources it): what
+# they need before they start and how they sum up their rounds.
 # shellcheck shell=bash
 
 # bench_need TOOL...: exits naming the first TOOL missing.
