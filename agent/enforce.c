@@ -29,6 +29,12 @@ struct enforce {
 	int allow_fd, events_fd; /* the session's own maps */
 	int grants_fd;		 /* grants_live; -1 for a session pinned before it existed */
 	int self_fd;		 /* self_addrs */
+	/* counters, kept open: read every second for every session, opening
+	 * its pin each time (a path walk in a bpffs of a thousand sessions)
+	 * and reading every counter held the agent's loop a quarter of each
+	 * second at a thousand sessions. */
+	int counters_fd;
+	__u64 *cnt_vals; /* one counter's per-CPU values, read into */
 	struct ring_buffer *rb;
 	void (*fn)(const struct egress_event *ev, void *arg);
 	void *arg;
@@ -620,7 +626,7 @@ static void parent_dir(const char *pin_dir, char *out, size_t len)
 
 static void enforce_init(struct enforce *e)
 {
-	e->allow_fd = e->events_fd = e->grants_fd = e->self_fd = -1;
+	e->allow_fd = e->events_fd = e->grants_fd = e->self_fd = e->counters_fd = -1;
 	for (int i = 0; i < I_MAX; i++)
 		e->fd[i] = -1;
 }
@@ -776,7 +782,8 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 	e->events_fd = e->fd[I_EVENTS];
 	e->grants_fd = e->fd[I_GRANTS];
 	e->self_fd = e->fd[I_SELF];
-	e->fd[I_ALLOW] = e->fd[I_EVENTS] = e->fd[I_GRANTS] = e->fd[I_SELF] = -1;
+	e->counters_fd = e->fd[I_COUNTERS];
+	e->fd[I_ALLOW] = e->fd[I_EVENTS] = e->fd[I_GRANTS] = e->fd[I_SELF] = e->fd[I_COUNTERS] = -1;
 	for (int i = 0; i < I_MAX; i++) {
 		if (e->fd[i] >= 0)
 			close(e->fd[i]);
@@ -980,12 +987,22 @@ bool enforce_events_backlog(const struct enforce *e)
 int enforce_events_suppressed(struct enforce *e, const char *pin_dir, uint64_t *total,
 			      uint64_t *fresh)
 {
-	uint64_t cnt[CNT_MAX];
-	int rc = enforce_counters(pin_dir, cnt);
+	int ncpu = libbpf_num_possible_cpus();
+	__u32 key = CNT_EVENTS_SUPPRESSED;
+	char err[256];
 
-	if (rc)
-		return rc;
-	*total = cnt[CNT_EVENTS_SUPPRESSED];
+	if (e->counters_fd < 0 &&
+	    (e->counters_fd = pin_open(pin_dir, EGRESS_MAP_COUNTERS, err, sizeof(err))) < 0)
+		return -errno;
+	if (ncpu <= 0)
+		return ncpu ? ncpu : -EINVAL;
+	if (!e->cnt_vals && !(e->cnt_vals = calloc((size_t)ncpu, sizeof(*e->cnt_vals))))
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(e->counters_fd, &key, e->cnt_vals))
+		return -errno;
+	*total = 0;
+	for (int c = 0; c < ncpu; c++)
+		*total += e->cnt_vals[c];
 	*fresh = *total > e->reported ? *total - e->reported : 0;
 	e->reported = *total;
 	return 0;
@@ -1002,6 +1019,9 @@ void enforce_free(struct enforce *e)
 		close(e->events_fd);
 	if (e->self_fd >= 0)
 		close(e->self_fd);
+	if (e->counters_fd >= 0)
+		close(e->counters_fd);
+	free(e->cnt_vals);
 	if (e->grants_fd >= 0)
 		close(e->grants_fd);
 	for (int i = 0; i < I_MAX; i++)
@@ -1033,7 +1053,9 @@ struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	e->allow_fd = e->events_fd = e->self_fd = e->grants_fd = -1;
+	/* every descriptor -1: enforce_free closes those that are not (a
+	 * zeroed one closed descriptor 0, whatever it was by then) */
+	enforce_init(e);
 	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
 		int fd = pin_open(pin_dir, hooks[i].pin, err, errlen);
 
