@@ -312,7 +312,9 @@ struct dns_responder {
 	unsigned respawn_ms;
 	uint64_t refusal_log_ns;
 	uint64_t refused; /* since the last log line */
-	uint64_t log_ns;  /* the worker's log lines: a budget a second */
+	uint64_t unprogrammed_log_ns;
+	uint64_t unprogrammed; /* answers not written, since the last log line */
+	uint64_t log_ns;       /* the worker's log lines: a budget a second */
 	unsigned logs;
 	struct dnsp_policy pol;
 	struct grant_set sent; /* the grants the worker was last sent */
@@ -732,11 +734,20 @@ static void handle_program(struct dns_responder *r, const void *msg, size_t len)
 		rc = enforce_allow_answer(r->enf, &entries[i].addr, entries[i].port,
 					  entries[i].expires_ns, entries[i].flags,
 					  entries[i].grant);
-		if (rc)
-			log_warnx("session %s: cannot program %s:%u for %s: %s; answering "
-				  "SERVFAIL",
-				  r->session, addr_str(&entries[i].addr, a), entries[i].port,
-				  m->name, strerror(-rc));
+		if (!rc)
+			continue;
+		/* Counted, and logged at most once a second: a session asking
+		 * again and again for what no longer fits must not write the
+		 * agent's log at its own pace. */
+		r->unprogrammed++;
+		if (now - r->unprogrammed_log_ns < DNS_REFUSAL_LOG_NS)
+			continue;
+		log_warnx("session %s: cannot program %s:%u for %s: %s; answering SERVFAIL "
+			  "(%llu answer(s) since the last such line)",
+			  r->session, addr_str(&entries[i].addr, a), entries[i].port, m->name,
+			  strerror(-rc), (unsigned long long)r->unprogrammed);
+		r->unprogrammed_log_ns = now;
+		r->unprogrammed = 0;
 	}
 	rep.status = rc;
 	if (send(r->chan, &rep, sizeof(rep), MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof(rep))
