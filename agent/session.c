@@ -1413,6 +1413,12 @@ static int broker_spawn(struct session *s, const char *listen, const char *inter
 	args[n++] = s->broker_sock;
 	args[n++] = "--session-lock";
 	args[n++] = s->lock_path;
+	/* The embedded errandctl shares the user's terminal: the broker's
+	 * routine lines there only with -v. */
+	if (s->embedded && !log_verbose())
+		args[n++] = "--quiet";
+	else if (log_verbose())
+		args[n++] = "--verbose";
 	if (config_intercepts(s->cfg)) {
 		args[n++] = "--intercept";
 		args[n++] = intercept;

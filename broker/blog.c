@@ -7,6 +7,12 @@
 #include "lib/log.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static bool quiet;
+
+void blog_quiet(bool q)
+{
+	quiet = q;
+}
 
 #define BLOG(fn)                                                                                   \
 	do {                                                                                       \
@@ -23,7 +29,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 void blog_info(const char *fmt, ...)
 {
-	BLOG(log_info);
+	if (!quiet)
+		BLOG(log_info);
 }
 
 void blog_warnx(const char *fmt, ...)

@@ -59,13 +59,14 @@ struct opts {
 	const char *intercept;	  /* ADDR:PORT of the listener for intercepted hosts */
 	const char *ca_dir;	  /* where the session's CA is kept (its record directory) */
 	bool verbose;
+	bool quiet; /* warnings only: the embedded errandctl's terminal is the user's */
 };
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: errand-broker [--config FILE] [--listen ADDR:PORT] "
 			"[--user USER|UID:GID] [--registry SOCKET] [--session-lock FILE] "
-			"[--intercept ADDR:PORT --ca DIR] [--verbose]\n");
+			"[--intercept ADDR:PORT --ca DIR] [--verbose|--quiet]\n");
 	exit(2);
 }
 
@@ -378,6 +379,7 @@ int main(int argc, char **argv)
 						  {"intercept", required_argument, NULL, 'i'},
 						  {"ca", required_argument, NULL, 'a'},
 						  {"verbose", no_argument, NULL, 'v'},
+						  {"quiet", no_argument, NULL, 'q'},
 						  {NULL, 0, NULL, 0}};
 	struct opts o = {.config = CONFIG_DEFAULT_PATH, .listen = "0.0.0.0:4780"};
 	static struct errand_config cfg;
@@ -388,7 +390,7 @@ int main(int argc, char **argv)
 	int opt, tcp, icpt = -1, reg, sig;
 	sigset_t mask;
 
-	while ((opt = getopt_long(argc, argv, "c:l:u:r:s:i:a:v", long_opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:l:u:r:s:i:a:vq", long_opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			o.config = optarg;
@@ -415,13 +417,17 @@ int main(int argc, char **argv)
 		case 'v':
 			o.verbose = true;
 			break;
+		case 'q':
+			o.quiet = true;
+			break;
 		default:
 			usage();
 		}
 	}
-	if (optind != argc || !o.intercept != !o.ca_dir)
+	if (optind != argc || !o.intercept != !o.ca_dir || (o.verbose && o.quiet))
 		usage();
 	log_init("errand-broker", o.verbose);
+	blog_quiet(o.quiet);
 	/* one write a line: lines come from many threads, one at a time (blog.c) */
 	setvbuf(stderr, NULL, _IOLBF, 0);
 	if (config_load(o.config, explicit_config, &cfg, err, sizeof(err)))

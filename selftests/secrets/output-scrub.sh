@@ -86,6 +86,8 @@ scrubbed() {
 	assert_eq "$(sed -n 's/^esplit=//p' "$RUN_ERR")" "$ph" "$how: split on stderr too"
 	assert_eq "$(sed -n 's/^ekey=//p' "$RUN_ERR")" "$st" "$how: a key on stderr as its stand-in"
 	assert_eq "$(result short)" "$SHORT" "$how: a value under 8 bytes is left as it is"
+	[ "$how" = embedded ] && assert_not_contains "$RUN_STDERR" "errand-broker:" \
+		"embedded: the broker's routine lines stay off the user's terminal (they show with -v)"
 	assert_not_contains "$RUN_STDOUT$RUN_STDERR" "$VALUE_A" "$how: the value never reaches the caller"
 	assert_not_contains "$RUN_STDOUT$RUN_STDERR" "$KEY" "$how: the key never reaches the caller"
 
