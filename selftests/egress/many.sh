@@ -17,7 +17,9 @@ W_CONFIG=$(world_config many '"addressPool": "10.213.0.0/23"')
 agent_start || { world_finish; exit 1; }
 
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$AGENT_PID/status" 2>/dev/null; }
-sessions_live() { find "/sys/fs/bpf/$W" -mindepth 1 -maxdepth 1 -type d ! -name prog | wc -l; }
+# attached sessions: each has its connect4 link pinned; the agent's prepared
+# pool entries have a directory but no links yet
+sessions_live() { find "/sys/fs/bpf/$W" -mindepth 2 -maxdepth 2 -name connect4 | wc -l; }
 probed() { grep -l '^other=' "$W_DIR"/many*.out 2>/dev/null | wc -l; }
 # sessions that probed or ended without
 settled() { for i in $(seq 1 "$N"); do grep -q '^other=' "$W_DIR/many$i.out" 2>/dev/null || [ -e "$W_DIR/many$i.rc" ] && echo; done | wc -l; }
@@ -91,7 +93,7 @@ assert_eq "$ok" "$N" "each reached its own pin of shared.test (even: $HOST_A, od
 assert_eq "$refused" "$N" "each was refused the other session's address"
 assert_eq "$apart" "$N" "each session's denied list holds its own refusal and no other session's"
 assert_eq "$all_probed" "$N" "all $N sessions probed while every one of them held"
-assert_le "$N" "$peak" "all $N sessions were live at once ($peak)"
+assert_eq "$peak" "$N" "all $N sessions were live, attached, at once"
 assert_eq "$(grep -c 'cannot load the egress' "$AGENT_LOG")" 0 "the agent loaded its programs once, at start, without error"
 agent_stop
 assert_empty "$(leftovers)" "all ended (and the agent stopped, with its prepared networks): no session dir, no session key left in the program set"
