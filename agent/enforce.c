@@ -18,6 +18,7 @@
 #include <bpf/libbpf.h>
 
 #include "agent/enforce.h"
+#include "agent/grant.h"
 #include "egress.skel.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -29,6 +30,13 @@ struct enforce {
 	int allow_fd, events_fd; /* the session's own maps */
 	int grants_fd;		 /* grants_live; -1 for a session pinned before it existed */
 	int self_fd;		 /* self_addrs */
+	int once_fd;		 /* once_used; -1: not open */
+	/* allow and self_addrs are LPM tries (egress.h); false: hashes, of a
+	 * session pinned before they were, keyed without the prefix length. */
+	bool allow_trie, self_trie;
+	/* Entries of the allow map: the agent writes every one, and stops at
+	 * EGRESS_ALLOW_MAX (the trie holds one more: see egress.h). */
+	unsigned allow_n;
 	/* counters, kept open: read every second for every session, opening
 	 * its pin each time (a path walk in a bpffs of a thousand sessions)
 	 * and reading every counter held the agent's loop a quarter of each
@@ -107,15 +115,15 @@ _Static_assert(I_MAX == I_MAX_PREPARED, "struct enforce keeps every inner map");
 static const struct inner_def inners[I_MAX] = {
 	[I_CONFIG] = {EGRESS_MAP_CONFIG, "cfg_of", BPF_MAP_TYPE_ARRAY, 4, sizeof(struct sess_cfg),
 		      1, 0},
-	[I_ALLOW] = {EGRESS_MAP_ALLOW, "allow_of", BPF_MAP_TYPE_HASH, sizeof(struct allow_key),
-		     sizeof(struct allow_val), EGRESS_ALLOW_MAX, BPF_F_NO_PREALLOC},
+	[I_ALLOW] = {EGRESS_MAP_ALLOW, "allow_of", BPF_MAP_TYPE_LPM_TRIE, sizeof(struct allow_lkey),
+		     sizeof(struct allow_val), EGRESS_ALLOW_MAX + 1, BPF_F_NO_PREALLOC},
 	[I_FLOWS] = {EGRESS_MAP_FLOWS, "flows_of", BPF_MAP_TYPE_LRU_HASH, sizeof(struct flow_key),
 		     sizeof(struct flow_val), EGRESS_FLOWS_MAX, 0},
 	[I_PUBLIC4] = {EGRESS_MAP_PUBLIC4, "public4_of", BPF_MAP_TYPE_LPM_TRIE,
 		       sizeof(struct lpm4_key), 1, EGRESS_FORBID_MAX, BPF_F_NO_PREALLOC},
 	[I_PUBLIC6] = {EGRESS_MAP_PUBLIC6, "public6_of", BPF_MAP_TYPE_LPM_TRIE,
 		       sizeof(struct lpm6_key), 1, EGRESS_FORBID_MAX, BPF_F_NO_PREALLOC},
-	[I_SELF] = {EGRESS_MAP_SELF, "self_of", BPF_MAP_TYPE_HASH, sizeof(struct self_key), 1,
+	[I_SELF] = {EGRESS_MAP_SELF, "self_of", BPF_MAP_TYPE_LPM_TRIE, sizeof(struct lpm6_key), 1,
 		    EGRESS_SELF_MAX, BPF_F_NO_PREALLOC},
 	[I_PORTS] = {EGRESS_MAP_PORTS, "ports_of", BPF_MAP_TYPE_HASH, 2, 1, EGRESS_PORTS_MAX,
 		     BPF_F_NO_PREALLOC},
@@ -128,6 +136,35 @@ static const struct inner_def inners[I_MAX] = {
 	[I_COUNTERS] = {EGRESS_MAP_COUNTERS, "counters_of", BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8,
 			CNT_MAX, 0},
 };
+_Static_assert(GRANT_MAX <= EGRESS_GRANTS_MAX, "grants_live and once_used hold every grant");
+
+/* Is the map an LPM trie? A session's allow and self_addrs are; one pinned
+ * before they were has hashes. */
+static bool map_is_trie(int fd)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+
+	return bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.type == BPF_MAP_TYPE_LPM_TRIE;
+}
+
+/* A key of the allow map as the map takes it: the trie's, or the bare
+ * struct allow_key of a hash. */
+static void *allow_key_of(bool trie, struct allow_lkey *lk, const struct addr *a, uint16_t port)
+{
+	*lk = (struct allow_lkey){.prefixlen = ALLOW_PREFIXLEN, .k.port = port};
+	if (a)
+		memcpy(lk->k.addr, a->b, 16);
+	return trie ? (void *)lk : (void *)&lk->k;
+}
+
+static void *self_key_of(bool trie, struct lpm6_key *k, const struct addr *a)
+{
+	k->prefixlen = 128;
+	memcpy(k->addr, a->b, 16);
+	/* struct self_key is the address alone */
+	return trie ? (void *)k : (void *)k->addr;
+}
 
 /* One verified program set, as this process holds it: loaded once per
  * object (or opened from the pins another errand left) and shared by every
@@ -437,10 +474,10 @@ static int fill_session(int fd[I_MAX], const struct enforce_params *p, char *err
 		}
 	}
 	for (size_t i = 0; i < p->n_self; i++) {
-		struct self_key k;
+		struct lpm6_key k;
 
-		memcpy(k.addr, p->self[i].b, 16);
-		if (bpf_map_update_elem(fd[I_SELF], &k, &one, BPF_ANY)) {
+		if (bpf_map_update_elem(fd[I_SELF], self_key_of(true, &k, &p->self[i]), &one,
+					BPF_ANY)) {
 			snprintf(err, errlen, "cannot fill the own-addresses map: %s",
 				 strerror(errno));
 			return -errno;
@@ -626,7 +663,7 @@ static void parent_dir(const char *pin_dir, char *out, size_t len)
 
 static void enforce_init(struct enforce *e)
 {
-	e->allow_fd = e->events_fd = e->grants_fd = e->self_fd = e->counters_fd = -1;
+	e->allow_fd = e->events_fd = e->grants_fd = e->self_fd = e->counters_fd = e->once_fd = -1;
 	for (int i = 0; i < I_MAX; i++)
 		e->fd[i] = -1;
 }
@@ -783,7 +820,11 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 	e->grants_fd = e->fd[I_GRANTS];
 	e->self_fd = e->fd[I_SELF];
 	e->counters_fd = e->fd[I_COUNTERS];
-	e->fd[I_ALLOW] = e->fd[I_EVENTS] = e->fd[I_GRANTS] = e->fd[I_SELF] = e->fd[I_COUNTERS] = -1;
+	e->once_fd = e->fd[I_ONCE];
+	e->allow_trie = e->self_trie = true;
+	e->allow_n = 0;
+	e->fd[I_ALLOW] = e->fd[I_EVENTS] = e->fd[I_GRANTS] = e->fd[I_SELF] = e->fd[I_COUNTERS] =
+		e->fd[I_ONCE] = -1;
 	for (int i = 0; i < I_MAX; i++) {
 		if (e->fd[i] >= 0)
 			close(e->fd[i]);
@@ -873,33 +914,41 @@ fail:
 int enforce_allow(struct enforce *e, const struct addr *a, uint16_t port, uint64_t expires_ns,
 		  uint32_t flags)
 {
-	struct allow_key k = {.port = port};
-	struct allow_val v = {.expires_ns = expires_ns, .flags = flags};
+	struct allow_lkey lk;
+	struct allow_val v = {.expires_ns = expires_ns, .flags = flags}, old;
+	void *k = allow_key_of(e->allow_trie, &lk, a, port);
+	bool fresh = bpf_map_lookup_elem(e->allow_fd, k, &old) != 0;
 
-	memcpy(k.addr, a->b, 16);
-	if (bpf_map_update_elem(e->allow_fd, &k, &v, BPF_ANY))
+	if (fresh && e->allow_n >= EGRESS_ALLOW_MAX)
+		return -E2BIG;
+	if (bpf_map_update_elem(e->allow_fd, k, &v, BPF_ANY))
 		return -errno;
+	e->allow_n += fresh;
 	return 0;
 }
 
 int enforce_expire(struct enforce *e, uint64_t now_ns)
 {
 	int fd = e->allow_fd, n = 0;
-	struct allow_key k, next;
+	struct allow_lkey lk, lnext;
+	void *k = allow_key_of(e->allow_trie, &lk, NULL, 0);
+	void *next = allow_key_of(e->allow_trie, &lnext, NULL, 0);
+	size_t ksz = e->allow_trie ? sizeof(lk) : sizeof(lk.k);
 	struct allow_val v;
 	void *prev = NULL;
 
 	/* Deleting the current key would restart the walk: step first. */
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (prev && bpf_map_lookup_elem(fd, &k, &v) == 0 && v.expires_ns &&
-		    v.expires_ns < now_ns && bpf_map_delete_elem(fd, &k) == 0)
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		if (prev && bpf_map_lookup_elem(fd, k, &v) == 0 && v.expires_ns &&
+		    v.expires_ns < now_ns && bpf_map_delete_elem(fd, k) == 0)
 			n++;
-		k = next;
-		prev = &k;
+		memcpy(k, next, ksz);
+		prev = k;
 	}
-	if (prev && bpf_map_lookup_elem(fd, &k, &v) == 0 && v.expires_ns && v.expires_ns < now_ns &&
-	    bpf_map_delete_elem(fd, &k) == 0)
+	if (prev && bpf_map_lookup_elem(fd, k, &v) == 0 && v.expires_ns && v.expires_ns < now_ns &&
+	    bpf_map_delete_elem(fd, k) == 0)
 		n++;
+	e->allow_n -= (unsigned)n < e->allow_n ? (unsigned)n : e->allow_n;
 	if (n)
 		e->full_until_ns = 0;
 	return n;
@@ -909,18 +958,20 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 			 uint64_t expires_ns, uint32_t flags, uint32_t grant)
 {
 	int fd = e->allow_fd;
-	struct allow_key k = {.port = port};
+	struct allow_lkey lk;
+	void *k = allow_key_of(e->allow_trie, &lk, a, port);
 	struct allow_val v = {.expires_ns = expires_ns, .flags = flags, .grant = grant};
 	struct allow_val old;
 	struct timespec ts;
 	uint64_t now;
+	bool fresh = true;
 
 	/* Only the session's start writes pins (enforce_allow): an answer can
 	 * neither make one nor replace one. */
 	if (flags & ENTRY_F_PINNED)
 		return -EINVAL;
-	memcpy(k.addr, a->b, 16);
-	if (bpf_map_lookup_elem(fd, &k, &old) == 0) {
+	if (bpf_map_lookup_elem(fd, k, &old) == 0) {
+		fresh = false;
 		if (old.flags & ENTRY_F_PINNED)
 			return 0;
 		/* Another answer may already keep it longer, but a once grant's
@@ -935,30 +986,37 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 		if (old.grant == grant && old.expires_ns > v.expires_ns)
 			v.expires_ns = old.expires_ns;
 	}
-	if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) == 0)
-		return 0;
-	if (errno != E2BIG && errno != ENOMEM)
-		return -errno;
+	/* The agent's own count says full before the map does (egress.h). */
+	if (!(fresh && e->allow_n >= EGRESS_ALLOW_MAX)) {
+		if (bpf_map_update_elem(fd, k, &v, BPF_ANY) == 0) {
+			e->allow_n += fresh;
+			return 0;
+		}
+		if (errno != E2BIG && errno != ENOSPC && errno != ENOMEM)
+			return -errno;
+	}
 	clock_gettime(CLOCK_BOOTTIME, &ts);
 	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	/* A walk costs milliseconds on a full map: once a second at most. */
 	if (now < e->full_until_ns)
 		return -E2BIG;
 	enforce_expire(e, now);
-	if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) == 0)
+	if (e->allow_n < EGRESS_ALLOW_MAX && bpf_map_update_elem(fd, k, &v, BPF_ANY) == 0) {
+		e->allow_n += fresh;
 		return 0;
+	}
 	e->full_until_ns = now + ENFORCE_FULL_RECHECK_NS;
 	return -E2BIG;
 }
 
 int enforce_self_add(struct enforce *e, const struct addr *a)
 {
-	int fd = e->self_fd;
-	struct self_key k;
+	struct lpm6_key k;
 	__u8 one = 1;
 
-	memcpy(k.addr, a->b, 16);
-	return bpf_map_update_elem(fd, &k, &one, BPF_ANY) ? -errno : 0;
+	return bpf_map_update_elem(e->self_fd, self_key_of(e->self_trie, &k, a), &one, BPF_ANY)
+		       ? -errno
+		       : 0;
 }
 
 int enforce_events_fd(struct enforce *e)
@@ -1019,6 +1077,8 @@ void enforce_free(struct enforce *e)
 		close(e->events_fd);
 	if (e->self_fd >= 0)
 		close(e->self_fd);
+	if (e->once_fd >= 0)
+		close(e->once_fd);
 	if (e->counters_fd >= 0)
 		close(e->counters_fd);
 	free(e->cnt_vals);
@@ -1042,6 +1102,21 @@ static int pin_open(const char *pin_dir, const char *name, char *err, size_t err
 	if (fd < 0)
 		snprintf(err, errlen, "cannot open pin %s: %s", path, strerror(errno));
 	return fd;
+}
+
+/* The allow map's entries, counted once when an agent takes over a
+ * running session. */
+static unsigned allow_count(const struct enforce *e)
+{
+	struct allow_lkey lk;
+	void *k = allow_key_of(e->allow_trie, &lk, NULL, 0), *prev = NULL;
+	unsigned n = 0;
+
+	while (bpf_map_get_next_key(e->allow_fd, prev, k) == 0) {
+		n++;
+		prev = k;
+	}
+	return n;
 }
 
 struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
@@ -1084,6 +1159,10 @@ struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 		rc = -errno;
 		goto fail;
 	}
+	e->allow_trie = map_is_trie(e->allow_fd);
+	e->self_trie = map_is_trie(e->self_fd);
+	e->once_fd = pin_open(pin_dir, "once_used", err, errlen);
+	e->allow_n = allow_count(e);
 	return e;
 fail:
 	enforce_free(e);
@@ -1093,11 +1172,10 @@ fail:
 
 int enforce_entry_grant(struct enforce *e, const struct addr *a, uint16_t port, uint32_t *grant)
 {
-	struct allow_key k = {.port = port};
+	struct allow_lkey lk;
 	struct allow_val v;
 
-	memcpy(k.addr, a->b, 16);
-	if (bpf_map_lookup_elem(e->allow_fd, &k, &v))
+	if (bpf_map_lookup_elem(e->allow_fd, allow_key_of(e->allow_trie, &lk, a, port), &v))
 		return -errno;
 	*grant = v.grant;
 	return 0;
@@ -1105,24 +1183,32 @@ int enforce_entry_grant(struct enforce *e, const struct addr *a, uint16_t port, 
 
 int enforce_drop_grant(struct enforce *e, uint32_t grant)
 {
-	struct allow_key k, next;
+	struct allow_lkey lk, lnext;
+	void *k = allow_key_of(e->allow_trie, &lk, NULL, 0);
+	void *next = allow_key_of(e->allow_trie, &lnext, NULL, 0);
+	size_t ksz = e->allow_trie ? sizeof(lk) : sizeof(lk.k);
 	struct allow_val v;
 	void *prev = NULL;
 	int n = 0, more;
 
 	/* Deleting the current key would restart the walk: step first. */
 	do {
-		more = bpf_map_get_next_key(e->allow_fd, prev, &next) == 0;
-		if (prev && bpf_map_lookup_elem(e->allow_fd, &k, &v) == 0 && v.grant == grant &&
-		    bpf_map_delete_elem(e->allow_fd, &k) == 0)
+		more = bpf_map_get_next_key(e->allow_fd, prev, next) == 0;
+		if (prev && bpf_map_lookup_elem(e->allow_fd, k, &v) == 0 && v.grant == grant &&
+		    bpf_map_delete_elem(e->allow_fd, k) == 0)
 			n++;
-		k = next;
-		prev = &k;
+		memcpy(k, next, ksz);
+		prev = k;
 	} while (more);
+	e->allow_n -= (unsigned)n < e->allow_n ? (unsigned)n : e->allow_n;
 	if (n)
 		e->full_until_ns = 0;
 	if (e->grants_fd >= 0)
 		bpf_map_delete_elem(e->grants_fd, &grant);
+	/* Its spent mark goes last, with no entry of it left to connect by
+	 * and its flows ended: once_used holds the set's grants only. */
+	if (e->once_fd >= 0)
+		bpf_map_delete_elem(e->once_fd, &grant);
 	return n;
 }
 
@@ -1179,22 +1265,23 @@ int enforce_walk(const char *pin_dir, enforce_entry_fn fn, void *arg)
 {
 	char err[256];
 	cleanup_close int fd = pin_open(pin_dir, "allow", err, sizeof(err));
-	struct allow_key k;
+	struct allow_lkey lk;
 	struct allow_val v;
-	void *prev = NULL;
+	void *prev = NULL, *k;
 	int n = 0;
 
 	if (fd < 0)
 		return -errno;
-	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
+	k = allow_key_of(map_is_trie(fd), &lk, NULL, 0);
+	while (bpf_map_get_next_key(fd, prev, k) == 0) {
 		struct addr a;
 
-		if (bpf_map_lookup_elem(fd, &k, &v) == 0) {
-			memcpy(a.b, k.addr, 16);
-			fn(&a, k.port, v.expires_ns, v.flags, v.grant, arg);
+		if (bpf_map_lookup_elem(fd, k, &v) == 0) {
+			memcpy(a.b, lk.k.addr, 16);
+			fn(&a, lk.k.port, v.expires_ns, v.flags, v.grant, arg);
 			n++;
 		}
-		prev = &k;
+		prev = k;
 	}
 	return n;
 }

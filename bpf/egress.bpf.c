@@ -41,8 +41,10 @@
 INNER(cfg_of, __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1);
       __uint(key_size, sizeof(__u32)); __uint(value_size, sizeof(struct sess_cfg)););
 
-INNER(allow_of, __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, EGRESS_ALLOW_MAX);
-      __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(struct allow_key));
+/* Maps looked up once a connect (and a SYN), never a segment, are LPM tries
+ * of full-length keys: memory per entry, no bucket array (egress.h). */
+INNER(allow_of, __uint(type, BPF_MAP_TYPE_LPM_TRIE); __uint(max_entries, EGRESS_ALLOW_MAX + 1);
+      __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(struct allow_lkey));
       __uint(value_size, sizeof(struct allow_val)););
 
 INNER(flows_of, __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, EGRESS_FLOWS_MAX);
@@ -57,8 +59,8 @@ INNER(public6_of, __uint(type, BPF_MAP_TYPE_LPM_TRIE); __uint(max_entries, EGRES
       __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(struct lpm6_key));
       __uint(value_size, sizeof(__u8)););
 
-INNER(self_of, __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, EGRESS_SELF_MAX);
-      __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(struct self_key));
+INNER(self_of, __uint(type, BPF_MAP_TYPE_LPM_TRIE); __uint(max_entries, EGRESS_SELF_MAX);
+      __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(struct lpm6_key));
       __uint(value_size, sizeof(__u8)););
 
 /* Open mode's ports (sandbox.egressPorts). */
@@ -305,7 +307,7 @@ POLICY_FN __u32 policy_mode(const struct sess *s)
 
 POLICY_FN bool policy_self(const struct sess *s, const __u8 a[16])
 {
-	struct self_key k;
+	struct lpm6_key k = {.prefixlen = 128};
 	void *self = inner(&self_of, s);
 
 	__builtin_memcpy(k.addr, a, 16);
@@ -315,10 +317,10 @@ POLICY_FN bool policy_self(const struct sess *s, const __u8 a[16])
 
 POLICY_FN const struct allow_val *policy_entry(const struct sess *s, const __u8 a[16], __u16 port)
 {
-	struct allow_key k = {.port = port};
+	struct allow_lkey k = {.prefixlen = ALLOW_PREFIXLEN, .k.port = port};
 	void *allow = inner(&allow_of, s);
 
-	__builtin_memcpy(k.addr, a, 16);
+	__builtin_memcpy(k.k.addr, a, 16);
 	return allow ? bpf_map_lookup_elem(allow, &k) : NULL;
 }
 

@@ -25,15 +25,25 @@
 #define EGRESS_MAP_PORTS "open_ports"
 #define EGRESS_MAP_GRANTS "grants_live"
 
+/* Entries of one session's allow map, an LPM trie of full-length keys:
+ * memory for the entries it holds (about 80 bytes each), none for a bucket
+ * array (a hash's took 64 KiB at 4096, whether used or not). The agent
+ * counts what it writes and stops at this; the trie holds one more, so
+ * that 6.1, whose full trie refuses even an update in place, can still
+ * refresh an entry of a full map. */
 #define EGRESS_ALLOW_MAX 4096
 /* The connections one session's table holds at once: an LRU, preallocated
- * (about 100 KiB at 1024; 8192 took 0.85 MiB a session). Past it the
- * least recently used flow is forgotten, and its next segment is judged
- * as a new connection would be (errand_tc_in): it passes while the policy
- * admits its destination, so only a flow whose admission has lapsed since
- * (a DNS answer expired, a once grant) is cut, and only the session that
- * holds more connections feels it. */
-#define EGRESS_FLOWS_MAX 1024
+ * (14 KiB at 128; 104 KiB at 1024, 0.85 MiB at 8192). An LRU, because
+ * nothing else reliably ends a flow: a socket's release comes before its
+ * last segments (FIN, TIME_WAIT's ACKs) and after a reset no longer names
+ * its port, so a table that only deletes would fill with dead flows; an
+ * LRU forgets the oldest instead. Past it the least recently used flow is
+ * forgotten, and its next segment is judged as a new connection would be
+ * (errand_tc_in): it passes while the policy admits its destination, so
+ * only a flow whose admission has lapsed since (a DNS answer expired, a
+ * once grant) is cut, and only the session that holds more connections
+ * feels it. */
+#define EGRESS_FLOWS_MAX 128
 /* A flow no segment has used for this long is gone: the next one is dropped
  * as a flow's without a SYN. Longer than TCP's default keepalive time (2 h),
  * so a connection kept alive by default keepalives never ages out; UDP never
@@ -42,7 +52,10 @@
 #define EGRESS_FORBID_MAX 256
 #define EGRESS_SELF_MAX 256
 #define EGRESS_PORTS_MAX 64
-#define EGRESS_GRANTS_MAX 1024
+/* A session's grants at once (the agent's GRANT_MAX, which it enforces):
+ * grants_live holds the set's grants, once_used the spent once grants of
+ * the set; the agent deletes a grant's entries from both when it drops it. */
+#define EGRESS_GRANTS_MAX 64
 /* A session's own ring buffer: a full bucket of refusals (EGRESS_EVENT_BURST
  * records of 48 bytes with their header) fits with room to spare; the agent
  * drains it every turn of its loop. */
@@ -142,6 +155,16 @@ struct allow_key {
 };
 _Static_assert(sizeof(struct allow_key) == 20, "allow_key size");
 
+/* The allow map's key: an LPM trie's, every entry and lookup full-length
+ * (ALLOW_PREFIXLEN), so a lookup finds only its exact key. A session
+ * pinned before the trie has a hash keyed by struct allow_key alone. */
+struct allow_lkey {
+	__u32 prefixlen;
+	struct allow_key k;
+};
+_Static_assert(sizeof(struct allow_lkey) == 24, "allow_lkey size");
+#define ALLOW_PREFIXLEN (8 * sizeof(struct allow_key))
+
 struct allow_val {
 	__u64 expires_ns; /* CLOCK_BOOTTIME; 0 = never (pins) */
 	__u32 flags;	  /* ENTRY_F_* */
@@ -187,7 +210,9 @@ struct lpm6_key {
 };
 _Static_assert(sizeof(struct lpm6_key) == 20, "lpm6_key size");
 
-/* self_addrs map: the agent namespace's own addresses, v4-mapped. */
+/* self_addrs map: the agent namespace's own addresses, v4-mapped; an LPM
+ * trie keyed by struct lpm6_key of prefixlen 128 (a session pinned before:
+ * a hash keyed by struct self_key). */
 struct self_key {
 	__u8 addr[16];
 };

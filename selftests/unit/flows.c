@@ -200,17 +200,17 @@ int main(void)
 	/* A segment of no flow (forgotten by the LRU, or never opened) is judged
 	 * as its SYN would be, by the policy as it stands. */
 	{
-		struct allow_key ak = {.port = DPORT};
+		struct allow_lkey ak = {.prefixlen = ALLOW_PREFIXLEN, .k.port = DPORT};
 		struct allow_val av = {.flags = ENTRY_F_PINNED};
 		struct flow_key k = flow();
 		int afd, sfd;
 
-		memcpy(ak.addr, k.daddr, 16);
-		afd = inner(bpf_map__fd(s->maps.allow_of), BPF_MAP_TYPE_HASH,
-			    sizeof(struct allow_key), sizeof(struct allow_val), EGRESS_ALLOW_MAX,
-			    BPF_F_NO_PREALLOC);
-		sfd = inner(bpf_map__fd(s->maps.self_of), BPF_MAP_TYPE_HASH,
-			    sizeof(struct self_key), 1, EGRESS_SELF_MAX, BPF_F_NO_PREALLOC);
+		memcpy(ak.k.addr, k.daddr, 16);
+		afd = inner(bpf_map__fd(s->maps.allow_of), BPF_MAP_TYPE_LPM_TRIE,
+			    sizeof(struct allow_lkey), sizeof(struct allow_val),
+			    EGRESS_ALLOW_MAX + 1, BPF_F_NO_PREALLOC);
+		sfd = inner(bpf_map__fd(s->maps.self_of), BPF_MAP_TYPE_LPM_TRIE,
+			    sizeof(struct lpm6_key), 1, EGRESS_SELF_MAX, BPF_F_NO_PREALLOC);
 		CHECK_TRUE(afd >= 0 && sfd >= 0, "the session's allow and own-address maps");
 		bpf_map_delete_elem(flows_fd, &k);
 		CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT,
