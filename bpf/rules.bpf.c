@@ -71,10 +71,36 @@ struct {
 /* Path components a walk follows (mknod's, where bpf_d_path is not allowed). */
 #define RULE_DEPTH 32
 
+/* The matcher's state, one step a bpf_loop iteration: '*' matches within a
+ * segment, '**' across; the classic two-pointer match with one backtrack
+ * point for each, bounded by RULE_BUDGET steps for all rules together.
+ * Unsigned; M_NONE is no backtrack point. */
+#define M_NONE 0xffffffffu
+
+struct mctx {
+	__u32 verbs, n, r, which, len;
+	__u32 pi, si, sp, ss, dp, ds;
+	__u32 fresh, lazy, deny;
+};
+
+/* deny_beneath's state (anc_step). */
+struct actx {
+	__u32 n, r, which, len, pi, si, star, fresh, hit;
+};
+
+/* The matchers' states live here, not on their callers' stacks: since 6.8
+ * the verifier explores a bpf_loop callback until its state repeats, and a
+ * state on the caller's stack is tracked value by value (pi 0, 1, 2, ...: a
+ * new state each step, far more than it explores, E2BIG), while what a map
+ * value holds is unknown to it, so one pass over a step covers them all.
+ * So each step takes none of its state for granted: every index is checked
+ * against its array in the step itself. */
 struct scratch {
 	char path[2 * RULE_PATH_MAX]; /* the path matched; room to append a name */
 	char old[2 * RULE_PATH_MAX];  /* a rename's source */
 	const unsigned char *names[RULE_DEPTH];
+	struct mctx m;
+	struct actx a;
 };
 
 struct {
@@ -91,38 +117,35 @@ struct {
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* The matcher's state, one step a bpf_loop iteration: '*' matches within a
- * segment, '**' across; the classic two-pointer match with one backtrack
- * point for each, bounded by RULE_BUDGET steps for all rules together. */
-struct mctx {
-	__u32 verbs, n, r, which;
-	__s32 pi, si, sp, ss, dp, ds, len;
-	__u32 fresh, lazy, deny;
-};
-
 static void next_rule(struct mctx *c)
 {
 	c->r++;
 	c->fresh = 1;
 }
 
+/* Indexes are unsigned and each in one register, checked where it is used:
+ * a signed copy the compiler sign-extends anew loses the verifier's bounds. */
 static long match_step(__u32 i, void *arg)
 {
-	struct mctx *c = arg;
-	__u32 zero = 0, r = c->r, which = c->which;
+	__u64 pi, pn, si, len, plen, sp, ss, dp, ds;
+	__u32 zero = 0, r;
 	struct rule_entry *e;
 	struct scratch *sc;
+	struct mctx *c;
 	const char *s;
-	__s32 pi, si, plen;
 	char pc, ch;
 
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return 1;
+	c = &sc->m;
+	r = c->r;
 	if (r >= c->n || r >= RULES_MAX)
 		return 1;
 	e = bpf_map_lookup_elem(&rules, &r);
-	sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!e || !sc)
+	if (!e)
 		return 1;
-	s = which ? sc->old : sc->path;
+	s = c->which ? sc->old : sc->path;
 	if (!(e->verbs & c->verbs) || (e->kind == RK_DENY && c->deny != RULE_NONE) ||
 	    (e->kind == RK_LAZY && c->lazy)) {
 		next_rule(c);
@@ -130,21 +153,28 @@ static long match_step(__u32 i, void *arg)
 	}
 	if (c->fresh) {
 		c->pi = c->si = 0;
-		c->sp = c->dp = -1;
+		c->sp = c->dp = M_NONE;
 		c->fresh = 0;
 	}
 	pi = c->pi;
 	si = c->si;
+	len = c->len;
 	plen = e->len;
-	if (pi < 0 || pi >= RULE_PAT_MAX || si < 0 || si >= RULE_PATH_MAX)
+	if (len >= RULE_PATH_MAX)
+		len = RULE_PATH_MAX - 1;
+	if (pi >= RULE_PAT_MAX || si >= RULE_PATH_MAX)
 		goto mismatch;
 	if (pi < plen) {
 		pc = e->pat[pi];
 		if (pc == '*') {
-			if (pi + 1 < plen && pi + 1 < RULE_PAT_MAX && e->pat[pi + 1] == '*') {
+			pn = pi + 1;
+			/* checked as it is, not as pi < RULE_PAT_MAX - 1: 6.1
+			 * carries no bound from pi over to pi + 1 */
+			barrier_var(pn);
+			if (pn < plen && pn < RULE_PAT_MAX && e->pat[pn] == '*') {
 				c->dp = pi + 2;
 				c->ds = si;
-				c->sp = -1;
+				c->sp = M_NONE;
 				c->pi = pi + 2;
 			} else {
 				c->sp = pi + 1;
@@ -153,14 +183,14 @@ static long match_step(__u32 i, void *arg)
 			}
 			return 0;
 		}
-		if (si < c->len && s[si & (RULE_PATH_MAX - 1)] == pc) {
+		if (si < len && s[si] == pc) {
 			c->pi = pi + 1;
 			c->si = si + 1;
 			return 0;
 		}
 	} else {
-		ch = si < c->len ? s[si & (RULE_PATH_MAX - 1)] : 0;
-		if (si >= c->len || (e->subtree && ch == '/')) {
+		ch = si < len ? s[si] : 0;
+		if (si >= len || (e->subtree && ch == '/')) {
 			if (e->kind == RK_LAZY)
 				c->lazy = 1;
 			else
@@ -170,18 +200,23 @@ static long match_step(__u32 i, void *arg)
 		}
 	}
 mismatch:
-	if (c->sp >= 0 && c->ss < c->len && c->ss >= 0 && c->ss < RULE_PATH_MAX &&
-	    s[c->ss & (RULE_PATH_MAX - 1)] != '/') {
-		c->ss++;
-		c->si = c->ss;
-		c->pi = c->sp;
+	sp = c->sp;
+	ss = c->ss;
+	/* ss < RULE_PATH_MAX though len is less: 6.1's verifier learns no
+	 * bound from comparing two unknown values */
+	if (sp != M_NONE && ss < len && ss < RULE_PATH_MAX && s[ss] != '/') {
+		c->ss = ss + 1;
+		c->si = ss + 1;
+		c->pi = sp;
 		return 0;
 	}
-	if (c->dp >= 0 && c->ds < c->len) {
-		c->ds++;
-		c->si = c->ds;
-		c->pi = c->dp;
-		c->sp = -1;
+	dp = c->dp;
+	ds = c->ds;
+	if (dp != M_NONE && ds < len) {
+		c->ds = ds + 1;
+		c->si = ds + 1;
+		c->pi = dp;
+		c->sp = M_NONE;
 		return 0;
 	}
 	next_rule(c);
@@ -195,19 +230,26 @@ static __u32 decide(__u32 verbs, int len, bool lazy, __u32 which)
 {
 	__u32 zero = 0;
 	struct rule_conf *cf = bpf_map_lookup_elem(&conf, &zero);
-	struct mctx c = {.verbs = verbs, .which = which, .len = len, .fresh = 1, .deny = RULE_NONE};
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct mctx *c;
 
-	if (!cf || !cf->n)
+	if (!cf || !cf->n || !sc)
 		return RULE_NONE;
-	c.n = cf->n;
-	if (c.len > RULE_PATH_MAX - 1)
-		c.len = RULE_PATH_MAX - 1;
-	bpf_loop(RULE_BUDGET, match_step, &c, 0);
-	if (c.r < c.n)
+	c = &sc->m;
+	c->verbs = verbs;
+	c->n = cf->n;
+	c->r = 0;
+	c->which = which;
+	c->len = len < 0 ? 0 : len > RULE_PATH_MAX - 1 ? RULE_PATH_MAX - 1 : (__u32)len;
+	c->fresh = 1;
+	c->lazy = 0;
+	c->deny = RULE_NONE;
+	bpf_loop(RULE_BUDGET, match_step, NULL, 0);
+	if (c->r < c->n)
 		return RULE_BUDGET_HIT; /* fail closed */
-	if (c.deny != RULE_NONE && lazy && c.lazy)
+	if (c->deny != RULE_NONE && lazy && c->lazy)
 		return RULE_NONE;
-	return c.deny;
+	return c->deny;
 }
 
 static int refuse(__u32 rule, __u32 verbs, __u32 hook, __u32 which)
@@ -529,10 +571,6 @@ int BPF_PROG(rules_symlink, const struct path *dir, struct dentry *dentry, const
  * 1 old): the path, then '/', is a prefix of what the pattern matches. A '*'
  * takes the path's segment whole and skips the pattern's; a '**' may reach
  * anything, so it counts as beneath. One character a bpf_loop step. */
-struct actx {
-	__u32 n, r, which, len, pi, si, star, fresh, hit;
-};
-
 static void anc_next(struct actx *a)
 {
 	a->r++;
@@ -541,18 +579,23 @@ static void anc_next(struct actx *a)
 
 static long anc_step(__u32 i, void *arg)
 {
-	struct actx *a = arg;
-	__u32 zero = 0, r = a->r, pi, si;
+	__u64 pi, pn, si, len, plen;
+	__u32 zero = 0, r;
 	struct rule_entry *e;
 	struct scratch *sc;
+	struct actx *a;
 	const char *s;
 	char pc;
 
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return 1;
+	a = &sc->a;
+	r = a->r;
 	if (r >= a->n || r >= RULES_MAX)
 		return 1;
 	e = bpf_map_lookup_elem(&rules, &r);
-	sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!e || !sc)
+	if (!e)
 		return 1;
 	if (e->kind != RK_DENY) {
 		anc_next(a);
@@ -564,46 +607,52 @@ static long anc_step(__u32 i, void *arg)
 	s = a->which ? sc->old : sc->path;
 	pi = a->pi;
 	si = a->si;
+	len = a->len;
+	plen = e->len;
+	if (len >= RULE_PATH_MAX)
+		len = RULE_PATH_MAX - 1;
 	if (pi >= RULE_PAT_MAX || si >= RULE_PATH_MAX) {
 		anc_next(a);
 		return 0;
 	}
 	if (a->star == 1) { /* the path's segment */
-		if (si < a->len && s[si & (RULE_PATH_MAX - 1)] != '/')
+		if (si < len && s[si] != '/')
 			a->si = si + 1;
 		else
 			a->star = 2;
 		return 0;
 	}
 	if (a->star == 2) { /* the pattern's */
-		if (pi < e->len && e->pat[pi & (RULE_PAT_MAX - 1)] != '/')
+		if (pi < plen && e->pat[pi] != '/')
 			a->pi = pi + 1;
 		else
 			a->star = 0;
 		return 0;
 	}
-	if (si >= a->len) {
-		if (pi < e->len && e->pat[pi & (RULE_PAT_MAX - 1)] == '/') {
+	if (si >= len) {
+		if (pi < plen && e->pat[pi] == '/') {
 			a->hit = e->id;
 			return 1;
 		}
 		anc_next(a);
 		return 0;
 	}
-	if (pi >= e->len) {
+	if (pi >= plen) {
 		anc_next(a);
 		return 0;
 	}
-	pc = e->pat[pi & (RULE_PAT_MAX - 1)];
+	pc = e->pat[pi];
 	if (pc == '*') {
-		if (pi + 1 < e->len && e->pat[(pi + 1) & (RULE_PAT_MAX - 1)] == '*') {
+		pn = pi + 1;
+		barrier_var(pn); /* as match_step's */
+		if (pn < plen && pn < RULE_PAT_MAX && e->pat[pn] == '*') {
 			a->hit = e->id;
 			return 1;
 		}
 		a->star = 1;
 		return 0;
 	}
-	if (s[si & (RULE_PATH_MAX - 1)] != pc) {
+	if (s[si] != pc) {
 		anc_next(a);
 		return 0;
 	}
@@ -616,16 +665,22 @@ static __u32 deny_beneath(int len, __u32 which)
 {
 	__u32 zero = 0;
 	struct rule_conf *cf = bpf_map_lookup_elem(&conf, &zero);
-	struct actx a = {.which = which, .fresh = 1, .hit = RULE_NONE};
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct actx *a;
 
-	if (!cf || !cf->n || len < 0)
+	if (!cf || !cf->n || len < 0 || !sc)
 		return RULE_NONE;
-	a.n = cf->n;
-	a.len = len > RULE_PATH_MAX - 1 ? RULE_PATH_MAX - 1 : (__u32)len;
-	bpf_loop(RULE_BUDGET, anc_step, &a, 0);
-	if (a.hit == RULE_NONE && a.r < a.n)
+	a = &sc->a;
+	a->n = cf->n;
+	a->r = 0;
+	a->which = which;
+	a->len = len > RULE_PATH_MAX - 1 ? RULE_PATH_MAX - 1 : (__u32)len;
+	a->fresh = 1;
+	a->hit = RULE_NONE;
+	bpf_loop(RULE_BUDGET, anc_step, NULL, 0);
+	if (a->hit == RULE_NONE && a->r < a->n)
 		return RULE_BUDGET_HIT; /* fail closed */
-	return a.hit;
+	return a->hit;
 }
 
 static bool is_dir(struct dentry *d)
