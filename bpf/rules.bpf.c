@@ -88,19 +88,33 @@ struct actx {
 	__u32 n, r, which, len, pi, si, star, fresh, hit;
 };
 
-/* The matchers' states live here, not on their callers' stacks: since 6.8
- * the verifier explores a bpf_loop callback until its state repeats, and a
- * state on the caller's stack is tracked value by value (pi 0, 1, 2, ...: a
- * new state each step, far more than it explores, E2BIG), while what a map
- * value holds is unknown to it, so one pass over a step covers them all.
- * So each step takes none of its state for granted: every index is checked
- * against its array in the step itself. */
+/* The state of a walk up from a dentry, one step a bpf_loop iteration (an
+ * open-coded loop with its mount-crossing branches is more than the
+ * verifier explores). Kernel pointers as plain addresses, read with
+ * bpf_probe_read_kernel. */
+struct wctx {
+	__u64 d, mnt, root, root_mnt;
+	__u32 n;
+	__s32 off;
+	__s32 top; /* 1 at the root, -1 on an error */
+	__u32 out; /* 0 scratch's path, 1 its old */
+};
+
+/* The matchers' states, and the walk's, live here, not on their callers'
+ * stacks: 6.1's verifier checks a bpf_loop callback once, with the state its
+ * caller set, newer ones (6.18's, 7.3's) until its state repeats, and a state
+ * on the caller's stack is tracked value by value (pi 0, 1, 2, ...: a new
+ * state each step, far more than it explores, E2BIG), while what a map value
+ * holds is unknown to it, so one pass over a step covers them all. So each
+ * step takes none of its state for granted: every index is checked against
+ * its array in the step itself. */
 struct scratch {
 	char path[2 * RULE_PATH_MAX]; /* the path matched; room to append a name */
 	char old[2 * RULE_PATH_MAX];  /* a rename's source */
 	const unsigned char *names[RULE_DEPTH];
 	struct mctx m;
 	struct actx a;
+	struct wctx w;
 };
 
 struct {
@@ -296,29 +310,23 @@ static void inode_key(struct inode *ino, struct rule_inode *k)
 	k->dev = BPF_CORE_READ(ino, i_sb, s_dev);
 }
 
-/* The state of a walk up from a dentry, one step a bpf_loop iteration (an
- * open-coded loop with its mount-crossing branches is more than the
- * verifier explores). Kernel pointers as plain addresses, read with
- * bpf_probe_read_kernel. */
-struct wctx {
-	__u64 d, mnt, root, root_mnt;
-	__u32 n;
-	__s32 off;
-	__s32 top; /* 1 at the root, -1 on an error */
-	__u32 out; /* 0 scratch's path, 1 its old */
-};
-
 static long walk_step(__u32 i, void *arg)
 {
-	struct wctx *w = arg;
-	struct dentry *d = (void *)w->d;
-	struct mount *mnt = (void *)w->mnt;
-	__u64 vmnt = w->mnt + bpf_core_field_offset(struct mount, mnt);
-	struct dentry *mroot = BPF_CORE_READ(mnt, mnt.mnt_root);
-	struct mount *parent;
 	struct scratch *sc;
+	struct wctx *w;
+	struct dentry *d, *mroot;
+	struct mount *mnt, *parent;
+	__u64 vmnt, n;
 	__u32 zero = 0;
 
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return 1;
+	w = &sc->w;
+	d = (void *)w->d;
+	mnt = (void *)w->mnt;
+	vmnt = w->mnt + bpf_core_field_offset(struct mount, mnt);
+	mroot = BPF_CORE_READ(mnt, mnt.mnt_root);
 	if (w->d == w->root && vmnt == w->root_mnt) {
 		w->top = 1;
 		return 1;
@@ -333,13 +341,13 @@ static long walk_step(__u32 i, void *arg)
 		w->mnt = (__u64)parent;
 		return 0;
 	}
-	sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!sc || w->n >= RULE_DEPTH) {
+	n = w->n;
+	if (n >= RULE_DEPTH) {
 		w->top = -1;
 		return 1;
 	}
-	sc->names[w->n & (RULE_DEPTH - 1)] = BPF_CORE_READ(d, d_name.name);
-	w->n++;
+	sc->names[n] = BPF_CORE_READ(d, d_name.name);
+	w->n = n + 1;
 	w->d = (__u64)BPF_CORE_READ(d, d_parent);
 	return 0;
 }
@@ -347,24 +355,31 @@ static long walk_step(__u32 i, void *arg)
 /* One name, from the root down: i counts down from the last one found. */
 static long join_step(__u32 i, void *arg)
 {
-	struct wctx *w = arg;
 	struct scratch *sc;
-	__u32 zero = 0, j, off;
+	struct wctx *w;
+	__u32 zero = 0, j, off, n;
+	__s32 o;
 	char *out;
 	long m;
 
-	if (i >= w->n)
-		return 1;
-	j = w->n - 1 - i;
 	sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!sc || w->off < 0 || w->off >= RULE_PATH_MAX - 1) {
+	if (!sc)
+		return 1;
+	w = &sc->w;
+	n = w->n;
+	o = w->off;
+	if (i >= n || n > RULE_DEPTH)
+		return 1;
+	if (o < 0 || o >= RULE_PATH_MAX - 1) {
 		w->top = -1;
 		return 1;
 	}
+	j = n - 1 - i;
 	out = w->out ? sc->old : sc->path;
-	off = (__u32)w->off;
+	off = (__u32)o;
 	/* the compiler must not drop the masks the verifier bounds offsets by */
 	barrier_var(off);
+	barrier_var(j);
 	out[off & (RULE_PATH_MAX - 1)] = '/';
 	off++;
 	barrier_var(off);
@@ -388,24 +403,27 @@ static int walk_path(const struct path *dir, struct dentry *leaf, struct scratch
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct vfsmount *vmnt = BPF_CORE_READ(dir, mnt);
-	struct wctx w = {
-		.d = (__u64)BPF_CORE_READ(dir, dentry),
-		.mnt = (__u64)vmnt - bpf_core_field_offset(struct mount, mnt),
-		.root = (__u64)BPF_CORE_READ(task, fs, root.dentry),
-		.root_mnt = (__u64)BPF_CORE_READ(task, fs, root.mnt),
-		.n = leaf ? 1 : 0,
-		.out = out,
-	};
+	struct wctx *w = &sc->w;
+	__s32 off;
 
+	w->d = (__u64)BPF_CORE_READ(dir, dentry);
+	w->mnt = (__u64)vmnt - bpf_core_field_offset(struct mount, mnt);
+	w->root = (__u64)BPF_CORE_READ(task, fs, root.dentry);
+	w->root_mnt = (__u64)BPF_CORE_READ(task, fs, root.mnt);
+	w->n = leaf ? 1 : 0;
+	w->off = 0;
+	w->top = 0;
+	w->out = out;
 	if (leaf) /* else dir is the object itself */
 		sc->names[0] = BPF_CORE_READ(leaf, d_name.name);
-	bpf_loop(2 * RULE_DEPTH, walk_step, &w, 0);
-	if (w.top != 1)
+	bpf_loop(2 * RULE_DEPTH, walk_step, NULL, 0);
+	if (w->top != 1)
 		return -1;
-	bpf_loop(RULE_DEPTH, join_step, &w, 0);
-	if (w.top != 1 || w.off < 0 || w.off >= RULE_PATH_MAX)
+	bpf_loop(RULE_DEPTH, join_step, NULL, 0);
+	off = w->off;
+	if (w->top != 1 || off < 0 || off >= RULE_PATH_MAX)
 		return -1;
-	return w.off;
+	return off;
 }
 
 static bool was_created(struct dentry *d)
