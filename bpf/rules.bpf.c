@@ -368,9 +368,9 @@ static long join_step(__u32 i, void *arg)
 	w = &sc->w;
 	n = w->n;
 	o = w->off;
-	if (i >= n || n > RULE_DEPTH)
+	if (i >= n)
 		return 1;
-	if (o < 0 || o >= RULE_PATH_MAX - 1) {
+	if (n > RULE_DEPTH || o < 0 || o >= RULE_PATH_MAX - 1) {
 		w->top = -1;
 		return 1;
 	}
