@@ -71,10 +71,50 @@ struct {
 /* Path components a walk follows (mknod's, where bpf_d_path is not allowed). */
 #define RULE_DEPTH 32
 
+/* The matcher's state, one step a bpf_loop iteration: '*' matches within a
+ * segment, '**' across; the classic two-pointer match with one backtrack
+ * point for each, bounded by RULE_BUDGET steps for all rules together.
+ * Unsigned; M_NONE is no backtrack point. */
+#define M_NONE 0xffffffffu
+
+struct mctx {
+	__u32 verbs, n, r, which, len;
+	__u32 pi, si, sp, ss, dp, ds;
+	__u32 fresh, lazy, deny;
+};
+
+/* deny_beneath's state (anc_step). */
+struct actx {
+	__u32 n, r, which, len, pi, si, star, fresh, hit;
+};
+
+/* The state of a walk up from a dentry, one step a bpf_loop iteration (an
+ * open-coded loop with its mount-crossing branches is more than the
+ * verifier explores). Kernel pointers as plain addresses, read with
+ * bpf_probe_read_kernel. */
+struct wctx {
+	__u64 d, mnt, root, root_mnt;
+	__u32 n;
+	__s32 off;
+	__s32 top; /* 1 at the root, -1 on an error */
+	__u32 out; /* 0 scratch's path, 1 its old */
+};
+
+/* The matchers' states, and the walk's, live here, not on their callers'
+ * stacks: 6.1's verifier checks a bpf_loop callback once, with the state its
+ * caller set, newer ones (6.18's, 7.3's) until its state repeats, and a state
+ * on the caller's stack is tracked value by value (pi 0, 1, 2, ...: a new
+ * state each step, far more than it explores, E2BIG), while what a map value
+ * holds is unknown to it, so one pass over a step covers them all. So each
+ * step takes none of its state for granted: every index is checked against
+ * its array in the step itself. */
 struct scratch {
 	char path[2 * RULE_PATH_MAX]; /* the path matched; room to append a name */
 	char old[2 * RULE_PATH_MAX];  /* a rename's source */
 	const unsigned char *names[RULE_DEPTH];
+	struct mctx m;
+	struct actx a;
+	struct wctx w;
 };
 
 struct {
@@ -91,38 +131,35 @@ struct {
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* The matcher's state, one step a bpf_loop iteration: '*' matches within a
- * segment, '**' across; the classic two-pointer match with one backtrack
- * point for each, bounded by RULE_BUDGET steps for all rules together. */
-struct mctx {
-	__u32 verbs, n, r, which;
-	__s32 pi, si, sp, ss, dp, ds, len;
-	__u32 fresh, lazy, deny;
-};
-
 static void next_rule(struct mctx *c)
 {
 	c->r++;
 	c->fresh = 1;
 }
 
+/* Indexes are unsigned and each in one register, checked where it is used:
+ * a signed copy the compiler sign-extends anew loses the verifier's bounds. */
 static long match_step(__u32 i, void *arg)
 {
-	struct mctx *c = arg;
-	__u32 zero = 0, r = c->r, which = c->which;
+	__u64 pi, pn, si, len, plen, sp, ss, dp, ds;
+	__u32 zero = 0, r;
 	struct rule_entry *e;
 	struct scratch *sc;
+	struct mctx *c;
 	const char *s;
-	__s32 pi, si, plen;
 	char pc, ch;
 
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return 1;
+	c = &sc->m;
+	r = c->r;
 	if (r >= c->n || r >= RULES_MAX)
 		return 1;
 	e = bpf_map_lookup_elem(&rules, &r);
-	sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!e || !sc)
+	if (!e)
 		return 1;
-	s = which ? sc->old : sc->path;
+	s = c->which ? sc->old : sc->path;
 	if (!(e->verbs & c->verbs) || (e->kind == RK_DENY && c->deny != RULE_NONE) ||
 	    (e->kind == RK_LAZY && c->lazy)) {
 		next_rule(c);
@@ -130,21 +167,28 @@ static long match_step(__u32 i, void *arg)
 	}
 	if (c->fresh) {
 		c->pi = c->si = 0;
-		c->sp = c->dp = -1;
+		c->sp = c->dp = M_NONE;
 		c->fresh = 0;
 	}
 	pi = c->pi;
 	si = c->si;
+	len = c->len;
 	plen = e->len;
-	if (pi < 0 || pi >= RULE_PAT_MAX || si < 0 || si >= RULE_PATH_MAX)
+	if (len >= RULE_PATH_MAX)
+		len = RULE_PATH_MAX - 1;
+	if (pi >= RULE_PAT_MAX || si >= RULE_PATH_MAX)
 		goto mismatch;
 	if (pi < plen) {
 		pc = e->pat[pi];
 		if (pc == '*') {
-			if (pi + 1 < plen && pi + 1 < RULE_PAT_MAX && e->pat[pi + 1] == '*') {
+			pn = pi + 1;
+			/* checked as it is, not as pi < RULE_PAT_MAX - 1: 6.1
+			 * carries no bound from pi over to pi + 1 */
+			barrier_var(pn);
+			if (pn < plen && pn < RULE_PAT_MAX && e->pat[pn] == '*') {
 				c->dp = pi + 2;
 				c->ds = si;
-				c->sp = -1;
+				c->sp = M_NONE;
 				c->pi = pi + 2;
 			} else {
 				c->sp = pi + 1;
@@ -153,14 +197,14 @@ static long match_step(__u32 i, void *arg)
 			}
 			return 0;
 		}
-		if (si < c->len && s[si & (RULE_PATH_MAX - 1)] == pc) {
+		if (si < len && s[si] == pc) {
 			c->pi = pi + 1;
 			c->si = si + 1;
 			return 0;
 		}
 	} else {
-		ch = si < c->len ? s[si & (RULE_PATH_MAX - 1)] : 0;
-		if (si >= c->len || (e->subtree && ch == '/')) {
+		ch = si < len ? s[si] : 0;
+		if (si >= len || (e->subtree && ch == '/')) {
 			if (e->kind == RK_LAZY)
 				c->lazy = 1;
 			else
@@ -170,18 +214,23 @@ static long match_step(__u32 i, void *arg)
 		}
 	}
 mismatch:
-	if (c->sp >= 0 && c->ss < c->len && c->ss >= 0 && c->ss < RULE_PATH_MAX &&
-	    s[c->ss & (RULE_PATH_MAX - 1)] != '/') {
-		c->ss++;
-		c->si = c->ss;
-		c->pi = c->sp;
+	sp = c->sp;
+	ss = c->ss;
+	/* ss < RULE_PATH_MAX though len is less: 6.1's verifier learns no
+	 * bound from comparing two unknown values */
+	if (sp != M_NONE && ss < len && ss < RULE_PATH_MAX && s[ss] != '/') {
+		c->ss = ss + 1;
+		c->si = ss + 1;
+		c->pi = sp;
 		return 0;
 	}
-	if (c->dp >= 0 && c->ds < c->len) {
-		c->ds++;
-		c->si = c->ds;
-		c->pi = c->dp;
-		c->sp = -1;
+	dp = c->dp;
+	ds = c->ds;
+	if (dp != M_NONE && ds < len) {
+		c->ds = ds + 1;
+		c->si = ds + 1;
+		c->pi = dp;
+		c->sp = M_NONE;
 		return 0;
 	}
 	next_rule(c);
@@ -195,19 +244,26 @@ static __u32 decide(__u32 verbs, int len, bool lazy, __u32 which)
 {
 	__u32 zero = 0;
 	struct rule_conf *cf = bpf_map_lookup_elem(&conf, &zero);
-	struct mctx c = {.verbs = verbs, .which = which, .len = len, .fresh = 1, .deny = RULE_NONE};
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct mctx *c;
 
-	if (!cf || !cf->n)
+	if (!cf || !cf->n || !sc)
 		return RULE_NONE;
-	c.n = cf->n;
-	if (c.len > RULE_PATH_MAX - 1)
-		c.len = RULE_PATH_MAX - 1;
-	bpf_loop(RULE_BUDGET, match_step, &c, 0);
-	if (c.r < c.n)
+	c = &sc->m;
+	c->verbs = verbs;
+	c->n = cf->n;
+	c->r = 0;
+	c->which = which;
+	c->len = len < 0 ? 0 : len > RULE_PATH_MAX - 1 ? RULE_PATH_MAX - 1 : (__u32)len;
+	c->fresh = 1;
+	c->lazy = 0;
+	c->deny = RULE_NONE;
+	bpf_loop(RULE_BUDGET, match_step, NULL, 0);
+	if (c->r < c->n)
 		return RULE_BUDGET_HIT; /* fail closed */
-	if (c.deny != RULE_NONE && lazy && c.lazy)
+	if (c->deny != RULE_NONE && lazy && c->lazy)
 		return RULE_NONE;
-	return c.deny;
+	return c->deny;
 }
 
 static int refuse(__u32 rule, __u32 verbs, __u32 hook, __u32 which)
@@ -254,29 +310,23 @@ static void inode_key(struct inode *ino, struct rule_inode *k)
 	k->dev = BPF_CORE_READ(ino, i_sb, s_dev);
 }
 
-/* The state of a walk up from a dentry, one step a bpf_loop iteration (an
- * open-coded loop with its mount-crossing branches is more than the
- * verifier explores). Kernel pointers as plain addresses, read with
- * bpf_probe_read_kernel. */
-struct wctx {
-	__u64 d, mnt, root, root_mnt;
-	__u32 n;
-	__s32 off;
-	__s32 top; /* 1 at the root, -1 on an error */
-	__u32 out; /* 0 scratch's path, 1 its old */
-};
-
 static long walk_step(__u32 i, void *arg)
 {
-	struct wctx *w = arg;
-	struct dentry *d = (void *)w->d;
-	struct mount *mnt = (void *)w->mnt;
-	__u64 vmnt = w->mnt + bpf_core_field_offset(struct mount, mnt);
-	struct dentry *mroot = BPF_CORE_READ(mnt, mnt.mnt_root);
-	struct mount *parent;
 	struct scratch *sc;
+	struct wctx *w;
+	struct dentry *d, *mroot;
+	struct mount *mnt, *parent;
+	__u64 vmnt, n;
 	__u32 zero = 0;
 
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return 1;
+	w = &sc->w;
+	d = (void *)w->d;
+	mnt = (void *)w->mnt;
+	vmnt = w->mnt + bpf_core_field_offset(struct mount, mnt);
+	mroot = BPF_CORE_READ(mnt, mnt.mnt_root);
 	if (w->d == w->root && vmnt == w->root_mnt) {
 		w->top = 1;
 		return 1;
@@ -291,13 +341,13 @@ static long walk_step(__u32 i, void *arg)
 		w->mnt = (__u64)parent;
 		return 0;
 	}
-	sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!sc || w->n >= RULE_DEPTH) {
+	n = w->n;
+	if (n >= RULE_DEPTH) {
 		w->top = -1;
 		return 1;
 	}
-	sc->names[w->n & (RULE_DEPTH - 1)] = BPF_CORE_READ(d, d_name.name);
-	w->n++;
+	sc->names[n] = BPF_CORE_READ(d, d_name.name);
+	w->n = n + 1;
 	w->d = (__u64)BPF_CORE_READ(d, d_parent);
 	return 0;
 }
@@ -305,24 +355,31 @@ static long walk_step(__u32 i, void *arg)
 /* One name, from the root down: i counts down from the last one found. */
 static long join_step(__u32 i, void *arg)
 {
-	struct wctx *w = arg;
 	struct scratch *sc;
-	__u32 zero = 0, j, off;
+	struct wctx *w;
+	__u32 zero = 0, j, off, n;
+	__s32 o;
 	char *out;
 	long m;
 
-	if (i >= w->n)
-		return 1;
-	j = w->n - 1 - i;
 	sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!sc || w->off < 0 || w->off >= RULE_PATH_MAX - 1) {
+	if (!sc)
+		return 1;
+	w = &sc->w;
+	n = w->n;
+	o = w->off;
+	if (i >= n)
+		return 1;
+	if (n > RULE_DEPTH || o < 0 || o >= RULE_PATH_MAX - 1) {
 		w->top = -1;
 		return 1;
 	}
+	j = n - 1 - i;
 	out = w->out ? sc->old : sc->path;
-	off = (__u32)w->off;
+	off = (__u32)o;
 	/* the compiler must not drop the masks the verifier bounds offsets by */
 	barrier_var(off);
+	barrier_var(j);
 	out[off & (RULE_PATH_MAX - 1)] = '/';
 	off++;
 	barrier_var(off);
@@ -346,24 +403,27 @@ static int walk_path(const struct path *dir, struct dentry *leaf, struct scratch
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct vfsmount *vmnt = BPF_CORE_READ(dir, mnt);
-	struct wctx w = {
-		.d = (__u64)BPF_CORE_READ(dir, dentry),
-		.mnt = (__u64)vmnt - bpf_core_field_offset(struct mount, mnt),
-		.root = (__u64)BPF_CORE_READ(task, fs, root.dentry),
-		.root_mnt = (__u64)BPF_CORE_READ(task, fs, root.mnt),
-		.n = leaf ? 1 : 0,
-		.out = out,
-	};
+	struct wctx *w = &sc->w;
+	__s32 off;
 
+	w->d = (__u64)BPF_CORE_READ(dir, dentry);
+	w->mnt = (__u64)vmnt - bpf_core_field_offset(struct mount, mnt);
+	w->root = (__u64)BPF_CORE_READ(task, fs, root.dentry);
+	w->root_mnt = (__u64)BPF_CORE_READ(task, fs, root.mnt);
+	w->n = leaf ? 1 : 0;
+	w->off = 0;
+	w->top = 0;
+	w->out = out;
 	if (leaf) /* else dir is the object itself */
 		sc->names[0] = BPF_CORE_READ(leaf, d_name.name);
-	bpf_loop(2 * RULE_DEPTH, walk_step, &w, 0);
-	if (w.top != 1)
+	bpf_loop(2 * RULE_DEPTH, walk_step, NULL, 0);
+	if (w->top != 1)
 		return -1;
-	bpf_loop(RULE_DEPTH, join_step, &w, 0);
-	if (w.top != 1 || w.off < 0 || w.off >= RULE_PATH_MAX)
+	bpf_loop(RULE_DEPTH, join_step, NULL, 0);
+	off = w->off;
+	if (w->top != 1 || off < 0 || off >= RULE_PATH_MAX)
 		return -1;
-	return w.off;
+	return off;
 }
 
 static bool was_created(struct dentry *d)
@@ -529,10 +589,6 @@ int BPF_PROG(rules_symlink, const struct path *dir, struct dentry *dentry, const
  * 1 old): the path, then '/', is a prefix of what the pattern matches. A '*'
  * takes the path's segment whole and skips the pattern's; a '**' may reach
  * anything, so it counts as beneath. One character a bpf_loop step. */
-struct actx {
-	__u32 n, r, which, len, pi, si, star, fresh, hit;
-};
-
 static void anc_next(struct actx *a)
 {
 	a->r++;
@@ -541,18 +597,23 @@ static void anc_next(struct actx *a)
 
 static long anc_step(__u32 i, void *arg)
 {
-	struct actx *a = arg;
-	__u32 zero = 0, r = a->r, pi, si;
+	__u64 pi, pn, si, len, plen;
+	__u32 zero = 0, r;
 	struct rule_entry *e;
 	struct scratch *sc;
+	struct actx *a;
 	const char *s;
 	char pc;
 
+	sc = bpf_map_lookup_elem(&scratch, &zero);
+	if (!sc)
+		return 1;
+	a = &sc->a;
+	r = a->r;
 	if (r >= a->n || r >= RULES_MAX)
 		return 1;
 	e = bpf_map_lookup_elem(&rules, &r);
-	sc = bpf_map_lookup_elem(&scratch, &zero);
-	if (!e || !sc)
+	if (!e)
 		return 1;
 	if (e->kind != RK_DENY) {
 		anc_next(a);
@@ -564,46 +625,52 @@ static long anc_step(__u32 i, void *arg)
 	s = a->which ? sc->old : sc->path;
 	pi = a->pi;
 	si = a->si;
+	len = a->len;
+	plen = e->len;
+	if (len >= RULE_PATH_MAX)
+		len = RULE_PATH_MAX - 1;
 	if (pi >= RULE_PAT_MAX || si >= RULE_PATH_MAX) {
 		anc_next(a);
 		return 0;
 	}
 	if (a->star == 1) { /* the path's segment */
-		if (si < a->len && s[si & (RULE_PATH_MAX - 1)] != '/')
+		if (si < len && s[si] != '/')
 			a->si = si + 1;
 		else
 			a->star = 2;
 		return 0;
 	}
 	if (a->star == 2) { /* the pattern's */
-		if (pi < e->len && e->pat[pi & (RULE_PAT_MAX - 1)] != '/')
+		if (pi < plen && e->pat[pi] != '/')
 			a->pi = pi + 1;
 		else
 			a->star = 0;
 		return 0;
 	}
-	if (si >= a->len) {
-		if (pi < e->len && e->pat[pi & (RULE_PAT_MAX - 1)] == '/') {
+	if (si >= len) {
+		if (pi < plen && e->pat[pi] == '/') {
 			a->hit = e->id;
 			return 1;
 		}
 		anc_next(a);
 		return 0;
 	}
-	if (pi >= e->len) {
+	if (pi >= plen) {
 		anc_next(a);
 		return 0;
 	}
-	pc = e->pat[pi & (RULE_PAT_MAX - 1)];
+	pc = e->pat[pi];
 	if (pc == '*') {
-		if (pi + 1 < e->len && e->pat[(pi + 1) & (RULE_PAT_MAX - 1)] == '*') {
+		pn = pi + 1;
+		barrier_var(pn); /* as match_step's */
+		if (pn < plen && pn < RULE_PAT_MAX && e->pat[pn] == '*') {
 			a->hit = e->id;
 			return 1;
 		}
 		a->star = 1;
 		return 0;
 	}
-	if (s[si & (RULE_PATH_MAX - 1)] != pc) {
+	if (s[si] != pc) {
 		anc_next(a);
 		return 0;
 	}
@@ -616,16 +683,22 @@ static __u32 deny_beneath(int len, __u32 which)
 {
 	__u32 zero = 0;
 	struct rule_conf *cf = bpf_map_lookup_elem(&conf, &zero);
-	struct actx a = {.which = which, .fresh = 1, .hit = RULE_NONE};
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	struct actx *a;
 
-	if (!cf || !cf->n || len < 0)
+	if (!cf || !cf->n || len < 0 || !sc)
 		return RULE_NONE;
-	a.n = cf->n;
-	a.len = len > RULE_PATH_MAX - 1 ? RULE_PATH_MAX - 1 : (__u32)len;
-	bpf_loop(RULE_BUDGET, anc_step, &a, 0);
-	if (a.hit == RULE_NONE && a.r < a.n)
+	a = &sc->a;
+	a->n = cf->n;
+	a->r = 0;
+	a->which = which;
+	a->len = len > RULE_PATH_MAX - 1 ? RULE_PATH_MAX - 1 : (__u32)len;
+	a->fresh = 1;
+	a->hit = RULE_NONE;
+	bpf_loop(RULE_BUDGET, anc_step, NULL, 0);
+	if (a->hit == RULE_NONE && a->r < a->n)
 		return RULE_BUDGET_HIT; /* fail closed */
-	return a.hit;
+	return a->hit;
 }
 
 static bool is_dir(struct dentry *d)
