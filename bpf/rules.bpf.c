@@ -115,6 +115,7 @@ struct scratch {
 	struct mctx m;
 	struct actx a;
 	struct wctx w;
+	__u64 gen; /* scratch_get's count: who holds the state now */
 };
 
 struct {
@@ -240,11 +241,12 @@ mismatch:
 /* The deny rule that refuses verbs on the path in scratch (which: 0 path,
  * 1 old), or RULE_NONE; lazy says whether lazyAllow may apply (the object is
  * the session's own creation, or about to be). */
-static __u32 decide(__u32 verbs, int len, bool lazy, __u32 which)
+static __u32 decide(__u32 verbs, int len, bool lazy, __u32 which, __u64 gen)
 {
 	__u32 zero = 0;
 	struct rule_conf *cf = bpf_map_lookup_elem(&conf, &zero);
 	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	__u32 deny, lz, done;
 	struct mctx *c;
 
 	if (!cf || !cf->n || !sc)
@@ -259,11 +261,16 @@ static __u32 decide(__u32 verbs, int len, bool lazy, __u32 which)
 	c->lazy = 0;
 	c->deny = RULE_NONE;
 	bpf_loop(RULE_BUDGET, match_step, NULL, 0);
-	if (c->r < c->n)
+	/* the outcome read before the state's owner is checked */
+	deny = c->deny;
+	lz = c->lazy;
+	done = c->r >= c->n;
+	asm volatile("" ::: "memory");
+	if (!done || sc->gen != gen)
 		return RULE_BUDGET_HIT; /* fail closed */
-	if (c->deny != RULE_NONE && lazy && c->lazy)
+	if (deny != RULE_NONE && lazy && lz)
 		return RULE_NONE;
-	return c->deny;
+	return deny;
 }
 
 static int refuse(__u32 rule, __u32 verbs, __u32 hook, __u32 which)
@@ -289,11 +296,20 @@ static int refuse(__u32 rule, __u32 verbs, __u32 hook, __u32 which)
 	return 0;
 }
 
-static struct scratch *scratch_get(void)
+/* The state is per CPU, and a program runs with migration, not preemption,
+ * disabled: on a kernel with full preemption another task's hook can run on
+ * this CPU in the middle of a decision and write the state over. Each
+ * decision therefore takes a number here before it writes any state, and
+ * decide and deny_beneath fail closed when it is no longer the last one
+ * taken. */
+static struct scratch *scratch_get(__u64 *gen)
 {
 	__u32 zero = 0;
+	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
 
-	return bpf_map_lookup_elem(&scratch, &zero);
+	if (sc)
+		*gen = ++sc->gen;
+	return sc;
 }
 
 static bool have_rules(void)
@@ -482,9 +498,10 @@ int BPF_PROG(rules_open, struct file *file)
 	__u32 verbs = 0, rule, mode, exec;
 	struct rule_inode k;
 	bool mine;
+	__u64 gen;
 	long n;
 
-	if (!have_rules() || !(sc = scratch_get()))
+	if (!have_rules() || !(sc = scratch_get(&gen)))
 		return 1;
 	mode = file->f_mode;
 	exec = file->f_flags & __FMODE_EXEC;
@@ -514,7 +531,7 @@ int BPF_PROG(rules_open, struct file *file)
 	}
 	if (n <= 0)
 		return 1; /* no path (an anonymous or internal file): nothing to match */
-	rule = decide(verbs, (int)n - 1, mine, 0);
+	rule = decide(verbs, (int)n - 1, mine, 0, gen);
 	if (rule == RULE_NONE)
 		return 1;
 	return refuse(rule, verbs, exec ? RH_EXEC : RH_OPEN, 0);
@@ -524,9 +541,10 @@ static int path_hook(const struct path *dir, struct dentry *d, __u32 verbs, bool
 {
 	struct scratch *sc;
 	__u32 rule;
+	__u64 gen;
 	int n;
 
-	if (!have_rules() || !(sc = scratch_get()))
+	if (!have_rules() || !(sc = scratch_get(&gen)))
 		return 1;
 	n = walk_path(dir, d, sc, 0);
 	if (n < 0) {
@@ -538,7 +556,7 @@ static int path_hook(const struct path *dir, struct dentry *d, __u32 verbs, bool
 			return refuse(RULE_DENY_DIR, verbs, hook, 0);
 		return 1;
 	}
-	rule = decide(verbs, n, lazy, 0);
+	rule = decide(verbs, n, lazy, 0, gen);
 	if (rule == RULE_NONE)
 		return 1;
 	return refuse(rule, verbs, hook, 0);
@@ -679,11 +697,12 @@ static long anc_step(__u32 i, void *arg)
 	return 0;
 }
 
-static __u32 deny_beneath(int len, __u32 which)
+static __u32 deny_beneath(int len, __u32 which, __u64 gen)
 {
 	__u32 zero = 0;
 	struct rule_conf *cf = bpf_map_lookup_elem(&conf, &zero);
 	struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+	__u32 hit, done;
 	struct actx *a;
 
 	if (!cf || !cf->n || len < 0 || !sc)
@@ -696,9 +715,12 @@ static __u32 deny_beneath(int len, __u32 which)
 	a->fresh = 1;
 	a->hit = RULE_NONE;
 	bpf_loop(RULE_BUDGET, anc_step, NULL, 0);
-	if (a->hit == RULE_NONE && a->r < a->n)
+	hit = a->hit;
+	done = a->r >= a->n;
+	asm volatile("" ::: "memory");
+	if (hit == RULE_NONE && (!done || sc->gen != gen))
 		return RULE_BUDGET_HIT; /* fail closed */
-	return a->hit;
+	return hit;
 }
 
 static bool is_dir(struct dentry *d)
@@ -722,9 +744,10 @@ int BPF_PROG(rules_rename, const struct path *old_dir, struct dentry *old_dentry
 	bool dir = is_dir(old_dentry) || ((flags & RENAME_EXCHANGE) && is_dir(new_dentry));
 	struct scratch *sc;
 	__u32 rule;
+	__u64 gen;
 	int n;
 
-	if (!have_rules() || !(sc = scratch_get()))
+	if (!have_rules() || !(sc = scratch_get(&gen)))
 		return 1;
 	n = walk_path(old_dir, old_dentry, sc, 1);
 	if (n < 0) {
@@ -733,15 +756,15 @@ int BPF_PROG(rules_rename, const struct path *old_dir, struct dentry *old_dentry
 			return refuse(RULE_DENY_DIR, RV_FILES, RH_RENAME, 1);
 		return path_hook(new_dir, new_dentry, RV_FILES, mine, RH_RENAME);
 	}
-	rule = decide(RV_FILES, n, mine, 1);
+	rule = decide(RV_FILES, n, mine, 1, gen);
 	if (rule == RULE_NONE && dir)
-		rule = deny_beneath(n, 1);
+		rule = deny_beneath(n, 1, gen);
 	if (rule != RULE_NONE)
 		return refuse(rule, RV_FILES, RH_RENAME, 1);
 	if (dir) {
 		/* too long a path cannot be above a pattern: path_hook's case */
 		n = walk_path(new_dir, new_dentry, sc, 0);
-		rule = n < 0 ? RULE_NONE : deny_beneath(n, 0);
+		rule = n < 0 ? RULE_NONE : deny_beneath(n, 0, gen);
 		if (rule != RULE_NONE)
 			return refuse(rule, RV_FILES, RH_RENAME, 0);
 	}
@@ -756,11 +779,12 @@ int BPF_PROG(rules_link, struct dentry *old_dentry, const struct path *new_dir,
 	     struct dentry *new_dentry)
 {
 	struct scratch *sc;
+	__u64 gen;
 
 	if (!have_rules())
 		return 1;
 	if (under_deny_dir(old_dentry)) {
-		sc = scratch_get();
+		sc = scratch_get(&gen); /* only for the path the event names */
 		if (sc && walk_path(new_dir, new_dentry, sc, 0) < 0)
 			sc->path[0] = 0;
 		return refuse(RULE_DENY_DIR, RV_FILES, RH_LINK, 0);
@@ -784,11 +808,12 @@ int BPF_PROG(rules_connect, struct sock *sock, struct sock *other, struct sock *
 	struct rule_inode k;
 	struct inode *ino;
 	__u32 *rule, id;
+	__u64 gen;
 	long n;
 
 	if (!d || !(ino = BPF_CORE_READ(d, d_inode)))
 		return 1; /* abstract or unbound: Landlock's scoping */
-	if (!(sc = scratch_get()))
+	if (!(sc = scratch_get(&gen)))
 		return 1;
 	sc->path[0] = 0; /* the agent names the socket from the rule */
 	inode_key(ino, &k);
@@ -804,7 +829,7 @@ int BPF_PROG(rules_connect, struct sock *sock, struct sock *other, struct sock *
 					      bpf_core_field_offset(struct unix_address, name) + 2);
 	if (n <= 1)
 		return 1;
-	id = decide(RV_CONNECT, (int)n - 1, false, 0);
+	id = decide(RV_CONNECT, (int)n - 1, false, 0, gen);
 	if (id == RULE_NONE)
 		return 1;
 	return refuse(id, RV_CONNECT, RH_CONNECT, 0);
