@@ -943,11 +943,59 @@ static int sibling_path(const char *name, char *out, size_t len)
 
 #define LAUNCH_ARGS_MAX 1024
 
+/* What the launcher's child needs, read before it execs. */
+struct launch_child {
+	const int *stdio;
+	const sigset_t *mask;
+	int lock_fd;
+	int held[DNS_SOCKS];
+	bool setsid;
+	const char *launcher;
+	const char **args;
+};
+
+/* The launcher's child: it shares the agent's memory until its exec
+ * (spawn_fn), so system calls only, no malloc, nothing written but its own
+ * stack. */
+static int launch_child(void *arg)
+{
+	const struct launch_child *lc = arg;
+	sigset_t none;
+	char msg[PATH_MAX + 64];
+	int rc;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, lc->mask ? lc->mask : &none, NULL);
+	for (int fd = 0; lc->stdio && fd < 3; fd++)
+		if (lc->stdio[fd] != fd && dup2(lc->stdio[fd], fd) < 0)
+			return 125;
+	/* The launcher holds the session's lock from here on: while it
+	 * lives, no sweep takes the session for a leftover, whatever
+	 * becomes of this agent. */
+	if (fcntl(lc->lock_fd, F_SETFD, 0) < 0)
+		return 125;
+	for (int k = 0; k < DNS_SOCKS; k++)
+		if (lc->held[k] >= 0 && fcntl(lc->held[k], F_SETFD, 0) < 0)
+			return 125;
+	/* The daemon's sessions are not in its process group: a signal
+	 * meant for the agent never reaches them. */
+	if (lc->setsid)
+		setsid();
+	execv(lc->launcher, (char *const *)lc->args);
+	/* strerrordesc_np: no locale, no malloc */
+	rc = snprintf(msg, sizeof(msg), "errand: cannot run %s: %s\n", lc->launcher,
+		      strerrordesc_np(errno));
+	if (rc > 0 && write(2, msg, strnlen(msg, sizeof(msg))) < 0)
+		rc = -errno; /* nowhere left to say it */
+	return 125;
+}
+
 static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
-	char bundle[PATH_MAX], msg[PATH_MAX + 64];
+	char bundle[PATH_MAX];
 	char hold[DNS_SOCKS][16];
+	struct launch_child lc;
 	int held[DNS_SOCKS] = {-1, -1, -1, -1};
 	cleanup_free const char **args = calloc(LAUNCH_ARGS_MAX, sizeof(*args));
 	const json_t *argv = json_object_get(s->request, "argv"), *it;
@@ -1050,37 +1098,16 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		args[n++] = json_string_value(it);
 	}
 	args[n] = NULL;
-	pid = cgroup_fork_into(s->cgroup_path);
+	lc.stdio = stdio;
+	lc.mask = mask;
+	lc.lock_fd = s->lock_fd;
+	memcpy(lc.held, held, sizeof(lc.held));
+	lc.setsid = !s->embedded;
+	lc.launcher = launcher;
+	lc.args = args;
+	pid = cgroup_spawn_into(s->cgroup_path, launch_child, &lc);
 	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		sigset_t none;
-
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, mask ? mask : &none, NULL);
-		for (int fd = 0; stdio && fd < 3; fd++)
-			if (stdio[fd] != fd && dup2(stdio[fd], fd) < 0)
-				_exit(125);
-		/* The launcher holds the session's lock from here on: while it
-		 * lives, no sweep takes the session for a leftover, whatever
-		 * becomes of this agent. */
-		if (fcntl(s->lock_fd, F_SETFD, 0) < 0)
-			_exit(125);
-		for (int k = 0; k < DNS_SOCKS; k++)
-			if (held[k] >= 0 && fcntl(held[k], F_SETFD, 0) < 0)
-				_exit(125);
-		/* The daemon's sessions are not in its process group: a signal
-		 * meant for the agent never reaches them. */
-		if (!s->embedded)
-			setsid();
-		execv(launcher, (char *const *)args);
-		/* no stdio here: born by clone3, this child may not malloc */
-		rc = snprintf(msg, sizeof(msg), "errand: cannot run %s: %s\n", launcher,
-			      strerror(errno));
-		if (rc > 0 && write(2, msg, strnlen(msg, sizeof(msg))) < 0)
-			rc = -errno; /* nowhere left to say it */
-		_exit(125);
-	}
+		return pid;
 	s->pid = pid;
 	s->child = true;
 	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
