@@ -39,6 +39,7 @@ long spawn_clone3(struct clone_args *ca, size_t size, int (*fn)(void *), void *a
 #if defined(__x86_64__)
 /* rdi ca, rsi size, rdx fn, rcx arg. The system call keeps every register
  * but rax, rcx and r11, and the child starts with the parent's. */
+/* clang-format off */
 __asm__(".text\n"
 	".globl spawn_clone3\n"
 	".hidden spawn_clone3\n"
@@ -49,21 +50,22 @@ __asm__(".text\n"
 #endif
 	"	mov %rcx, %r8\n"
 	"	mov $" STR(SYS_clone3) ", %eax\n"
-				       "	syscall\n"
-				       "	test %rax, %rax\n"
-				       "	jz 1f\n"
-				       "	ret\n"
-				       "1:	xor %ebp, %ebp\n"
-				       "	mov %r8, %rdi\n"
-				       "	call *%rdx\n"
-				       "	mov %eax, %edi\n"
-				       "	mov $" STR(
-					       SYS_exit) ", %eax\n"
-							 "	syscall\n"
-							 "	hlt\n"
-							 ".size spawn_clone3, .-spawn_clone3\n");
+	"	syscall\n"
+	"	test %rax, %rax\n"
+	"	jz 1f\n"
+	"	ret\n"
+	"1:	xor %ebp, %ebp\n"
+	"	mov %r8, %rdi\n"
+	"	call *%rdx\n"
+	"	mov %eax, %edi\n"
+	"	mov $" STR(SYS_exit) ", %eax\n"
+	"	syscall\n"
+	"	hlt\n"
+	".size spawn_clone3, .-spawn_clone3\n");
+/* clang-format on */
 #elif defined(__aarch64__)
 /* x0 ca, x1 size, x2 fn, x3 arg; the system call keeps all but x0. */
+/* clang-format off */
 __asm__(".text\n"
 	".globl spawn_clone3\n"
 	".hidden spawn_clone3\n"
@@ -72,19 +74,19 @@ __asm__(".text\n"
 #ifdef __ARM_FEATURE_BTI_DEFAULT
 	"	hint #34\n"
 #endif
-	"	mov x8, #" STR(
-		SYS_clone3) "\n"
-			    "	svc #0\n"
-			    "	cbz x0, 1f\n"
-			    "	ret\n"
-			    "1:	mov x29, xzr\n"
-			    "	mov x30, xzr\n"
-			    "	mov x0, x3\n"
-			    "	blr x2\n"
-			    "	mov x8, #" STR(SYS_exit) "\n"
-							 "	svc #0\n"
-							 "	brk #0\n"
-							 ".size spawn_clone3, .-spawn_clone3\n");
+	"	mov x8, #" STR(SYS_clone3) "\n"
+	"	svc #0\n"
+	"	cbz x0, 1f\n"
+	"	ret\n"
+	"1:	mov x29, xzr\n"
+	"	mov x30, xzr\n"
+	"	mov x0, x3\n"
+	"	blr x2\n"
+	"	mov x8, #" STR(SYS_exit) "\n"
+	"	svc #0\n"
+	"	brk #0\n"
+	".size spawn_clone3, .-spawn_clone3\n");
+/* clang-format on */
 #endif
 
 /* In the child, on its own stack. No handler of the parent's may run here,
