@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agent/control.h"
+#include "agent/dnspriv.h"
 #include "agent/doctor.h"
 #include "agent/enforce.h"
 #include "agent/events.h"
@@ -1234,6 +1235,10 @@ int main(int argc, char **argv)
 	int opt, ready = -1;
 	char dir[PATH_MAX];
 
+	/* The DNS worker: this binary exec'd again (agent/dnspriv.c). */
+	if (dnsp_worker_argv(argc, argv))
+		_exit(dnsp_worker_exec_main(argv));
+	dnsp_exe_open();
 	while ((opt = getopt_long(argc, argv, "c:fvhm:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
