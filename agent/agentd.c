@@ -55,6 +55,9 @@
 #define QUIT_WAIT_NS (30ull * 1000000000ull)
 /* The orphan sweep runs at start, on reload, and this often. */
 #define SWEEP_INTERVAL_NS (60ull * 1000000000ull)
+/* Clients' deadlines (5 and 10 s) are looked at this often, not every turn:
+ * a thousand sessions are a thousand waiting clients. */
+#define CLIENT_SCAN_NS (100ull * 1000000ull)
 
 struct agent;
 
@@ -100,6 +103,7 @@ struct agent {
 	size_t max_sessions;
 	unsigned stopping; /* teardown jobs running */
 	uint64_t next_sweep_ns;
+	uint64_t next_client_scan_ns;
 	bool sweeping;
 	bool quit;
 	/* sandbox.pool: networks prepared ahead, taken by start jobs (hence the
@@ -1140,6 +1144,9 @@ static void agent_check(void *arg)
 		sweep_start(a);
 		a->next_sweep_ns = now + SWEEP_INTERVAL_NS;
 	}
+	if (now < a->next_client_scan_ns)
+		return;
+	a->next_client_scan_ns = now + CLIENT_SCAN_NS;
 	for (struct client *c = a->clients, *next; c; c = next) {
 		next = c->next;
 		if (c->deadline_ns && now > c->deadline_ns && !c->starting) {

@@ -98,7 +98,8 @@ struct session {
 	struct disk_watch disk;
 	struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
-	struct netlink_watch *addr_watch; /* follows them while the session runs */
+	bool addrs_held;	    /* holds addrs_watch, which follows them */
+	struct session *addrs_next; /* in addrs_watch */
 	int held[DNS_SOCKS]; /* DNS sockets taken back from the launcher, for the responder */
 	enum egress_mode mode;
 	struct grant_set grants;
@@ -662,6 +663,8 @@ static void broker_stop(struct session *s)
 		unlink(s->broker_sock);
 }
 
+static void addrs_watch_release(struct session *s);
+
 static void session_teardown(struct session *s)
 {
 	int rc;
@@ -670,8 +673,7 @@ static void session_teardown(struct session *s)
 	broker_stop(s);
 	dns_responder_free(s->dns);
 	s->dns = NULL;
-	netlink_addr_watch_free(s->addr_watch);
-	s->addr_watch = NULL;
+	addrs_watch_release(s);
 	observe_server_free(s->obs);
 	s->obs = NULL;
 	event_limiter_free(s->limiter);
@@ -718,7 +720,7 @@ static void session_release(struct session *s)
 		if (s->held[k] >= 0)
 			close(s->held[k]);
 	dns_responder_free(s->dns);
-	netlink_addr_watch_free(s->addr_watch);
+	addrs_watch_release(s);
 	observe_server_free(s->obs);
 	event_limiter_free(s->limiter);
 	free(s->self);
@@ -1331,6 +1333,90 @@ static void grants_watch_detach(struct session *s)
 	}
 }
 
+/* One address watch for every session, as for grants: a watch a session
+ * woke every session's socket at each address change of the host (a
+ * session's veth makes three, and as many at its end), a thousand recvmsg
+ * for one. Made by the first session that needs it (in its start's job),
+ * kept while any holds it, served on the loop by one handler. */
+static struct {
+	pthread_mutex_t lock;
+	struct netlink_watch *w;
+	unsigned refs;
+	struct loop *loop; /* its fd is registered there while sessions are attached */
+	struct session *sessions;
+} addrs_watch = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void sessions_on_addrs(void *arg, int fd, uint32_t events);
+
+static int addrs_watch_hold(struct session *s)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&addrs_watch.lock);
+	if (!addrs_watch.w && !(addrs_watch.w = netlink_addr_watch_new()))
+		rc = -errno;
+	if (!rc)
+		addrs_watch.refs++;
+	pthread_mutex_unlock(&addrs_watch.lock);
+	s->addrs_held = !rc;
+	return rc;
+}
+
+/* After addrs_watch_detach: the last holder frees it. */
+static void addrs_watch_release(struct session *s)
+{
+	if (!s->addrs_held)
+		return;
+	s->addrs_held = false;
+	pthread_mutex_lock(&addrs_watch.lock);
+	if (--addrs_watch.refs == 0 && !addrs_watch.loop) {
+		netlink_addr_watch_free(addrs_watch.w);
+		addrs_watch.w = NULL;
+	}
+	pthread_mutex_unlock(&addrs_watch.lock);
+}
+
+/* On the loop's thread, as the loop's handlers. */
+static int addrs_watch_attach(struct session *s, struct loop *l)
+{
+	if (addrs_watch.loop && addrs_watch.loop != l)
+		return -EINVAL;
+	if (!addrs_watch.loop) {
+		int rc = loop_add(l, netlink_addr_watch_fd(addrs_watch.w), EPOLLIN,
+				  sessions_on_addrs, NULL);
+
+		if (rc)
+			return rc;
+		addrs_watch.loop = l;
+	}
+	s->addrs_next = addrs_watch.sessions;
+	addrs_watch.sessions = s;
+	return 0;
+}
+
+static void addrs_watch_detach(struct session *s)
+{
+	bool last;
+
+	for (struct session **p = &addrs_watch.sessions; *p; p = &(*p)->addrs_next) {
+		if (*p == s) {
+			*p = s->addrs_next;
+			break;
+		}
+	}
+	if (addrs_watch.sessions || !addrs_watch.loop)
+		return;
+	loop_del(addrs_watch.loop, netlink_addr_watch_fd(addrs_watch.w));
+	pthread_mutex_lock(&addrs_watch.lock);
+	addrs_watch.loop = NULL;
+	last = addrs_watch.refs == 0;
+	if (last) {
+		netlink_addr_watch_free(addrs_watch.w);
+		addrs_watch.w = NULL;
+	}
+	pthread_mutex_unlock(&addrs_watch.lock);
+}
+
 static int session_services(struct session *s)
 {
 	char path[PATH_MAX], err[512];
@@ -1362,9 +1448,8 @@ static int session_services(struct session *s)
 	}
 	if (s->mode == EGRESS_MODE_NONE)
 		return 0;
-	s->addr_watch = netlink_addr_watch_new();
-	if (!s->addr_watch) {
-		rc = -errno;
+	rc = addrs_watch_hold(s);
+	if (rc) {
 		return session_fail(s, rc, "session %s: cannot follow this host's addresses: %s",
 				    s->id, strerror(-rc));
 	}
@@ -2356,6 +2441,7 @@ static void session_dyn_fd(void *arg, int fd, uint32_t events)
 					    (events & EPOLLHUP ? POLLHUP : 0));
 		s->dyn_ready = true;
 	}
+	loop_hook_wake(s->loop, s);
 }
 
 /* The observer's and the responder's descriptors change as they serve
@@ -2422,6 +2508,7 @@ static void session_on_pid(void *arg, int fd, uint32_t events)
 	(void)fd;
 	(void)events;
 	s->pid_ready = true;
+	loop_hook_wake(s->loop, s);
 }
 
 /* The output relay has written everything and exited. */
@@ -2432,6 +2519,7 @@ static void session_on_out(void *arg, int fd, uint32_t events)
 	(void)events;
 	loop_del(s->loop, fd);
 	outscrub_reap(&s->out);
+	loop_hook_wake(s->loop, s); /* an end that waited for the relay */
 }
 
 static void session_on_events(void *arg, int fd, uint32_t events)
@@ -2441,22 +2529,33 @@ static void session_on_events(void *arg, int fd, uint32_t events)
 	(void)fd;
 	(void)events;
 	s->events_ready = true;
+	loop_hook_wake(s->loop, s);
 }
 
-/* Before any DNS work of this turn (that runs in the check hook), so no
- * answer given in it holds a new own address. */
-static void session_on_addrs(void *arg, int fd, uint32_t events)
+/* Before any DNS work of this turn (that runs in the sessions' hooks), so
+ * no answer given in it holds a new own address. */
+static void sessions_on_addrs(void *arg, int fd, uint32_t events)
 {
-	struct session *s = arg;
 	const struct addr *got;
+	struct addr *all = NULL;
 	size_t n;
+	int k;
 
+	(void)arg;
 	(void)fd;
 	(void)events;
-	if (netlink_addr_watch_drain(s->addr_watch, &got, &n))
-		session_self_sync(s);
-	else if (n)
-		session_self_learn(s, got, n);
+	if (!netlink_addr_watch_drain(addrs_watch.w, &got, &n)) {
+		for (struct session *s = addrs_watch.sessions; n && s; s = s->addrs_next)
+			session_self_learn(s, got, n);
+		return;
+	}
+	/* Messages were lost: every address, listed once for all. */
+	k = netlink_self_addrs(&all);
+	if (k < 0)
+		log_warnx("cannot list this namespace's own addresses: %s", strerror(-k));
+	for (struct session *s = addrs_watch.sessions; k > 0 && s; s = s->addrs_next)
+		session_self_learn(s, all, (size_t)k);
+	free(all);
 }
 
 /* The session's broker asks for a key again (a provider answered 401). */
@@ -2481,29 +2580,10 @@ static void session_on_disk(void *arg, int fd, uint32_t events)
 	session_kill(s);
 }
 
-static void session_prepare(void *arg, int *timeout)
+/* The session's turn, when a handler of its woke it or its time came:
+ * true once it ended (and s may be gone). */
+static bool session_check(struct session *s)
 {
-	struct session *s = arg;
-	uint64_t now = boottime_ns();
-
-	/* Events left past the budget are served next turn, after the rest;
-	 * the suppressed count is read once a second. */
-	if (enforce_events_backlog(s->enf))
-		*timeout = 0;
-	else if (*timeout < 0 || *timeout > 1000)
-		*timeout = 1000;
-	if (s->dyn_due_ns) {
-		int ms = s->dyn_due_ns <= now ? 0 : (int)((s->dyn_due_ns - now) / 1000000ull) + 1;
-
-		if (*timeout < 0 || ms < *timeout)
-			*timeout = ms;
-	}
-}
-
-static void session_check(void *arg)
-{
-	struct session *s = arg;
-
 	if (s->events_ready || enforce_events_backlog(s->enf))
 		enforce_events_drain(s->enf, print_event, s);
 	if (s->rules)
@@ -2522,13 +2602,13 @@ static void session_check(void *arg)
 		session_dyn_sync(s);
 	}
 	if (!s->pid_ready)
-		return;
+		return false;
 	/* The caller hears of the end only once all the session wrote has
 	 * reached it through the relay, which follows within moments (the
 	 * session's processes are gone, and with them the pipes' writers). */
 	if (s->out.pidfd >= 0) {
 		loop_del(s->loop, s->pidfd);
-		return;
+		return false;
 	}
 	/* Refusals made just before the end are still in the ring: the kernel's
 	 * bucket keeps them under one budget's worth. */
@@ -2542,6 +2622,27 @@ static void session_check(void *arg)
 	s->status = session_collect(s);
 	s->pid_ready = false;
 	s->ended(s, s->ended_arg);
+	return true;
+}
+
+/* The loop runs it only when the session's handlers woke it or its time
+ * came: with a thousand sessions, a turn of the agent's loop costs an
+ * idle one nothing. Events left past the budget are served next turn,
+ * after the rest; the suppressed count is read once a second. */
+static uint64_t session_turn(void *arg, uint64_t now)
+{
+	struct session *s = arg;
+	uint64_t due;
+
+	(void)now;
+	if (session_check(s))
+		return UINT64_MAX;
+	if (enforce_events_backlog(s->enf))
+		return 0;
+	due = s->suppressed_check_ns + 1000000000ull;
+	if (s->dyn_due_ns && s->dyn_due_ns < due)
+		due = s->dyn_due_ns;
+	return due;
 }
 
 int session_attach(struct session *s, struct loop *l, session_ended_fn fn, void *arg)
@@ -2554,14 +2655,13 @@ int session_attach(struct session *s, struct loop *l, session_ended_fn fn, void 
 	if ((rc = loop_add(l, s->pidfd, EPOLLIN, session_on_pid, s)) ||
 	    (rc = loop_add(l, enforce_events_fd(s->enf), EPOLLIN, session_on_events, s)) ||
 	    (rc = grants_watch_attach(s, l)) ||
-	    (s->addr_watch && (rc = loop_add(l, netlink_addr_watch_fd(s->addr_watch), EPOLLIN,
-					     session_on_addrs, s))) ||
+	    (s->addrs_held && (rc = addrs_watch_attach(s, l))) ||
 	    (disk_watch_fd(&s->disk) >= 0 &&
 	     (rc = loop_add(l, disk_watch_fd(&s->disk), EPOLLIN, session_on_disk, s))) ||
 	    (s->broker_keeper >= 0 &&
 	     (rc = loop_add(l, s->broker_keeper, EPOLLIN, session_on_keeper, s))) ||
 	    (s->out.pidfd >= 0 && (rc = loop_add(l, s->out.pidfd, EPOLLIN, session_on_out, s))) ||
-	    (rc = loop_hook_add(l, session_prepare, session_check, s))) {
+	    (rc = loop_hook_add_lazy(l, session_turn, s))) {
 		session_unattach(s);
 		return rc;
 	}
@@ -2580,8 +2680,7 @@ void session_unattach(struct session *s)
 	if (s->enf)
 		loop_del(l, enforce_events_fd(s->enf));
 	grants_watch_detach(s);
-	if (s->addr_watch)
-		loop_del(l, netlink_addr_watch_fd(s->addr_watch));
+	addrs_watch_detach(s);
 	loop_del(l, disk_watch_fd(&s->disk));
 	if (s->broker_keeper >= 0)
 		loop_del(l, s->broker_keeper);
