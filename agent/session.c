@@ -98,15 +98,15 @@ struct session {
 	struct disk_watch disk;
 	struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
-	bool addrs_held;	    /* holds addrs_watch, which follows them */
-	struct session *addrs_next; /* in addrs_watch */
+	bool addrs_held;			   /* holds addrs_watch, which follows them */
+	struct session *addrs_next, **addrs_pprev; /* in addrs_watch */
 	int held[DNS_SOCKS]; /* DNS sockets taken back from the launcher, for the responder */
 	enum egress_mode mode;
 	struct grant_set grants;
 	struct suggest_limiter suggest;
 	int grants_wd; /* the record directory's watch (grants.json written by errandctl grant) */
-	struct session *grants_next; /* in grants_watch */
-	pid_t pid;		     /* the launcher */
+	struct session *grants_next, **grants_pprev; /* in grants_watch */
+	pid_t pid;				     /* the launcher */
 	int pidfd;
 	bool child; /* this process started the launcher (and reaps it) */
 	bool stopped;
@@ -1246,6 +1246,31 @@ static void session_self_sync(struct session *s)
 	free(now);
 }
 
+/* The sessions' lists (grants_watch, addrs_watch) are doubly linked
+ * through a next pointer and the address of what points at the session:
+ * a session leaves in constant time, not by a walk of a thousand. */
+static void list_push(struct session **head, struct session *s, struct session **next,
+		      struct session ***pprev)
+{
+	size_t off = (size_t)((char *)pprev - (char *)s);
+
+	*next = *head;
+	if (*head)
+		*(struct session ***)((char *)*head + off) = next;
+	*head = s;
+	*pprev = head;
+}
+
+static void list_unlink(struct session *next, struct session ***pprev, size_t off)
+{
+	if (!*pprev)
+		return; /* never attached */
+	**pprev = next;
+	if (next)
+		*(struct session ***)((char *)next + off) = *pprev;
+	*pprev = NULL;
+}
+
 /* What the agent serves while the session runs: the event stream, the DNS
  * responder on the session's gateway, and the watch on its grants. */
 /* One inotify instance for every session's record directory: each instance
@@ -1294,10 +1319,13 @@ static void session_on_grants(void *arg, int fd, uint32_t events)
 		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 
+			p += sizeof(*ev) + ev->len;
+			/* A start writes several files there; only one is the grants. */
+			if (ev->len && strcmp(ev->name, GRANTS_FILE))
+				continue;
 			for (struct session *s = grants_watch.sessions; s; s = s->grants_next)
 				if (s->grants_wd == ev->wd)
 					session_grants_reload(s);
-			p += sizeof(*ev) + ev->len;
 		}
 	}
 }
@@ -1314,19 +1342,13 @@ static int grants_watch_attach(struct session *s, struct loop *l)
 			return rc;
 		grants_watch.loop = l;
 	}
-	s->grants_next = grants_watch.sessions;
-	grants_watch.sessions = s;
+	list_push(&grants_watch.sessions, s, &s->grants_next, &s->grants_pprev);
 	return 0;
 }
 
 static void grants_watch_detach(struct session *s)
 {
-	for (struct session **p = &grants_watch.sessions; *p; p = &(*p)->grants_next) {
-		if (*p == s) {
-			*p = s->grants_next;
-			break;
-		}
-	}
+	list_unlink(s->grants_next, &s->grants_pprev, offsetof(struct session, grants_pprev));
 	if (!grants_watch.sessions && grants_watch.loop) {
 		loop_del(grants_watch.loop, grants_watch.fd);
 		grants_watch.loop = NULL;
@@ -1389,8 +1411,7 @@ static int addrs_watch_attach(struct session *s, struct loop *l)
 			return rc;
 		addrs_watch.loop = l;
 	}
-	s->addrs_next = addrs_watch.sessions;
-	addrs_watch.sessions = s;
+	list_push(&addrs_watch.sessions, s, &s->addrs_next, &s->addrs_pprev);
 	return 0;
 }
 
@@ -1398,12 +1419,7 @@ static void addrs_watch_detach(struct session *s)
 {
 	bool last;
 
-	for (struct session **p = &addrs_watch.sessions; *p; p = &(*p)->addrs_next) {
-		if (*p == s) {
-			*p = s->addrs_next;
-			break;
-		}
-	}
+	list_unlink(s->addrs_next, &s->addrs_pprev, offsetof(struct session, addrs_pprev));
 	if (addrs_watch.sessions || !addrs_watch.loop)
 		return;
 	loop_del(addrs_watch.loop, netlink_addr_watch_fd(addrs_watch.w));
