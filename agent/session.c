@@ -100,6 +100,7 @@ struct session {
 	size_t n_self;
 	bool addrs_held;			   /* holds addrs_watch, which follows them */
 	struct session *addrs_next, **addrs_pprev; /* in addrs_watch */
+	uint64_t addrs_gen;  /* addrs_watch.n_seen when it took hold, before its listing */
 	int held[DNS_SOCKS]; /* DNS sockets taken back from the launcher, for the responder */
 	enum egress_mode mode;
 	struct grant_set grants;
@@ -944,6 +945,8 @@ static int sibling_path(const char *name, char *out, size_t len)
 }
 
 #define LAUNCH_ARGS_MAX 1024
+/* Addresses the shared watch keeps for sessions not attached yet. */
+#define ADDRS_SEEN 256
 
 /* What the launcher's child needs, read before it execs. */
 struct launch_child {
@@ -1366,9 +1369,17 @@ static struct {
 	unsigned refs;
 	struct loop *loop; /* its fd is registered there while sessions are attached */
 	struct session *sessions;
+	/* What it brought lately, for a session between its hold (and its
+	 * listing after) and its attach, whom the handler does not serve yet:
+	 * seen[i % ADDRS_SEEN] for i below n_seen; relisted: n_seen just
+	 * after messages were last lost (a step that holds no address). */
+	struct addr seen[ADDRS_SEEN];
+	uint64_t n_seen, relisted;
 } addrs_watch = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void sessions_on_addrs(void *arg, int fd, uint32_t events);
+static void session_self_learn(struct session *s, const struct addr *got, size_t n);
+static void session_self_sync(struct session *s);
 
 static int addrs_watch_hold(struct session *s)
 {
@@ -1379,6 +1390,7 @@ static int addrs_watch_hold(struct session *s)
 		rc = -errno;
 	if (!rc)
 		addrs_watch.refs++;
+	s->addrs_gen = addrs_watch.n_seen;
 	pthread_mutex_unlock(&addrs_watch.lock);
 	s->addrs_held = !rc;
 	return rc;
@@ -1398,6 +1410,27 @@ static void addrs_watch_release(struct session *s)
 	pthread_mutex_unlock(&addrs_watch.lock);
 }
 
+/* What the watch brought since the session took hold of it (its listing
+ * came after), which the handler gave only to the sessions attached then;
+ * all listed again when more came than are kept, or messages were lost. */
+static void addrs_watch_catch_up(struct session *s)
+{
+	struct addr got[ADDRS_SEEN];
+	size_t n = 0;
+	bool relist;
+
+	pthread_mutex_lock(&addrs_watch.lock);
+	relist = addrs_watch.n_seen - s->addrs_gen > ADDRS_SEEN ||
+		 addrs_watch.relisted > s->addrs_gen;
+	for (uint64_t i = s->addrs_gen; !relist && i < addrs_watch.n_seen; i++)
+		got[n++] = addrs_watch.seen[i % ADDRS_SEEN];
+	pthread_mutex_unlock(&addrs_watch.lock);
+	if (relist)
+		session_self_sync(s);
+	else if (n)
+		session_self_learn(s, got, n);
+}
+
 /* On the loop's thread, as the loop's handlers. */
 static int addrs_watch_attach(struct session *s, struct loop *l)
 {
@@ -1412,6 +1445,7 @@ static int addrs_watch_attach(struct session *s, struct loop *l)
 		addrs_watch.loop = l;
 	}
 	list_push(&addrs_watch.sessions, s, &s->addrs_next, &s->addrs_pprev);
+	addrs_watch_catch_up(s);
 	return 0;
 }
 
@@ -2555,12 +2589,20 @@ static void sessions_on_addrs(void *arg, int fd, uint32_t events)
 	const struct addr *got;
 	struct addr *all = NULL;
 	size_t n;
+	bool relist;
 	int k;
 
 	(void)arg;
 	(void)fd;
 	(void)events;
-	if (!netlink_addr_watch_drain(addrs_watch.w, &got, &n)) {
+	relist = netlink_addr_watch_drain(addrs_watch.w, &got, &n);
+	pthread_mutex_lock(&addrs_watch.lock);
+	for (size_t i = 0; i < n; i++)
+		addrs_watch.seen[addrs_watch.n_seen++ % ADDRS_SEEN] = got[i];
+	if (relist) /* a step of its own: every session that took hold before lists again */
+		addrs_watch.relisted = ++addrs_watch.n_seen;
+	pthread_mutex_unlock(&addrs_watch.lock);
+	if (!relist) {
 		for (struct session *s = addrs_watch.sessions; n && s; s = s->addrs_next)
 			session_self_learn(s, got, n);
 		return;
