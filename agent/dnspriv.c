@@ -1,7 +1,8 @@
 /* The agent's side of the DNS responder (see dns.h and dnspriv.h): it binds
- * the session's port 53, forks the unprivileged worker that serves it, checks
- * each of the worker's requests against the session's policy, programs what
- * passes, and restarts a worker that dies. The worker's side is agent/dns.c. */
+ * the session's port 53, starts the unprivileged worker that serves it (this
+ * binary exec'd again, confined before it reads a byte), checks each of the
+ * worker's requests against the session's policy, programs what passes, and
+ * restarts a worker that dies. The worker's side is agent/dns.c. */
 #include <ares.h>
 #include <errno.h>
 #include <fcntl.h>
