@@ -1470,6 +1470,7 @@ static void addrs_watch_detach(struct session *s)
 static int session_services(struct session *s)
 {
 	char path[PATH_MAX], err[512];
+	bool listed;
 	int rc;
 
 	s->limiter = event_limiter_new();
@@ -1498,8 +1499,9 @@ static int session_services(struct session *s)
 	}
 	if (s->mode == EGRESS_MODE_NONE)
 		return 0;
-	rc = addrs_watch_hold(s);
-	if (rc) {
+	/* An adopted session listed before it took hold: it lists again. */
+	listed = s->addrs_held;
+	if (!listed && (rc = addrs_watch_hold(s))) {
 		return session_fail(s, rc, "session %s: cannot follow this host's addresses: %s",
 				    s->id, strerror(-rc));
 	}
@@ -1512,7 +1514,8 @@ static int session_services(struct session *s)
 		return session_fail(s, -errno, "session %s: %s", s->id, err);
 	dns_responder_set_grants(s->dns, &s->grants);
 	/* What changed between the first listing and the watch. */
-	session_self_sync(s);
+	if (!listed)
+		session_self_sync(s);
 	return 0;
 }
 
@@ -1907,6 +1910,13 @@ static int session_setup(struct session *s, struct session *net)
 	if ((rc = cgroup_id(s->cgroup_path, &cgid))) {
 		return session_fail(s, rc, "session %s: cannot read the id of cgroup %s: %s", s->id,
 				    s->cgroup_path, strerror(-rc));
+	}
+	/* Held before the listing: what changes after it reaches the session
+	 * (the handler's, or at its attach), and its services need not list
+	 * every address again (three a running session). */
+	if (s->mode != EGRESS_MODE_NONE && (rc = addrs_watch_hold(s))) {
+		return session_fail(s, rc, "session %s: cannot follow this host's addresses: %s",
+				    s->id, strerror(-rc));
 	}
 
 	n_self = self_addrs(s, &s->self);
