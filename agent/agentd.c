@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agent/control.h"
+#include "agent/dnspriv.h"
 #include "agent/doctor.h"
 #include "agent/enforce.h"
 #include "agent/events.h"
@@ -54,6 +55,9 @@
 #define QUIT_WAIT_NS (30ull * 1000000000ull)
 /* The orphan sweep runs at start, on reload, and this often. */
 #define SWEEP_INTERVAL_NS (60ull * 1000000000ull)
+/* Clients' deadlines (5 and 10 s) are looked at this often, not every turn:
+ * a thousand sessions are a thousand waiting clients. */
+#define CLIENT_SCAN_NS (100ull * 1000000ull)
 
 struct agent;
 
@@ -99,6 +103,7 @@ struct agent {
 	size_t max_sessions;
 	unsigned stopping; /* teardown jobs running */
 	uint64_t next_sweep_ns;
+	uint64_t next_client_scan_ns;
 	bool sweeping;
 	bool quit;
 	/* sandbox.pool: networks prepared ahead, taken by start jobs (hence the
@@ -1139,6 +1144,9 @@ static void agent_check(void *arg)
 		sweep_start(a);
 		a->next_sweep_ns = now + SWEEP_INTERVAL_NS;
 	}
+	if (now < a->next_client_scan_ns)
+		return;
+	a->next_client_scan_ns = now + CLIENT_SCAN_NS;
 	for (struct client *c = a->clients, *next; c; c = next) {
 		next = c->next;
 		if (c->deadline_ns && now > c->deadline_ns && !c->starting) {
@@ -1234,6 +1242,10 @@ int main(int argc, char **argv)
 	int opt, ready = -1;
 	char dir[PATH_MAX];
 
+	/* The DNS worker: this binary exec'd again (agent/dnspriv.c). */
+	if (dnsp_worker_argv(argc, argv))
+		_exit(dnsp_worker_exec_main(argv));
+	dnsp_exe_open();
 	while ((opt = getopt_long(argc, argv, "c:fvhm:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':

@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/sched.h>
 
 #include "agent/cgroup.h"
+#include "agent/spawn.h"
 #include "lib/log.h"
 #include "lib/strv.h"
 #include "lib/util.h"
@@ -552,26 +552,12 @@ int cgroup_sweep(const char *mount, const char *parent, int (*keep)(const char *
 	return err ? err : count;
 }
 
-pid_t cgroup_fork_into(const char *path)
+pid_t cgroup_spawn_into(const char *path, int (*fn)(void *arg), void *arg)
 {
 	int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	struct clone_args ca = {
-		.flags = CLONE_INTO_CGROUP,
-		.exit_signal = SIGCHLD,
-		.cgroup = (__u64)fd,
-	};
-	long pid;
+	pid_t pid = spawn_fn(fn, arg, fd);
 
-	if (fd < 0)
-		return fork();
-	pid = syscall(SYS_clone3, &ca, sizeof(ca));
-	if (pid == 0)
-		return 0;
-	close(fd);
-	/* No clone3 here, or the cgroup refuses a child so made: a plain fork,
-	 * and the launcher's own write into cgroup.procs says what is wrong,
-	 * as it did before. */
-	if (pid < 0)
-		return fork();
-	return (pid_t)pid;
+	if (fd >= 0)
+		close(fd);
+	return pid;
 }

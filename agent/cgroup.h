@@ -36,14 +36,13 @@ int cgroup_sessions_parent(const char *mount, const char *name, bool create, cha
  * Writes the full path into out. 0 or -errno (-EEXIST if the session's exists). */
 int cgroup_session_create(const char *mount, const char *parent, const char *id, char *out,
 			  size_t len);
-/* fork(), the child born in the cgroup at path (clone3 CLONE_INTO_CGROUP):
- * moving a process in by writing cgroup.procs waits for an RCU grace period
- * (the cgroup core's thread-group lock), often the longest wait of a
- * session's start. Where clone3 into the cgroup fails (an older kernel, a
- * cgroup that refuses) it is a plain fork(), and the child joins itself.
- * Like fork(), but the child has none of glibc's fork handlers run: it may
- * only call async-signal-safe functions until it execs. */
-pid_t cgroup_fork_into(const char *path);
+/* spawn_fn(fn, arg) (agent/spawn.h), the child born in the cgroup at path
+ * (clone3 CLONE_INTO_CGROUP): moving a process in by writing cgroup.procs
+ * waits for an RCU grace period (the cgroup core's thread-group lock),
+ * often the longest wait of a session's start. Where the cgroup cannot be
+ * opened or refuses a child so made, the child is born in this process's
+ * cgroup, and must join its own. The child's pid, or -errno. */
+pid_t cgroup_spawn_into(const char *path, int (*fn)(void *arg), void *arg);
 /* The cgroup's id (its inode number, as bpf_get_current_cgroup_id() sees it). */
 int cgroup_id(const char *path, uint64_t *id);
 /* Kills every process in the cgroup (cgroup.kill where the kernel has it,

@@ -1,12 +1,15 @@
 /* The agent's side of the DNS responder (see dns.h and dnspriv.h): it binds
- * the session's port 53, forks the unprivileged worker that serves it, checks
- * each of the worker's requests against the session's policy, programs what
- * passes, and restarts a worker that dies. The worker's side is agent/dns.c. */
+ * the session's port 53, starts the unprivileged worker that serves it (this
+ * binary exec'd again, confined before it reads a byte), checks each of the
+ * worker's requests against the session's policy, programs what passes, and
+ * restarts a worker that dies. The worker's side is agent/dns.c. */
 #include <ares.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -18,12 +21,15 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent/dns.h"
 #include "agent/dnspriv.h"
+#include "agent/spawn.h"
 #include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -350,13 +356,25 @@ static int bind_gw(int type, const struct addr *gw)
 	return fd;
 }
 
-/* The upstream resolver, set up here (it reads /etc/resolv.conf) and handed
- * to the worker, which cannot open files. */
-static int upstream_init(const struct errand_config *cfg, ares_channel *ch, char *err,
-			 size_t errlen)
+/* The upstream resolvers as c-ares takes them: "a,b:53,[c]:53"; "" for
+ * /etc/resolv.conf's. */
+static void upstream_csv(const struct errand_config *cfg, char *csv, size_t len)
+{
+	csv[0] = '\0';
+	for (char **u = cfg->dns_upstream; u && *u; u++) {
+		size_t used = strlen(csv);
+
+		snprintf(csv + used, len - used, "%s%s", used ? "," : "", *u);
+	}
+}
+
+/* The upstream resolver: made in the worker before its filter is loaded
+ * (c-ares reads /etc/resolv.conf, which the filter forbids), and once in
+ * the agent at the responder's start, to refuse a session whose upstream
+ * c-ares would not take, with a line that says why. */
+static int upstream_init(const char *csv, ares_channel *ch, char *err, size_t errlen)
 {
 	struct ares_options opts = {};
-	char csv[1024] = "";
 	int rc;
 
 	rc = ares_library_init(ARES_LIB_INIT_ALL);
@@ -376,11 +394,6 @@ static int upstream_init(const struct errand_config *cfg, ares_channel *ch, char
 			 ares_strerror(rc));
 		return -EINVAL;
 	}
-	for (char **u = cfg->dns_upstream; u && *u; u++) {
-		size_t len = strlen(csv);
-
-		snprintf(csv + len, sizeof(csv) - len, "%s%s", len ? "," : "", *u);
-	}
 	if (csv[0] && (rc = ares_set_servers_ports_csv(*ch, csv)) != ARES_SUCCESS) {
 		snprintf(err, errlen, "dns.upstream %s: %s", csv, ares_strerror(rc));
 		ares_destroy(*ch);
@@ -389,99 +402,361 @@ static int upstream_init(const struct errand_config *cfg, ares_channel *ch, char
 	return 0;
 }
 
-/* In the forked child: keeps only the channel (fd 3, and 0-2 as copies of
- * it, so a stray write reaches the agent as a malformed message) and the DNS
- * sockets (4...), becomes errand-dns without capabilities, and loads the
- * filter. Never returns. */
-static __attribute__((noreturn)) void worker_child(struct dns_responder *r, int chan,
-						   ares_channel ch, pid_t parent, bool main_thread)
+static int upstream_check(const struct errand_config *cfg, char *err, size_t errlen)
 {
-	struct dns_worker_args a = {.cfg = r->cfg,
-				    .session = r->session,
-				    .ares = ch,
-				    .grants = r->pol.grants,
-				    .self = r->pol.self,
-				    .n_self = r->pol.n_self};
-	int keep[1 + DNS_SOCKS], n = 0;
+	ares_channel ch;
+	char csv[1024];
+	int rc;
 
-	keep[n++] = chan;
-	for (int k = 0; k < DNS_SOCKS; k++)
-		if (r->listen[k] >= 0)
-			keep[n++] = r->listen[k];
-	/* Above every target first, so no dup2 below overwrites one kept. */
-	for (int i = 0; i < n; i++)
-		if ((keep[i] = fcntl(keep[i], F_DUPFD, 3 + n)) < 0)
-			_exit(126);
-	for (int i = 0; i < n; i++)
-		if (dup2(keep[i], 3 + i) < 0)
-			_exit(126);
+	upstream_csv(cfg, csv, sizeof(csv));
+	rc = upstream_init(csv, &ch, err, errlen);
+	if (!rc)
+		ares_destroy(ch);
+	return rc;
+}
+
+/* ---- the worker: this same binary, exec'd again ---- */
+
+/* What the worker is told at its start, in a sealed memfd it reads and
+ * closes before anything else: what dns.c reads of the session's
+ * configuration (the file's merged with the request's), the account to
+ * become, its grants and the host's own addresses as they are now. Both
+ * ends are the same build (the running binary, /proc/self/exe), which
+ * size checks. Followed by n_allow struct host_rule, n_pins struct pin,
+ * n_public struct cidr, n_self struct addr, and upstream_len bytes: the
+ * upstream resolvers, comma-separated, NUL-terminated. */
+struct dnsp_init {
+	uint32_t size; /* sizeof(struct dnsp_init) */
+	char session[16];
+	uint32_t uid, gid;
+	int32_t parent;		   /* the agent's pid: another parent means it is gone */
+	uint32_t pdeathsig;	   /* die with the thread that started it */
+	int32_t listen[DNS_SOCKS]; /* the worker's descriptor of each socket, or -1 */
+	uint32_t ttl_floor, ttl_cap, max_addrs, max_names, max_wild;
+	uint32_t n_allow, n_pins, n_public, n_self, upstream_len;
+	struct grant_set grants;
+};
+
+/* The running binary, for the worker's exec: opened once, early, so an
+ * upgrade of the file on disk is never the worker of an older agent. */
+static int self_exe = -1;
+static pthread_once_t self_exe_once = PTHREAD_ONCE_INIT;
+
+static void self_exe_open(void)
+{
+	self_exe = open("/proc/self/exe", O_PATH | O_CLOEXEC);
+}
+
+int dnsp_exe_open(void)
+{
+	pthread_once(&self_exe_once, self_exe_open);
+	return self_exe >= 0 ? 0 : -errno;
+}
+
+bool dnsp_worker_argv(int argc, char **argv)
+{
+	return argc == 3 && !strcmp(argv[1], DNSP_WORKER_ARG);
+}
+
+static int blob_put(int fd, const void *p, size_t len)
+{
+	const char *c = p;
+
+	while (len) {
+		ssize_t w = write(fd, c, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		c += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* The worker's start, in a memfd sealed against change. Its descriptor, or
+ * -errno. */
+static int init_blob(const struct dns_responder *r, const int listen_fd[DNS_SOCKS])
+{
+	const struct errand_config *cfg = r->cfg;
+	struct dnsp_init *in = calloc(1, sizeof(*in));
+	char csv[1024];
+	size_t n_self = r->pol.n_self < DNSP_SELF_MAX ? r->pol.n_self : DNSP_SELF_MAX;
+	int fd, rc;
+
+	if (!in)
+		return -ENOMEM;
+	upstream_csv(cfg, csv, sizeof(csv));
+	in->size = sizeof(*in);
+	snprintf(in->session, sizeof(in->session), "%s", r->session);
+	in->uid = r->uid;
+	in->gid = r->gid;
+	in->parent = getpid();
+	/* It follows the thread that starts it: from another thread than the
+	 * agent's main one, the channel's end (the worker exits on it) says
+	 * the agent is gone. */
+	in->pdeathsig = gettid() == getpid();
+	memcpy(in->listen, listen_fd, sizeof(in->listen));
+	in->ttl_floor = cfg->dns_ttl_floor;
+	in->ttl_cap = cfg->dns_ttl_cap;
+	in->max_addrs = cfg->dns_max_addrs;
+	in->max_names = cfg->dns_max_names;
+	in->max_wild = cfg->dns_max_wildcard_names;
+	in->n_allow = (uint32_t)cfg->n_allow;
+	in->n_pins = (uint32_t)cfg->n_pins;
+	in->n_public = (uint32_t)cfg->n_public;
+	in->n_self = (uint32_t)n_self;
+	in->upstream_len = (uint32_t)strlen(csv) + 1;
+	if (r->pol.grants)
+		in->grants = *r->pol.grants;
+	fd = memfd_create("errand-dns-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0) {
+		rc = -errno;
+		free(in);
+		return rc;
+	}
+	rc = blob_put(fd, in, sizeof(*in));
+	if (!rc)
+		rc = blob_put(fd, cfg->allow, cfg->n_allow * sizeof(*cfg->allow));
+	if (!rc)
+		rc = blob_put(fd, cfg->pins, cfg->n_pins * sizeof(*cfg->pins));
+	if (!rc)
+		rc = blob_put(fd, cfg->public_ranges, cfg->n_public * sizeof(*cfg->public_ranges));
+	if (!rc)
+		rc = blob_put(fd, r->pol.self, n_self * sizeof(*r->pol.self));
+	if (!rc)
+		rc = blob_put(fd, csv, in->upstream_len);
+	if (!rc && fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE))
+		rc = -errno;
+	free(in);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* What the worker's child needs before its exec. */
+struct worker_exec {
+	int keep[2 + DNS_SOCKS]; /* to become 3, 4, ...: the channel, the sockets, the memfd */
+	int n;
+	int exe;
+	char *const *argv;
+	int err; /* why the exec failed */
+};
+
+/* The child, sharing the agent's memory until its exec (spawn_fn): system
+ * calls only. It keeps the channel (fd 3, and 0-2 as copies of it, so a
+ * stray write reaches the agent as a malformed message), the DNS sockets
+ * (4...) and the memfd; every other descriptor ends at the exec. Its
+ * session, limits and no_new_privs are the process's own, not the
+ * agent's; credentials change after the exec, where no memory is shared. */
+static int worker_exec_child(void *arg)
+{
+	struct worker_exec *w = arg;
+	int fds[2 + DNS_SOCKS], exe;
+
+	/* Above every target first, so no dup2 below overwrites one kept
+	 * (nor the binary's descriptor, which the exec closes). */
+	exe = fcntl(w->exe, F_DUPFD_CLOEXEC, 3 + w->n);
+	if (exe < 0)
+		goto fail;
+	for (int i = 0; i < w->n; i++)
+		if ((fds[i] = fcntl(w->keep[i], F_DUPFD_CLOEXEC, 3 + w->n)) < 0)
+			goto fail;
+	for (int i = 0; i < w->n; i++)
+		if (dup2(fds[i], 3 + i) < 0)
+			goto fail;
 	for (int fd = 0; fd < 3; fd++)
-		dup2(3, fd);
-	if (close_range(3 + (unsigned)n, ~0U, 0))
-		_exit(126);
-	a.chan = 3;
-	for (int k = 0, i = 1; k < DNS_SOCKS; k++)
-		a.listen[k] = r->listen[k] >= 0 ? 3 + i++ : -1;
-	/* Its life is the agent's to end (SIGKILL, PDEATHSIG, the channel's
-	 * end): no handler of the agent's or errandctl's runs here, and a
-	 * terminal's ^C reaches the session, not its DNS. */
-	for (int sig = 1; sig < NSIG; sig++)
-		signal(sig, SIG_DFL);
-	signal(SIGPIPE, SIG_IGN);
-	setsid();
-	setrlimit(RLIMIT_NOFILE, &(struct rlimit){256, 256});
-	prctl(PR_SET_NAME, "errand-dns", 0, 0, 0);
-	for (int c = 0; c <= 63; c++)
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) && errno == EINVAL)
-			break;
-	if (setgroups(0, NULL) || setresgid(r->gid, r->gid, r->gid) ||
-	    setresuid(r->uid, r->uid, r->uid))
-		_exit(126);
-	/* Set after the change of credentials, which clears it. It follows the
-	 * thread that forked: from another thread than the agent's main one,
-	 * the channel's end (the worker exits on it) says the agent is gone. */
-	if ((main_thread && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)) || getppid() != parent)
-		_exit(0);
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
-		_exit(126);
-	if (dnsp_seccomp_load())
-		_exit(126);
-	_exit(dns_worker_main(&a) ? 1 : 0);
+		if (dup2(3, fd) < 0)
+			goto fail;
+	if (close_range(3 + (unsigned)w->n, ~0U, CLOSE_RANGE_CLOEXEC) || setsid() < 0 ||
+	    setrlimit(RLIMIT_NOFILE, &(struct rlimit){256, 256}) ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		goto fail;
+	syscall(SYS_execveat, exe, "", w->argv, environ, AT_EMPTY_PATH);
+fail:
+	w->err = errno;
+	return 126;
 }
 
 static int worker_spawn(struct dns_responder *r, char *err, size_t errlen)
 {
-	ares_channel ch;
-	pid_t parent = getpid(), pid;
-	bool main_thread = gettid() == parent;
-	int sv[2], rc;
+	struct worker_exec w = {.exe = self_exe};
+	int listen_fd[DNS_SOCKS], sv[2], init, rc;
+	char fdarg[16];
+	char *argv[] = {"errand-dns", DNSP_WORKER_ARG, fdarg, NULL};
+	pid_t pid;
 
-	rc = upstream_init(r->cfg, &ch, err, errlen);
-	if (rc)
+	rc = dnsp_exe_open();
+	if (rc) {
+		snprintf(err, errlen, "cannot start the DNS worker: /proc/self/exe: %s",
+			 strerror(-rc));
 		return rc;
+	}
+	w.exe = self_exe;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot make the DNS worker's channel: %s", strerror(-rc));
-		ares_destroy(ch);
 		return rc;
 	}
-	pid = fork();
-	if (pid == 0)
-		worker_child(r, sv[1], ch, parent, main_thread);
-	rc = -errno;
-	/* The child has its own copy; this one never opened a socket. */
-	ares_destroy(ch);
+	w.keep[w.n++] = sv[1];
+	for (int k = 0; k < DNS_SOCKS; k++) {
+		listen_fd[k] = r->listen[k] >= 0 ? 3 + w.n : -1;
+		if (r->listen[k] >= 0)
+			w.keep[w.n++] = r->listen[k];
+	}
+	init = init_blob(r, listen_fd);
+	if (init < 0) {
+		rc = init;
+		snprintf(err, errlen, "cannot write the DNS worker's start: %s", strerror(-rc));
+		close(sv[0]);
+		close(sv[1]);
+		return rc;
+	}
+	snprintf(fdarg, sizeof(fdarg), "%d", 3 + w.n);
+	w.keep[w.n++] = init;
+	w.argv = argv;
+	pid = spawn_fn(worker_exec_child, &w, -1);
+	close(init);
 	close(sv[1]);
+	if (pid > 0 && w.err) {
+		/* CLONE_VFORK: it has already exited. */
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		pid = -w.err;
+	}
 	if (pid < 0) {
 		close(sv[0]);
-		snprintf(err, errlen, "cannot start the DNS worker: %s", strerror(-rc));
-		return rc;
+		snprintf(err, errlen, "cannot start the DNS worker: %s", strerror(-pid));
+		return pid;
 	}
 	fcntl(sv[0], F_SETFL, O_NONBLOCK);
 	r->chan = sv[0];
 	r->pid = pid;
 	r->started_ns = boottime_ns();
 	return 0;
+}
+
+/* The worker's start, read whole; NULL when it is not what this build
+ * writes. */
+static struct dnsp_init *init_read(int fd)
+{
+	struct stat st;
+	struct dnsp_init *in;
+	size_t size, got = 0;
+
+	if (fstat(fd, &st) || st.st_size < (off_t)sizeof(*in) || st.st_size > (64 << 20) ||
+	    !(in = malloc((size_t)st.st_size)))
+		return NULL;
+	size = (size_t)st.st_size;
+	while (got < size) {
+		ssize_t n = pread(fd, (char *)in + got, size - got, (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got != size || in->size != sizeof(*in) || in->n_self > DNSP_SELF_MAX ||
+	    in->grants.n > GRANT_MAX || in->upstream_len == 0 ||
+	    size != sizeof(*in) + in->n_allow * sizeof(struct host_rule) +
+			    in->n_pins * sizeof(struct pin) + in->n_public * sizeof(struct cidr) +
+			    in->n_self * sizeof(struct addr) + in->upstream_len ||
+	    ((char *)in)[size - 1] != '\0') {
+		free(in);
+		return NULL;
+	}
+	return in;
+}
+
+/* No capability left in any set: the exec as root gave it root's, which
+ * the change to errand-dns's uids takes from the permitted, effective and
+ * ambient sets; the inheritable one is emptied here. */
+static bool caps_drop_rest(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {};
+
+	if (syscall(SYS_capset, &h, d) || syscall(SYS_capget, &h, d))
+		return false;
+	for (int i = 0; i < 2; i++)
+		if (d[i].effective || d[i].permitted || d[i].inheritable)
+			return false;
+	return true;
+}
+
+int dnsp_worker_exec_main(char **argv)
+{
+	struct errand_config cfg = {};
+	struct dns_worker_args a = {};
+	struct dnsp_init *in;
+	ares_channel ch;
+	char err[256], *p, *end;
+	long fd = strtol(argv[2], &end, 10);
+	int top = 3;
+
+	/* Its life is the agent's to end (SIGKILL, PDEATHSIG, the channel's
+	 * end): no handler of the agent's or errandctl's, and a terminal's ^C
+	 * reaches the session, not its DNS. Not dumpable from its start. */
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	signal(SIGPIPE, SIG_IGN);
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	prctl(PR_SET_NAME, "errand-dns", 0, 0, 0);
+	if (*end || fd <= 3 || fd > 64 || !(in = init_read((int)fd)))
+		return 126;
+	close((int)fd);
+	p = (char *)(in + 1);
+	cfg.allow = (struct host_rule *)p;
+	cfg.n_allow = in->n_allow;
+	p += in->n_allow * sizeof(struct host_rule);
+	cfg.pins = (struct pin *)p;
+	cfg.n_pins = in->n_pins;
+	p += in->n_pins * sizeof(struct pin);
+	cfg.public_ranges = (struct cidr *)p;
+	cfg.n_public = in->n_public;
+	p += in->n_public * sizeof(struct cidr);
+	a.self = (struct addr *)p;
+	a.n_self = in->n_self;
+	p += in->n_self * sizeof(struct addr);
+	cfg.dns_ttl_floor = in->ttl_floor;
+	cfg.dns_ttl_cap = in->ttl_cap;
+	cfg.dns_max_addrs = in->max_addrs;
+	cfg.dns_max_names = in->max_names;
+	cfg.dns_max_wildcard_names = in->max_wild;
+	for (int k = 0; k < DNS_SOCKS; k++)
+		if (in->listen[k] > top)
+			top = in->listen[k];
+	/* The channel and the sockets; nothing else, whatever the exec left. */
+	if (close_range((unsigned)top + 1, ~0U, 0))
+		return 126;
+	/* As root still, as the agent made it before: the same resolv.conf. */
+	if (upstream_init(p, &ch, err, sizeof(err)))
+		return 126;
+	for (int c = 0; c <= 63; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) && errno == EINVAL)
+			break;
+	if (setgroups(0, NULL) || setresgid(in->gid, in->gid, in->gid) ||
+	    setresuid(in->uid, in->uid, in->uid) || !caps_drop_rest())
+		return 126;
+	/* Set after the change of credentials, which clears it. */
+	if ((in->pdeathsig && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0)) || getppid() != in->parent)
+		return 0;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+		return 126;
+	/* Before the first byte of the session's is read. */
+	if (dnsp_seccomp_load())
+		return 126;
+	a.cfg = &cfg;
+	a.session = in->session;
+	a.chan = 3;
+	memcpy(a.listen, in->listen, sizeof(a.listen));
+	a.ares = ch;
+	a.grants = &in->grants;
+	return dns_worker_main(&a) ? 1 : 0;
 }
 
 /* Ends the worker (if any) and reaps it; a new one starts after a delay
@@ -575,6 +850,9 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 			goto fail;
 		}
 	}
+	rc = upstream_check(cfg, err, errlen);
+	if (rc)
+		goto fail;
 	rc = worker_spawn(r, err, errlen);
 	if (rc)
 		goto fail;

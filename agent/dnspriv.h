@@ -153,9 +153,25 @@ int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_
  * threads). 0 or -errno. */
 int dnsp_seccomp_load(void);
 
-/* The worker's main loop (agent/dns.c), in the forked child once it is
+/* The worker is the running binary exec'd again (errand-agent's, or the
+ * embedded errandctl's) with argv {"errand-dns", DNSP_WORKER_ARG, FD}: FD
+ * holds its start, fd 3 is its channel. Both mains ask dnsp_worker_argv
+ * first. */
+#define DNSP_WORKER_ARG "--errand-dns-worker-of-the-agent"
+/* Opens the running binary (/proc/self/exe, O_PATH) for the workers' exec;
+ * main calls it early, so a file upgraded on disk meanwhile is never a
+ * worker of this process. 0 or -errno. */
+int dnsp_exe_open(void);
+bool dnsp_worker_argv(int argc, char **argv);
+/* The worker after its exec: reads its start, sets up c-ares, becomes
+ * errand-dns without capabilities, loads its filter and serves. Its exit
+ * status; the caller _exits with it (no atexit handler runs under the
+ * filter). */
+int dnsp_worker_exec_main(char **argv);
+
+/* The worker's main loop (agent/dns.c), in the exec'd worker once it is
  * confined: chan is its channel to the agent, listen its DNS sockets, ch a
- * c-ares channel set up by the agent. Returns when the agent goes away. */
+ * c-ares channel it set up before its filter. Returns when the agent goes away. */
 struct dns_worker_args {
 	const struct errand_config *cfg;
 	const char *session;

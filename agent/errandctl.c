@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/dnspriv.h"
 #include "agent/doctor.h"
 #include "agent/grant.h"
 #include "agent/inspect.h"
@@ -691,6 +692,10 @@ int main(int argc, char **argv)
 	bool verbose = false;
 	int i;
 
+	/* The DNS worker: this binary exec'd again (agent/dnspriv.c). */
+	if (dnsp_worker_argv(argc, argv))
+		_exit(dnsp_worker_exec_main(argv));
+	dnsp_exe_open();
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		const char *v;
 

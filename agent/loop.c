@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/events.h"
 #include "agent/loop.h"
 #include "lib/log.h"
 
@@ -21,7 +22,10 @@ struct handler {
 struct hook {
 	loop_prepare_fn prepare;
 	loop_check_fn check;
+	loop_lazy_fn lazy; /* instead of both */
 	void *arg;
+	uint64_t due_ns; /* lazy: when it runs without a wake */
+	bool woken;
 	bool dead;
 };
 
@@ -124,8 +128,26 @@ int loop_hook_add(struct loop *l, loop_prepare_fn prepare, loop_check_fn check, 
 		l->hooks = h;
 		l->cap_hooks = n;
 	}
-	l->hooks[l->n_hooks++] = (struct hook){prepare, check, arg, false};
+	l->hooks[l->n_hooks++] = (struct hook){.prepare = prepare, .check = check, .arg = arg};
 	return 0;
+}
+
+int loop_hook_add_lazy(struct loop *l, loop_lazy_fn check, void *arg)
+{
+	int rc = loop_hook_add(l, NULL, NULL, arg);
+
+	if (rc)
+		return rc;
+	l->hooks[l->n_hooks - 1].lazy = check;
+	l->hooks[l->n_hooks - 1].woken = true;
+	return 0;
+}
+
+void loop_hook_wake(struct loop *l, void *arg)
+{
+	for (size_t i = 0; i < l->n_hooks; i++)
+		if (l->hooks[i].arg == arg && l->hooks[i].lazy)
+			l->hooks[i].woken = true;
 }
 
 void loop_hook_del(struct loop *l, void *arg)
@@ -151,10 +173,25 @@ int loop_once(struct loop *l, int max_ms)
 	struct epoll_event ev[LOOP_BATCH];
 	int timeout = max_ms, n;
 
+	uint64_t now = boottime_ns();
+
 	hooks_compact(l);
-	for (size_t i = 0; i < l->n_hooks; i++)
-		if (!l->hooks[i].dead && l->hooks[i].prepare)
-			l->hooks[i].prepare(l->hooks[i].arg, &timeout);
+	for (size_t i = 0; i < l->n_hooks; i++) {
+		const struct hook *k = &l->hooks[i];
+
+		if (k->dead)
+			continue;
+		if (k->prepare) {
+			k->prepare(k->arg, &timeout);
+		} else if (k->lazy && (k->woken || k->due_ns <= now)) {
+			timeout = 0;
+		} else if (k->lazy && k->due_ns != UINT64_MAX) {
+			uint64_t ms = (k->due_ns - now) / 1000000ull + 1;
+
+			if (timeout < 0 || ms < (uint64_t)timeout)
+				timeout = (int)ms;
+		}
+	}
 	n = epoll_wait(l->epfd, ev, LOOP_BATCH, timeout);
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
@@ -168,10 +205,24 @@ int loop_once(struct loop *l, int max_ms)
 		h = l->h[fd];
 		h.fn(h.arg, fd, ev[i].events);
 	}
-	/* Hooks added in this turn's handlers run from here too. */
-	for (size_t i = 0; i < l->n_hooks; i++)
-		if (!l->hooks[i].dead && l->hooks[i].check)
+	/* Hooks added in this turn's handlers run from here too. A check may
+	 * add hooks (the array moves) or delete them. */
+	now = boottime_ns();
+	for (size_t i = 0; i < l->n_hooks; i++) {
+		uint64_t due;
+
+		if (l->hooks[i].dead)
+			continue;
+		if (l->hooks[i].check) {
 			l->hooks[i].check(l->hooks[i].arg);
+			continue;
+		}
+		if (!l->hooks[i].lazy || (!l->hooks[i].woken && l->hooks[i].due_ns > now))
+			continue;
+		l->hooks[i].woken = false;
+		due = l->hooks[i].lazy(l->hooks[i].arg, now);
+		l->hooks[i].due_ns = due;
+	}
 	hooks_compact(l);
 	return 0;
 }

@@ -31,6 +31,16 @@ void loop_del(struct loop *l, int fd);
 /* 0 or -ENOMEM. The pair (arg) identifies the hook for loop_hook_del. */
 int loop_hook_add(struct loop *l, loop_prepare_fn prepare, loop_check_fn check, void *arg);
 void loop_hook_del(struct loop *l, void *arg);
+/* A hook of which there are many (one a session): its check runs in a turn
+ * only once loop_hook_wake woke it or its due time came, so an idle one
+ * costs a turn a look at its entry, not a call into memory of its own. It
+ * returns when it must run next without a wake (boottime ns; 0: next turn;
+ * UINT64_MAX: only when woken). It runs in the turn it is added in. */
+typedef uint64_t (*loop_lazy_fn)(void *arg, uint64_t now_ns);
+int loop_hook_add_lazy(struct loop *l, loop_lazy_fn check, void *arg);
+/* From a handler or any code of the loop's thread: arg's hook runs this
+ * turn (or the next, when the checks ran already). */
+void loop_hook_wake(struct loop *l, void *arg);
 /* One turn: prepare, wait (at most max_ms, -1: as the hooks say), handlers,
  * check. 0 or -errno (-EINTR is 0). */
 int loop_once(struct loop *l, int max_ms);

@@ -98,14 +98,16 @@ struct session {
 	struct disk_watch disk;
 	struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
-	struct netlink_watch *addr_watch; /* follows them while the session runs */
+	bool addrs_held;			   /* holds addrs_watch, which follows them */
+	struct session *addrs_next, **addrs_pprev; /* in addrs_watch */
+	uint64_t addrs_gen;  /* addrs_watch.n_seen when it took hold, before its listing */
 	int held[DNS_SOCKS]; /* DNS sockets taken back from the launcher, for the responder */
 	enum egress_mode mode;
 	struct grant_set grants;
 	struct suggest_limiter suggest;
 	int grants_wd; /* the record directory's watch (grants.json written by errandctl grant) */
-	struct session *grants_next; /* in grants_watch */
-	pid_t pid;		     /* the launcher */
+	struct session *grants_next, **grants_pprev; /* in grants_watch */
+	pid_t pid;				     /* the launcher */
 	int pidfd;
 	bool child; /* this process started the launcher (and reaps it) */
 	bool stopped;
@@ -662,6 +664,8 @@ static void broker_stop(struct session *s)
 		unlink(s->broker_sock);
 }
 
+static void addrs_watch_release(struct session *s);
+
 static void session_teardown(struct session *s)
 {
 	int rc;
@@ -670,8 +674,7 @@ static void session_teardown(struct session *s)
 	broker_stop(s);
 	dns_responder_free(s->dns);
 	s->dns = NULL;
-	netlink_addr_watch_free(s->addr_watch);
-	s->addr_watch = NULL;
+	addrs_watch_release(s);
 	observe_server_free(s->obs);
 	s->obs = NULL;
 	event_limiter_free(s->limiter);
@@ -718,7 +721,7 @@ static void session_release(struct session *s)
 		if (s->held[k] >= 0)
 			close(s->held[k]);
 	dns_responder_free(s->dns);
-	netlink_addr_watch_free(s->addr_watch);
+	addrs_watch_release(s);
 	observe_server_free(s->obs);
 	event_limiter_free(s->limiter);
 	free(s->self);
@@ -942,12 +945,62 @@ static int sibling_path(const char *name, char *out, size_t len)
 }
 
 #define LAUNCH_ARGS_MAX 1024
+/* Addresses the shared watch keeps for sessions not attached yet. */
+#define ADDRS_SEEN 256
+
+/* What the launcher's child needs, read before it execs. */
+struct launch_child {
+	const int *stdio;
+	const sigset_t *mask;
+	int lock_fd;
+	int held[DNS_SOCKS];
+	bool setsid;
+	const char *launcher;
+	const char **args;
+};
+
+/* The launcher's child: it shares the agent's memory until its exec
+ * (spawn_fn), so system calls only, no malloc, nothing written but its own
+ * stack. */
+static int launch_child(void *arg)
+{
+	const struct launch_child *lc = arg;
+	sigset_t none;
+	char msg[PATH_MAX + 64];
+	int rc;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, lc->mask ? lc->mask : &none, NULL);
+	for (int fd = 0; lc->stdio && fd < 3; fd++)
+		if (lc->stdio[fd] != fd && dup2(lc->stdio[fd], fd) < 0)
+			return 125;
+	/* The launcher holds the session's lock from here on: while it
+	 * lives, no sweep takes the session for a leftover, whatever
+	 * becomes of this agent. */
+	if (fcntl(lc->lock_fd, F_SETFD, 0) < 0)
+		return 125;
+	for (int k = 0; k < DNS_SOCKS; k++)
+		if (lc->held[k] >= 0 && fcntl(lc->held[k], F_SETFD, 0) < 0)
+			return 125;
+	/* The daemon's sessions are not in its process group: a signal
+	 * meant for the agent never reaches them. */
+	if (lc->setsid)
+		setsid();
+	execv(lc->launcher, (char *const *)lc->args);
+	/* strerrordesc_np: no locale, no malloc */
+	rc = snprintf(msg, sizeof(msg), "errand: cannot run %s: %s\n", lc->launcher,
+		      strerrordesc_np(errno));
+	if (rc > 0 && write(2, msg, strnlen(msg, sizeof(msg))) < 0)
+		rc = -errno; /* nowhere left to say it */
+	return 125;
+}
 
 static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
-	char bundle[PATH_MAX], msg[PATH_MAX + 64];
+	char bundle[PATH_MAX];
 	char hold[DNS_SOCKS][16];
+	struct launch_child lc;
 	int held[DNS_SOCKS] = {-1, -1, -1, -1};
 	cleanup_free const char **args = calloc(LAUNCH_ARGS_MAX, sizeof(*args));
 	const json_t *argv = json_object_get(s->request, "argv"), *it;
@@ -1050,37 +1103,16 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		args[n++] = json_string_value(it);
 	}
 	args[n] = NULL;
-	pid = cgroup_fork_into(s->cgroup_path);
+	lc.stdio = stdio;
+	lc.mask = mask;
+	lc.lock_fd = s->lock_fd;
+	memcpy(lc.held, held, sizeof(lc.held));
+	lc.setsid = !s->embedded;
+	lc.launcher = launcher;
+	lc.args = args;
+	pid = cgroup_spawn_into(s->cgroup_path, launch_child, &lc);
 	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		sigset_t none;
-
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, mask ? mask : &none, NULL);
-		for (int fd = 0; stdio && fd < 3; fd++)
-			if (stdio[fd] != fd && dup2(stdio[fd], fd) < 0)
-				_exit(125);
-		/* The launcher holds the session's lock from here on: while it
-		 * lives, no sweep takes the session for a leftover, whatever
-		 * becomes of this agent. */
-		if (fcntl(s->lock_fd, F_SETFD, 0) < 0)
-			_exit(125);
-		for (int k = 0; k < DNS_SOCKS; k++)
-			if (held[k] >= 0 && fcntl(held[k], F_SETFD, 0) < 0)
-				_exit(125);
-		/* The daemon's sessions are not in its process group: a signal
-		 * meant for the agent never reaches them. */
-		if (!s->embedded)
-			setsid();
-		execv(launcher, (char *const *)args);
-		/* no stdio here: born by clone3, this child may not malloc */
-		rc = snprintf(msg, sizeof(msg), "errand: cannot run %s: %s\n", launcher,
-			      strerror(errno));
-		if (rc > 0 && write(2, msg, strnlen(msg, sizeof(msg))) < 0)
-			rc = -errno; /* nowhere left to say it */
-		_exit(125);
-	}
+		return pid;
 	s->pid = pid;
 	s->child = true;
 	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -1217,6 +1249,31 @@ static void session_self_sync(struct session *s)
 	free(now);
 }
 
+/* The sessions' lists (grants_watch, addrs_watch) are doubly linked
+ * through a next pointer and the address of what points at the session:
+ * a session leaves in constant time, not by a walk of a thousand. */
+static void list_push(struct session **head, struct session *s, struct session **next,
+		      struct session ***pprev)
+{
+	size_t off = (size_t)((char *)pprev - (char *)s);
+
+	*next = *head;
+	if (*head)
+		*(struct session ***)((char *)*head + off) = next;
+	*head = s;
+	*pprev = head;
+}
+
+static void list_unlink(struct session *next, struct session ***pprev, size_t off)
+{
+	if (!*pprev)
+		return; /* never attached */
+	**pprev = next;
+	if (next)
+		*(struct session ***)((char *)next + off) = *pprev;
+	*pprev = NULL;
+}
+
 /* What the agent serves while the session runs: the event stream, the DNS
  * responder on the session's gateway, and the watch on its grants. */
 /* One inotify instance for every session's record directory: each instance
@@ -1265,10 +1322,13 @@ static void session_on_grants(void *arg, int fd, uint32_t events)
 		for (char *p = buf; p < buf + n;) {
 			const struct inotify_event *ev = (const struct inotify_event *)p;
 
+			p += sizeof(*ev) + ev->len;
+			/* A start writes several files there; only one is the grants. */
+			if (ev->len && strcmp(ev->name, GRANTS_FILE))
+				continue;
 			for (struct session *s = grants_watch.sessions; s; s = s->grants_next)
 				if (s->grants_wd == ev->wd)
 					session_grants_reload(s);
-			p += sizeof(*ev) + ev->len;
 		}
 	}
 }
@@ -1285,28 +1345,132 @@ static int grants_watch_attach(struct session *s, struct loop *l)
 			return rc;
 		grants_watch.loop = l;
 	}
-	s->grants_next = grants_watch.sessions;
-	grants_watch.sessions = s;
+	list_push(&grants_watch.sessions, s, &s->grants_next, &s->grants_pprev);
 	return 0;
 }
 
 static void grants_watch_detach(struct session *s)
 {
-	for (struct session **p = &grants_watch.sessions; *p; p = &(*p)->grants_next) {
-		if (*p == s) {
-			*p = s->grants_next;
-			break;
-		}
-	}
+	list_unlink(s->grants_next, &s->grants_pprev, offsetof(struct session, grants_pprev));
 	if (!grants_watch.sessions && grants_watch.loop) {
 		loop_del(grants_watch.loop, grants_watch.fd);
 		grants_watch.loop = NULL;
 	}
 }
 
+/* One address watch for every session, as for grants: a watch a session
+ * woke every session's socket at each address change of the host (a
+ * session's veth makes three, and as many at its end), a thousand recvmsg
+ * for one. Made by the first session that needs it (in its start's job),
+ * kept while any holds it, served on the loop by one handler. */
+static struct {
+	pthread_mutex_t lock;
+	struct netlink_watch *w;
+	unsigned refs;
+	struct loop *loop; /* its fd is registered there while sessions are attached */
+	struct session *sessions;
+	/* What it brought lately, for a session between its hold (and its
+	 * listing after) and its attach, whom the handler does not serve yet:
+	 * seen[i % ADDRS_SEEN] for i below n_seen; relisted: n_seen just
+	 * after messages were last lost (a step that holds no address). */
+	struct addr seen[ADDRS_SEEN];
+	uint64_t n_seen, relisted;
+} addrs_watch = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void sessions_on_addrs(void *arg, int fd, uint32_t events);
+static void session_self_learn(struct session *s, const struct addr *got, size_t n);
+static void session_self_sync(struct session *s);
+
+static int addrs_watch_hold(struct session *s)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&addrs_watch.lock);
+	if (!addrs_watch.w && !(addrs_watch.w = netlink_addr_watch_new()))
+		rc = -errno;
+	if (!rc)
+		addrs_watch.refs++;
+	s->addrs_gen = addrs_watch.n_seen;
+	pthread_mutex_unlock(&addrs_watch.lock);
+	s->addrs_held = !rc;
+	return rc;
+}
+
+/* After addrs_watch_detach: the last holder frees it. */
+static void addrs_watch_release(struct session *s)
+{
+	if (!s->addrs_held)
+		return;
+	s->addrs_held = false;
+	pthread_mutex_lock(&addrs_watch.lock);
+	if (--addrs_watch.refs == 0 && !addrs_watch.loop) {
+		netlink_addr_watch_free(addrs_watch.w);
+		addrs_watch.w = NULL;
+	}
+	pthread_mutex_unlock(&addrs_watch.lock);
+}
+
+/* What the watch brought since the session took hold of it (its listing
+ * came after), which the handler gave only to the sessions attached then;
+ * all listed again when more came than are kept, or messages were lost. */
+static void addrs_watch_catch_up(struct session *s)
+{
+	struct addr got[ADDRS_SEEN];
+	size_t n = 0;
+	bool relist;
+
+	pthread_mutex_lock(&addrs_watch.lock);
+	relist = addrs_watch.n_seen - s->addrs_gen > ADDRS_SEEN ||
+		 addrs_watch.relisted > s->addrs_gen;
+	for (uint64_t i = s->addrs_gen; !relist && i < addrs_watch.n_seen; i++)
+		got[n++] = addrs_watch.seen[i % ADDRS_SEEN];
+	pthread_mutex_unlock(&addrs_watch.lock);
+	if (relist)
+		session_self_sync(s);
+	else if (n)
+		session_self_learn(s, got, n);
+}
+
+/* On the loop's thread, as the loop's handlers. */
+static int addrs_watch_attach(struct session *s, struct loop *l)
+{
+	if (addrs_watch.loop && addrs_watch.loop != l)
+		return -EINVAL;
+	if (!addrs_watch.loop) {
+		int rc = loop_add(l, netlink_addr_watch_fd(addrs_watch.w), EPOLLIN,
+				  sessions_on_addrs, NULL);
+
+		if (rc)
+			return rc;
+		addrs_watch.loop = l;
+	}
+	list_push(&addrs_watch.sessions, s, &s->addrs_next, &s->addrs_pprev);
+	addrs_watch_catch_up(s);
+	return 0;
+}
+
+static void addrs_watch_detach(struct session *s)
+{
+	bool last;
+
+	list_unlink(s->addrs_next, &s->addrs_pprev, offsetof(struct session, addrs_pprev));
+	if (addrs_watch.sessions || !addrs_watch.loop)
+		return;
+	loop_del(addrs_watch.loop, netlink_addr_watch_fd(addrs_watch.w));
+	pthread_mutex_lock(&addrs_watch.lock);
+	addrs_watch.loop = NULL;
+	last = addrs_watch.refs == 0;
+	if (last) {
+		netlink_addr_watch_free(addrs_watch.w);
+		addrs_watch.w = NULL;
+	}
+	pthread_mutex_unlock(&addrs_watch.lock);
+}
+
 static int session_services(struct session *s)
 {
 	char path[PATH_MAX], err[512];
+	bool listed;
 	int rc;
 
 	s->limiter = event_limiter_new();
@@ -1335,9 +1499,9 @@ static int session_services(struct session *s)
 	}
 	if (s->mode == EGRESS_MODE_NONE)
 		return 0;
-	s->addr_watch = netlink_addr_watch_new();
-	if (!s->addr_watch) {
-		rc = -errno;
+	/* An adopted session listed before it took hold: it lists again. */
+	listed = s->addrs_held;
+	if (!listed && (rc = addrs_watch_hold(s))) {
 		return session_fail(s, rc, "session %s: cannot follow this host's addresses: %s",
 				    s->id, strerror(-rc));
 	}
@@ -1350,7 +1514,8 @@ static int session_services(struct session *s)
 		return session_fail(s, -errno, "session %s: %s", s->id, err);
 	dns_responder_set_grants(s->dns, &s->grants);
 	/* What changed between the first listing and the watch. */
-	session_self_sync(s);
+	if (!listed)
+		session_self_sync(s);
 	return 0;
 }
 
@@ -1751,6 +1916,13 @@ static int session_setup(struct session *s, struct session *net)
 	if ((rc = cgroup_id(s->cgroup_path, &cgid))) {
 		return session_fail(s, rc, "session %s: cannot read the id of cgroup %s: %s", s->id,
 				    s->cgroup_path, strerror(-rc));
+	}
+	/* Held before the listing: what changes after it reaches the session
+	 * (the handler's, or at its attach), and its services need not list
+	 * every address again (three a running session). */
+	if (s->mode != EGRESS_MODE_NONE && (rc = addrs_watch_hold(s))) {
+		return session_fail(s, rc, "session %s: cannot follow this host's addresses: %s",
+				    s->id, strerror(-rc));
 	}
 
 	n_self = self_addrs(s, &s->self);
@@ -2335,6 +2507,7 @@ static void session_dyn_fd(void *arg, int fd, uint32_t events)
 					    (events & EPOLLHUP ? POLLHUP : 0));
 		s->dyn_ready = true;
 	}
+	loop_hook_wake(s->loop, s);
 }
 
 /* The observer's and the responder's descriptors change as they serve
@@ -2401,6 +2574,7 @@ static void session_on_pid(void *arg, int fd, uint32_t events)
 	(void)fd;
 	(void)events;
 	s->pid_ready = true;
+	loop_hook_wake(s->loop, s);
 }
 
 /* The output relay has written everything and exited. */
@@ -2411,6 +2585,7 @@ static void session_on_out(void *arg, int fd, uint32_t events)
 	(void)events;
 	loop_del(s->loop, fd);
 	outscrub_reap(&s->out);
+	loop_hook_wake(s->loop, s); /* an end that waited for the relay */
 }
 
 static void session_on_events(void *arg, int fd, uint32_t events)
@@ -2420,22 +2595,41 @@ static void session_on_events(void *arg, int fd, uint32_t events)
 	(void)fd;
 	(void)events;
 	s->events_ready = true;
+	loop_hook_wake(s->loop, s);
 }
 
-/* Before any DNS work of this turn (that runs in the check hook), so no
- * answer given in it holds a new own address. */
-static void session_on_addrs(void *arg, int fd, uint32_t events)
+/* Before any DNS work of this turn (that runs in the sessions' hooks), so
+ * no answer given in it holds a new own address. */
+static void sessions_on_addrs(void *arg, int fd, uint32_t events)
 {
-	struct session *s = arg;
 	const struct addr *got;
+	struct addr *all = NULL;
 	size_t n;
+	bool relist;
+	int k;
 
+	(void)arg;
 	(void)fd;
 	(void)events;
-	if (netlink_addr_watch_drain(s->addr_watch, &got, &n))
-		session_self_sync(s);
-	else if (n)
-		session_self_learn(s, got, n);
+	relist = netlink_addr_watch_drain(addrs_watch.w, &got, &n);
+	pthread_mutex_lock(&addrs_watch.lock);
+	for (size_t i = 0; i < n; i++)
+		addrs_watch.seen[addrs_watch.n_seen++ % ADDRS_SEEN] = got[i];
+	if (relist) /* a step of its own: every session that took hold before lists again */
+		addrs_watch.relisted = ++addrs_watch.n_seen;
+	pthread_mutex_unlock(&addrs_watch.lock);
+	if (!relist) {
+		for (struct session *s = addrs_watch.sessions; n && s; s = s->addrs_next)
+			session_self_learn(s, got, n);
+		return;
+	}
+	/* Messages were lost: every address, listed once for all. */
+	k = netlink_self_addrs(&all);
+	if (k < 0)
+		log_warnx("cannot list this namespace's own addresses: %s", strerror(-k));
+	for (struct session *s = addrs_watch.sessions; k > 0 && s; s = s->addrs_next)
+		session_self_learn(s, all, (size_t)k);
+	free(all);
 }
 
 /* The session's broker asks for a key again (a provider answered 401). */
@@ -2460,29 +2654,10 @@ static void session_on_disk(void *arg, int fd, uint32_t events)
 	session_kill(s);
 }
 
-static void session_prepare(void *arg, int *timeout)
+/* The session's turn, when a handler of its woke it or its time came:
+ * true once it ended (and s may be gone). */
+static bool session_check(struct session *s)
 {
-	struct session *s = arg;
-	uint64_t now = boottime_ns();
-
-	/* Events left past the budget are served next turn, after the rest;
-	 * the suppressed count is read once a second. */
-	if (enforce_events_backlog(s->enf))
-		*timeout = 0;
-	else if (*timeout < 0 || *timeout > 1000)
-		*timeout = 1000;
-	if (s->dyn_due_ns) {
-		int ms = s->dyn_due_ns <= now ? 0 : (int)((s->dyn_due_ns - now) / 1000000ull) + 1;
-
-		if (*timeout < 0 || ms < *timeout)
-			*timeout = ms;
-	}
-}
-
-static void session_check(void *arg)
-{
-	struct session *s = arg;
-
 	if (s->events_ready || enforce_events_backlog(s->enf))
 		enforce_events_drain(s->enf, print_event, s);
 	if (s->rules)
@@ -2501,13 +2676,13 @@ static void session_check(void *arg)
 		session_dyn_sync(s);
 	}
 	if (!s->pid_ready)
-		return;
+		return false;
 	/* The caller hears of the end only once all the session wrote has
 	 * reached it through the relay, which follows within moments (the
 	 * session's processes are gone, and with them the pipes' writers). */
 	if (s->out.pidfd >= 0) {
 		loop_del(s->loop, s->pidfd);
-		return;
+		return false;
 	}
 	/* Refusals made just before the end are still in the ring: the kernel's
 	 * bucket keeps them under one budget's worth. */
@@ -2521,6 +2696,27 @@ static void session_check(void *arg)
 	s->status = session_collect(s);
 	s->pid_ready = false;
 	s->ended(s, s->ended_arg);
+	return true;
+}
+
+/* The loop runs it only when the session's handlers woke it or its time
+ * came: with a thousand sessions, a turn of the agent's loop costs an
+ * idle one nothing. Events left past the budget are served next turn,
+ * after the rest; the suppressed count is read once a second. */
+static uint64_t session_turn(void *arg, uint64_t now)
+{
+	struct session *s = arg;
+	uint64_t due;
+
+	(void)now;
+	if (session_check(s))
+		return UINT64_MAX;
+	if (enforce_events_backlog(s->enf))
+		return 0;
+	due = s->suppressed_check_ns + 1000000000ull;
+	if (s->dyn_due_ns && s->dyn_due_ns < due)
+		due = s->dyn_due_ns;
+	return due;
 }
 
 int session_attach(struct session *s, struct loop *l, session_ended_fn fn, void *arg)
@@ -2533,14 +2729,13 @@ int session_attach(struct session *s, struct loop *l, session_ended_fn fn, void 
 	if ((rc = loop_add(l, s->pidfd, EPOLLIN, session_on_pid, s)) ||
 	    (rc = loop_add(l, enforce_events_fd(s->enf), EPOLLIN, session_on_events, s)) ||
 	    (rc = grants_watch_attach(s, l)) ||
-	    (s->addr_watch && (rc = loop_add(l, netlink_addr_watch_fd(s->addr_watch), EPOLLIN,
-					     session_on_addrs, s))) ||
+	    (s->addrs_held && (rc = addrs_watch_attach(s, l))) ||
 	    (disk_watch_fd(&s->disk) >= 0 &&
 	     (rc = loop_add(l, disk_watch_fd(&s->disk), EPOLLIN, session_on_disk, s))) ||
 	    (s->broker_keeper >= 0 &&
 	     (rc = loop_add(l, s->broker_keeper, EPOLLIN, session_on_keeper, s))) ||
 	    (s->out.pidfd >= 0 && (rc = loop_add(l, s->out.pidfd, EPOLLIN, session_on_out, s))) ||
-	    (rc = loop_hook_add(l, session_prepare, session_check, s))) {
+	    (rc = loop_hook_add_lazy(l, session_turn, s))) {
 		session_unattach(s);
 		return rc;
 	}
@@ -2559,8 +2754,7 @@ void session_unattach(struct session *s)
 	if (s->enf)
 		loop_del(l, enforce_events_fd(s->enf));
 	grants_watch_detach(s);
-	if (s->addr_watch)
-		loop_del(l, netlink_addr_watch_fd(s->addr_watch));
+	addrs_watch_detach(s);
 	loop_del(l, disk_watch_fd(&s->disk));
 	if (s->broker_keeper >= 0)
 		loop_del(l, s->broker_keeper);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a session's DNS is parsed, answered and resolved upstream by a worker process of its own, running as errand-dns with no capabilities, no_new_privs, a seccomp filter and no descriptor but sockets; a fully compromised worker (its channel to the agent taken over) gets programmed only what the session's policy admits: a name the session may not resolve, a forbidden address (10.x, 169.254.169.254, v4-mapped in AAAA, a pinned one), the host's own address or the gateway, more addresses than dns.maxAddresses, more names than dns.maxWildcardNames, a flag, or a malformed message are refused (the last ends the worker), and a pinned entry is never overwritten; while no worker runs the session's DNS gets no answer, the agent starts a new one, and a worker dies with its agent.
+# Guarantee: a session's DNS is parsed, answered and resolved upstream by a worker process of its own (the agent's binary exec'd again, sharing none of the agent's memory), running as errand-dns with no capabilities, no_new_privs, a seccomp filter and no descriptor but sockets; a fully compromised worker (its channel to the agent taken over) gets programmed only what the session's policy admits: a name the session may not resolve, a forbidden address (10.x, 169.254.169.254, v4-mapped in AAAA, a pinned one), the host's own address or the gateway, more addresses than dns.maxAddresses, more names than dns.maxWildcardNames, a flag, or a malformed message are refused (the last ends the worker), and a pinned entry is never overwritten; while no worker runs the session's DNS gets no answer, the agent starts a new one, and a worker dies with its agent.
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/../lib/world.sh"
@@ -52,6 +52,18 @@ fds=$(for f in /proc/"$wk"/fd/*; do readlink "$f"; done)
 trace "its descriptors: $(echo "$fds" | tr '\n' ' ')"
 assert_eq "$(echo "$fds" | grep -vc '^socket:\[')" 0 "every descriptor it holds is a socket"
 assert_le 3 "$(echo "$fds" | sort -u | wc -l)" "... its channel and its DNS sockets"
+# Exec'd, not forked: a fork shares every page of the agent's (copy-on-write)
+# and keeps the agent's command line.
+assert_eq "$(tr '\0' '\n' <"/proc/$wk/cmdline" | head -n 1)" errand-dns \
+	"the worker is a program of its own (argv[0] errand-dns), not a fork of the agent"
+assert_eq "$(readlink "/proc/$wk/exe")" "$(readlink "/proc/$AGENT_PID/exe")" "... the agent's own binary, exec'd again"
+# Anonymous pages shared with another process (the agent's, after a fork)
+# count in Pss_Anon for a share only. (Not Shared_Dirty: a binary just
+# rebuilt has dirty page cache, which the agent maps too.)
+trace "the worker's memory: $(tr -s ' \n' ' ' <"/proc/$wk/smaps_rollup")"
+anon=$(awk '/^Anonymous:/ { print $2 }' "/proc/$wk/smaps_rollup")
+pss_anon=$(awk '/^Pss_Anon:/ { print $2 }' "/proc/$wk/smaps_rollup")
+assert_eq "$pss_anon" "$anon" "every anonymous page it holds is its own, none the agent's (Pss_Anon = Anonymous, ${anon} kB)"
 
 # A compromised worker: its channel, taken while it is stopped.
 kill -STOP "$wk"

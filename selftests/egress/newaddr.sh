@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: an address the agent's namespace gains while a session runs is refused at once in that session, in the kernel (reason self, even inside treatAsPublic and in open mode) and in DNS answers (dropped, also from the responder's cache), with the embedded agent and with errand-agent alike; one gained while no agent ran is refused once the restarted agent adopts the session.
+# Guarantee: an address the agent's namespace gains while a session runs is refused at once in that session and in every other running beside it, in the kernel (reason self, even inside treatAsPublic and in open mode) and in DNS answers (dropped, also from the responder's cache), with the embedded agent and with errand-agent alike; one gained while no agent ran is refused once the restarted agent adopts the session.
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 120
 . "$(dirname "$0")/../lib/world.sh"
@@ -25,10 +25,18 @@ while :; do
 done'
 }
 
-# newaddr ADDR NAME WHO: a running open-mode session reaches ADDR (a public
-# host) until the agent's namespace takes ADDR; then it is refused.
+# newaddr ADDR NAME WHO [two]: a running open-mode session reaches ADDR (a
+# public host) until the agent's namespace takes ADDR; then it is refused.
+# With two, a second session runs beside it and learns it too (one address
+# watch serves every session of an agent).
 newaddr() {
-	local addr=$1 name=$2 who=$3
+	local addr=$1 name=$2 who=$3 two=${4:-} o_pid o_out o_err o_session
+	if [ -n "$two" ]; then
+		errand_start --egress open -- sh -c "$(loop "$addr" "$name")" || return 1
+		o_pid=$BG_PID o_out=$BG_OUT o_err=$BG_ERR o_session=$SESSION
+		bg_rounds 1 10
+		assert_eq "$(bg_result conn)" "ok hello $addr:443" "$who: control: a second session reaches $addr:443 too"
+	fi
 	errand_start --egress open --egress "$name" -- sh -c "$(loop "$addr" "$name")" || return 1
 	bg_rounds 1 10
 	assert_eq "$(bg_result conn)" "ok hello $addr:443" "$who: control: $addr:443 is a public host the session reaches"
@@ -40,6 +48,14 @@ newaddr() {
 	assert_match "$(bg_result dns)" "^answer NOERROR addrs= ttl=- " "$who: ... and $name's answer no longer gives it (NODATA)"
 	assert_empty "$(cat "$W_DIR/host$addr.log")" "$who: the host's own server at $addr:443 saw no connection"
 	errand_stop
+	if [ -n "$two" ]; then
+		local b_session=$SESSION b_out=$RUN_OUT b_err=$RUN_ERR
+		BG_PID=$o_pid BG_OUT=$o_out BG_ERR=$o_err SESSION=$o_session
+		bg_rounds 2 10
+		assert_eq "$(bg_result conn)" EPERM "$who: ... and so is the second session's, running beside it"
+		errand_stop
+		SESSION=$b_session RUN_OUT=$b_out RUN_ERR=$b_err
+	fi
 	# The embedded agent logs on errandctl's stderr, errand-agent in its log.
 	local log=$RUN_ERR
 	[ "$who" = errand-agent ] && log=$AGENT_LOG
@@ -51,7 +67,7 @@ newaddr() {
 
 newaddr 198.18.7.7 newself.test "embedded agent"
 agent_start || exit 1
-newaddr 198.18.7.9 newself2.test "errand-agent"
+newaddr 198.18.7.9 newself2.test "errand-agent" two
 
 # An address gained while no agent ran: the restarted agent refuses it.
 errand_start --egress open --egress newself3.test -- sh -c "$(loop 198.18.7.11 newself3.test)" || exit 1

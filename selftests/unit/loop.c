@@ -2,7 +2,9 @@
  * table: 2000 pipes at once), never delivers an event to a handler deleted
  * earlier in the same turn nor to a new descriptor that took a deleted one's
  * number, and a job's done runs on the loop, once, after its work; hooks
- * deleted while hooks run are not called again. */
+ * deleted while hooks run are not called again; a lazy hook (one a session)
+ * runs only when woken or when its due time came, which the loop waits
+ * for. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -160,6 +162,92 @@ static void test_hooks(void)
 	CHECK_INT(hook_calls, 1, "a hook that deletes itself runs once");
 }
 
+#define LAZY_N 1000
+static int lazy_calls[LAZY_N];
+static int lazy_in_ms[LAZY_N]; /* when it is due next: -1 only when woken */
+
+static uint64_t lazy_check(void *arg, uint64_t now)
+{
+	int i = (int)((int *)arg - lazy_calls);
+
+	lazy_calls[i]++;
+	return lazy_in_ms[i] < 0 ? UINT64_MAX : now + (uint64_t)lazy_in_ms[i] * 1000000ull;
+}
+
+static void lazy_wake(void *arg, int fd, uint32_t events)
+{
+	char b;
+
+	(void)arg;
+	(void)events;
+	if (read(fd, &b, 1) == 1)
+		loop_hook_wake(L, &lazy_calls[b == 'a' ? 500 : 7]);
+}
+
+static int sum(void)
+{
+	int t = 0;
+
+	for (int i = 0; i < LAZY_N; i++)
+		t += lazy_calls[i];
+	return t;
+}
+
+static void test_lazy(void)
+{
+	int p[2];
+	char b = 'a';
+
+	for (int i = 0; i < LAZY_N; i++) {
+		lazy_in_ms[i] = -1;
+		if (loop_hook_add_lazy(L, lazy_check, &lazy_calls[i]))
+			break;
+	}
+	if (!CHECK_TRUE(pipe2(p, O_NONBLOCK | O_CLOEXEC) == 0, "a pipe"))
+		return;
+	loop_add(L, p[0], EPOLLIN, lazy_wake, NULL);
+	loop_once(L, 0);
+	CHECK_INT(sum(), LAZY_N, "each lazy hook runs once in the turn it is added in");
+	for (int i = 0; i < 5; i++)
+		loop_once(L, 0);
+	CHECK_INT(sum(), LAZY_N, "idle lazy hooks do not run in later turns");
+	if (write(p[1], &b, 1) != 1)
+		return;
+	loop_once(L, 100);
+	CHECK_INT(lazy_calls[500], 2, "a hook woken by a handler runs in that turn ...");
+	CHECK_INT(sum(), LAZY_N + 1, "... and no other");
+	/* Due at once: it runs next turn unwoken. */
+	lazy_in_ms[7] = 0;
+	b = 'b';
+	if (write(p[1], &b, 1) != 1)
+		return;
+	loop_once(L, 100);
+	CHECK_INT(lazy_calls[7], 2, "woken once more");
+	lazy_in_ms[7] = -1;
+	loop_once(L, 0);
+	CHECK_INT(lazy_calls[7], 3, "a hook due now runs again next turn, unwoken");
+	/* Due in 2 s: with no event and no limit, the loop waits for it. */
+	lazy_in_ms[7] = 2000;
+	if (write(p[1], &b, 1) != 1)
+		return;
+	loop_once(L, 100);
+	CHECK_INT(lazy_calls[7], 4, "woken again, due in 2 s");
+	lazy_in_ms[7] = -1;
+	loop_once(L, 0);
+	CHECK_INT(lazy_calls[7], 4, "not before it is due");
+	alarm(20); /* a loop that ignored the due time would wait for ever */
+	loop_once(L, -1);
+	alarm(0);
+	CHECK_INT(lazy_calls[7], 5, "with no limit, the loop waits until the hook is due");
+	loop_del(L, p[0]);
+	close(p[0]);
+	close(p[1]);
+	for (int i = 0; i < LAZY_N; i++)
+		loop_hook_del(L, &lazy_calls[i]);
+	loop_once(L, 0);
+	CHECK_INT(sum(), LAZY_N + 5, "deleted lazy hooks run no more");
+}
+
 int main(void)
 {
 	L = loop_new();
@@ -169,6 +257,7 @@ int main(void)
 	test_stale();
 	test_job();
 	test_hooks();
+	test_lazy();
 	loop_free(L);
 	return test_exit();
 }
