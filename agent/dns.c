@@ -315,15 +315,16 @@ static struct cache_entry *cache_find(struct dnsw *r, const char *name, uint16_t
 
 /* Keeps an answer: addresses (rcode NOERROR) for their TTL, or DNS_ZERO_TTL_S
  * for TTL 0; a negative one (n 0, or NXDOMAIN, or SERVFAIL with the reason
- * its hits emit again) for DNS_NEG_TTL_S. */
-static void cache_put(struct dnsw *r, const char *name, uint16_t qtype, uint8_t rcode,
-		      const char *why, const struct addr *addrs, size_t n, uint32_t ttl)
+ * its hits emit again) for DNS_NEG_TTL_S. The entry, or NULL if not kept. */
+static struct cache_entry *cache_put(struct dnsw *r, const char *name, uint16_t qtype,
+				     uint8_t rcode, const char *why, const struct addr *addrs,
+				     size_t n, uint32_t ttl)
 {
 	struct cache_entry *set = cache_set(r, name, qtype), *victim = &set[0];
 	uint64_t now = boottime_ns();
 
 	if (n > ARRAY_SIZE(victim->addrs))
-		return;
+		return NULL;
 	if (rcode != DNS_RCODE_NOERROR || n == 0)
 		ttl = DNS_NEG_TTL_S;
 	else if (ttl == 0)
@@ -347,6 +348,7 @@ static void cache_put(struct dnsw *r, const char *name, uint16_t qtype, uint8_t 
 	memcpy(victim->addrs, addrs, n * sizeof(*addrs));
 	victim->expires_ns = now + (uint64_t)ttl * NS_PER_S;
 	victim->covered_ns = 0;
+	return victim;
 }
 
 /* As the agent clamps an answer's TTL (dnsp_check). */
@@ -357,14 +359,26 @@ static uint32_t ttl_clamp(const struct errand_config *cfg, uint32_t ttl)
 	return ttl > cfg->dns_ttl_cap ? cfg->dns_ttl_cap : ttl;
 }
 
+/* Whether a grant opens one of the name's ports: its entries can end with
+ * the grant, so no answer of it is taken as covered. */
+static bool name_granted(const struct dnsw *r, const char *name)
+{
+	struct dnsp_port ports[64];
+	size_t n_ports;
+	int wild;
+
+	n_ports = name_ports(r, name, ports, ARRAY_SIZE(ports), &wild);
+	for (size_t j = 0; j < n_ports; j++)
+		if (ports[j].grant)
+			return true;
+	return false;
+}
+
 /* Answers from a cache entry, as upstream_done answered when it was made. */
 static void cache_reply(struct dnsw *r, const struct client *c, struct cache_entry *e, uint64_t now)
 {
 	uint32_t ttl = (uint32_t)((e->expires_ns - now) / NS_PER_S);
-	struct dnsp_port ports[64];
-	bool granted = false;
-	size_t n_ports;
-	int wild;
+	bool granted;
 
 	if (e->why)
 		deny(r, &c->q, e->why);
@@ -372,13 +386,21 @@ static void cache_reply(struct dnsw *r, const struct client *c, struct cache_ent
 		reply(r, c, e->rcode, NULL, 0, 0);
 		return;
 	}
-	n_ports = name_ports(r, c->q.name, ports, ARRAY_SIZE(ports), &wild);
-	for (size_t j = 0; j < n_ports; j++)
-		granted |= ports[j].grant != 0;
-	if (!granted && e->n && e->covered_ns &&
-	    now + (uint64_t)ttl_clamp(r->cfg, ttl) * NS_PER_S <= e->covered_ns) {
-		reply(r, c, DNS_RCODE_NOERROR, e->addrs, e->n, ttl_clamp(r->cfg, ttl));
-		return;
+	granted = name_granted(r, c->q.name);
+	/* Within what the agent's entries cover, the answer's TTL is what is
+	 * left of it when that is less than the clamped TTL and no less than
+	 * the floor: a name whose TTL is past the cap would otherwise never
+	 * fit (the cap is both what the entry got and what each later answer
+	 * asks for), and cost a round trip to the agent every answer. */
+	if (!granted && e->n && e->covered_ns > now) {
+		uint64_t left = (e->covered_ns - now) / NS_PER_S;
+		uint32_t want = ttl_clamp(r->cfg, ttl);
+
+		if (left >= want || (left >= r->cfg->dns_ttl_floor && left > 0)) {
+			reply(r, c, DNS_RCODE_NOERROR, e->addrs, e->n,
+			      left >= want ? want : (uint32_t)left);
+			return;
+		}
 	}
 	program_and_reply(r, c, e->addrs, e->n, ttl, granted ? NULL : e);
 }
@@ -437,13 +459,13 @@ static struct pending *pending_find(struct dnsw *r, const char *name, uint16_t q
 /* Every client waiting on p gets the same outcome: an rcode (with the
  * denied-name reason, once), or addresses to program and answer. */
 static void pending_reply(struct dnsw *r, struct pending *p, uint8_t rcode, const char *why,
-			  const struct addr *addrs, size_t n, uint32_t ttl)
+			  const struct addr *addrs, size_t n, uint32_t ttl, struct cache_entry *ce)
 {
 	if (why)
 		deny(r, &p->c[0].q, why);
 	for (size_t i = 0; i < p->n; i++) {
 		if (rcode == DNS_RCODE_NOERROR && n)
-			program_and_reply(r, &p->c[i], addrs, n, ttl, NULL);
+			program_and_reply(r, &p->c[i], addrs, n, ttl, ce);
 		else
 			reply(r, &p->c[i], rcode, NULL, 0, 0);
 	}
@@ -456,6 +478,7 @@ static void upstream_done(void *arg, int status, int timeouts, unsigned char *ab
 	const struct dns_query *q = &p->c[0].q;
 	struct dns_rr *rrs = NULL;
 	struct addr addrs[64];
+	struct cache_entry *ce;
 	size_t n_rr = 0, n = 0, dropped_cap = 0;
 	uint32_t ttl = 0;
 	uint8_t rcode = DNS_RCODE_SERVFAIL;
@@ -469,7 +492,7 @@ static void upstream_done(void *arg, int status, int timeouts, unsigned char *ab
 		goto out;
 	rrs = calloc(DNS_RR_MAX, sizeof(*rrs));
 	if (!rrs) {
-		pending_reply(r, p, DNS_RCODE_SERVFAIL, NULL, NULL, 0, 0);
+		pending_reply(r, p, DNS_RCODE_SERVFAIL, NULL, NULL, 0, 0, NULL);
 		goto out;
 	}
 	if (!abuf || alen <= 0 ||
@@ -509,13 +532,15 @@ static void upstream_done(void *arg, int status, int timeouts, unsigned char *ab
 		rcode = DNS_RCODE_SERVFAIL;
 		goto negative;
 	}
-	cache_put(r, q->name, q->qtype, DNS_RCODE_NOERROR, NULL, addrs, n, ttl);
-	pending_reply(r, p, DNS_RCODE_NOERROR, NULL, addrs, n, ttl);
+	ce = cache_put(r, q->name, q->qtype, DNS_RCODE_NOERROR, NULL, addrs, n, ttl);
+	/* Its hits answer from what these writes cover (cache_reply). */
+	pending_reply(r, p, DNS_RCODE_NOERROR, NULL, addrs, n, ttl,
+		      name_granted(r, q->name) ? NULL : ce);
 	goto out;
 negative:
 	/* Kept briefly, so a flood of the same question asks upstream once. */
 	cache_put(r, q->name, q->qtype, rcode, why, NULL, 0, 0);
-	pending_reply(r, p, rcode, why, NULL, 0, 0);
+	pending_reply(r, p, rcode, why, NULL, 0, 0, NULL);
 out:
 	free(rrs);
 	free(p);

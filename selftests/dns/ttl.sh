@@ -62,4 +62,25 @@ assert_eq "$(result ingrace)" "ok hello $HOST_A:443" "3 s after the answer (TTL 
 assert_eq "$(result expired)" EPERM "5.5 s after it, a new connect is refused"
 assert_eq "$(event_count "addr=$HOST_A port=443 reason=expired")" 1 "... with reason expired"
 
+# A name past the cap, asked again 2 s later, is answered from the worker's
+# cache with what the allow entries written for the first answer still
+# cover: less than the cap, so the entries outlive it, and no new write (a
+# round trip to the agent each answer, before). Under the floor, the entries
+# are written again and the answer has the cap again.
+sess='NS=$(sed -n "s/^nameserver[[:space:]]*//p" /etc/resolv.conf | head -n 1)
+P='"$PROBE"'
+echo "first=$($P dns $NS long.test 2>&1 | tail -n 1)"
+sleep 2
+echo "cached=$($P dns $NS long.test 2>&1 | tail -n 1)"
+echo "within=$($P tcp '"$HOST_A"' 443 2>&1 | tail -n 1)"'
+W_CONFIG=$(dns_config cap10 '"ttlCap": 10')
+errand_run --egress long.test -- sh -c "$sess"
+assert_match "$(result first)" "^answer NOERROR addrs=$HOST_A ttl=10 from " "ttlCap 10: long.test is answered with 10"
+assert_match "$(result cached)" "^answer NOERROR addrs=$HOST_A ttl=[1-7] from " "2 s later, with what its entries still cover (7 or less), not the cap"
+assert_eq "$(result within)" "ok hello $HOST_A:443" "... and the address is reached within it"
+W_CONFIG=$(dns_config cap10floor8 '"ttlCap": 10, "ttlFloor": 8')
+errand_run --egress long.test -- sh -c "$sess"
+assert_match "$(result cached)" "^answer NOERROR addrs=$HOST_A ttl=10 from " "with ttlFloor 8, what is left is under the floor: the entries are written again, the answer has the cap"
+assert_eq "$(result within)" "ok hello $HOST_A:443" "... and the address is reached"
+
 world_finish
