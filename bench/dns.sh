@@ -1,6 +1,6 @@
 #!/bin/bash
 # Benchmark, not a test: answers a second for an allowed, cached name, errand's
-# responder (which writes the session's allow map before every reply) against
+# responder (whose allow entries outlive every answer it gives) against
 # dnsmasq as a caching forwarder, side by side in one run on the same world:
 # both forward to the same upstream in the wan, and dnsperf asks each from a
 # namespace wired the same way (an errand session; the bare namespace).
@@ -42,6 +42,6 @@ e=$(median <"$W_DIR/qps.errand")
 d=$(median <"$W_DIR/qps.dnsmasq")
 echo "dns benchmark: $(uname -r), $(nproc) cores, median of $ROUNDS rounds of $SECONDS_EACH s"
 echo "every figure: $(tr '\n' ' ' <"$W_DIR/qps.errand")(errand) $(tr '\n' ' ' <"$W_DIR/qps.dnsmasq")(dnsmasq)"
-printf '%-40s %12s\n' "errand responder, map checked per reply" "$e q/s"
+printf '%-40s %12s\n' "errand responder" "$e q/s"
 printf '%-40s %12s\n' "dnsmasq, caching forwarder" "$d q/s"
 printf '%-40s %12s\n' "ratio" "$(ratio "$e" "$d")"
