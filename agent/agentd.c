@@ -12,15 +12,16 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include "agent/control.h"
@@ -1098,6 +1099,35 @@ static int agent_signals(struct agent *a)
 	return a->sig_fd < 0 ? -errno : 0;
 }
 
+/* Type=notify: one datagram to $NOTIFY_SOCKET (a path, or an abstract name
+ * when it starts with '@'), as systemd's sd_notify sends it. Not linking
+ * libsystemd keeps its six libraries out of every exec of this binary (the
+ * DNS worker is one per session). Nothing to do when systemd did not start
+ * us; a failure is systemd's to notice (its start timeout). */
+static void notify_systemd(const char *state)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	size_t len;
+	int fd;
+
+	if (!path || (path[0] != '/' && path[0] != '@'))
+		return;
+	len = strlen(path);
+	if (len >= sizeof(sun.sun_path))
+		return;
+	memcpy(sun.sun_path, path, len);
+	if (path[0] == '@')
+		sun.sun_path[0] = '\0';
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sun,
+		   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+		log_warn("cannot tell systemd %s: %s", state, strerror(errno));
+	close(fd);
+}
+
 static void on_signal(void *arg, int fd, uint32_t events)
 {
 	struct agent *a = arg;
@@ -1107,13 +1137,13 @@ static void on_signal(void *arg, int fd, uint32_t events)
 	(void)events;
 	while (read(fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
-			sd_notify(0, "RELOADING=1");
+			notify_systemd("RELOADING=1");
 			if (config_reload(a, err, sizeof(err)) == 0) {
 				agent_reloaded(a);
 				log_info("configuration reloaded (SIGHUP); sessions started from "
 					 "now on use it");
 			}
-			sd_notify(0, "READY=1");
+			notify_systemd("READY=1");
 		} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
 			a->quit = true;
 		}
@@ -1343,9 +1373,9 @@ int main(int argc, char **argv)
 		close(ready);
 	}
 	/* Type=notify: the control socket serves from here on */
-	sd_notify(0, "READY=1");
+	notify_systemd("READY=1");
 	agent_loop(&a);
-	sd_notify(0, "STOPPING=1");
+	notify_systemd("STOPPING=1");
 	/* Prepared networks are nobody's session: they go with the agent. */
 	pool_drain(&a, true);
 	/* Sessions stay: their launchers and pins carry on; the next agent
