@@ -1378,6 +1378,7 @@ int main(int argc, char **argv)
 	notify_systemd("STOPPING=1");
 	/* Prepared networks are nobody's session: they go with the agent. */
 	pool_drain(&a, true);
+	enforce_hooks_release();
 	/* Sessions stay: their launchers and pins carry on; the next agent
 	 * adopts them. */
 	log_info("stopping; %zu session(s) keep running and will be adopted by the next agent",

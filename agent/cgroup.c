@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
+
 #include "agent/cgroup.h"
 #include "agent/spawn.h"
 #include "lib/log.h"
@@ -520,6 +522,22 @@ int cgroup_session_remove(const char *path)
 	return r;
 }
 
+/* An agent's hooks cgroup holds programs while that agent lives (its
+ * links go with it); an agent killed leaves it empty, for a sweep. */
+static bool hooks_held(const char *dir)
+{
+	char path[PATH_MAX];
+	cleanup_close int fd = -1;
+	__u32 cnt = 0;
+
+	if (path_fmt(path, sizeof(path), "%s/%s", dir, CGROUP_HOOKS))
+		return true;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	return bpf_prog_query(fd, BPF_CGROUP_INET4_CONNECT, 0, NULL, NULL, &cnt) || cnt > 0;
+}
+
 int cgroup_sweep(const char *mount, const char *parent, int (*keep)(const char *id, void *arg),
 		 void *arg)
 {
@@ -536,7 +554,7 @@ int cgroup_sweep(const char *mount, const char *parent, int (*keep)(const char *
 	if (r < 0)
 		return r == -ENOENT ? 0 : r;
 	for (char **p = names; *p; p++) {
-		if (keep && keep(*p, arg))
+		if ((!strcmp(*p, CGROUP_HOOKS) && hooks_held(dir)) || (keep && keep(*p, arg)))
 			continue;
 		r = path_fmt(path, sizeof(path), "%s/%s", dir, *p);
 		if (r == 0)

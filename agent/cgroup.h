@@ -16,6 +16,10 @@
  * cgroup v2 then refuses), and sessions outlive restarts of the agent. */
 #define CGROUP_SCOPE "errand-sessions.scope"
 #define CGROUP_SCOPE_PATH "system.slice/" CGROUP_SCOPE
+/* Beside the sessions' cgroups, the agent's empty one its hooks stay
+ * attached to (enforce.c, hooks_hold); no session id takes the name, and
+ * sweeps pass it by while it holds them. */
+#define CGROUP_HOOKS "hooks"
 
 /* Finds the cgroup2 mount from /proc/self/mountinfo. 0 or -ENOENT (no cgroup2
  * mounted: the caller says "mount cgroup2 at /sys/fs/cgroup/unified"). */

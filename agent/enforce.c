@@ -543,6 +543,56 @@ static int attach_cgroup(const struct progset *ps, const struct enforce_params *
 	return 0;
 }
 
+/* Each kind of cgroup hook is behind a static key the kernel turns on with
+ * the first program of that kind attached anywhere and off with the last:
+ * each turn rewrites the kernel's code at every call site, which stops every
+ * CPU. A host running one session at a time turned nine keys on at each
+ * start and off at each end (most of the 1.6 ms a start spent attaching).
+ * So the agent keeps the set's hooks attached to an empty cgroup of its own
+ * (no process is ever in it, so they never run) while it lives: links held
+ * by this process, not pinned, so they go with it. Under set_lock. */
+static struct {
+	char path[PATH_MAX];
+	int link[ARRAY_SIZE(hooks)];
+	bool held;
+} hold;
+
+static void hooks_hold(const struct progset *ps, const char *path)
+{
+	cleanup_close int cg_fd = -1;
+	size_t i;
+
+	if (hold.held || !path || path_fmt(hold.path, sizeof(hold.path), "%s", path))
+		return;
+	if (mkdir(path, 0755) && errno != EEXIST)
+		return;
+	cg_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (i = 0; cg_fd >= 0 && i < ARRAY_SIZE(hooks); i++)
+		if ((hold.link[i] = bpf_link_create(ps->prog[i], cg_fd, hooks[i].type, NULL)) < 0)
+			break;
+	if (cg_fd >= 0 && i == ARRAY_SIZE(hooks)) {
+		hold.held = true;
+		return;
+	}
+	/* a speed-up, not a guarantee: without it starts are slower, no less
+	 * enforced */
+	while (i-- > 0)
+		close(hold.link[i]);
+	rmdir(path);
+}
+
+void enforce_hooks_release(void)
+{
+	pthread_mutex_lock(&set_lock);
+	if (hold.held) {
+		for (size_t i = 0; i < ARRAY_SIZE(hooks); i++)
+			close(hold.link[i]);
+		rmdir(hold.path);
+		hold.held = false;
+	}
+	pthread_mutex_unlock(&set_lock);
+}
+
 /* clsact on the host side of the veth: the backstop on ingress, the flow
  * guard on egress (bpf/egress.bpf.c, errand_tc_out). A legacy tc filter
  * rather than a link: it lives as long as the device, so it needs no pin,
@@ -633,15 +683,31 @@ static void *outer_op_run(void *arg)
 	return NULL;
 }
 
+/* An op's thread makes one system call: a small stack. With glibc's 8 MiB
+ * default, the eleven threads of each prepared network overflowed its cache
+ * of stacks, and every unmap of one took the agent's memory lock for
+ * writing and interrupted each CPU to flush it, stalling the session
+ * starting meanwhile (its launcher's exec waits for that lock). */
+#define OUTER_OP_STACK (64 * 1024)
+
 /* 0, or the first op's error (its index in *failed). */
 static int outer_ops(struct outer_op *ops, size_t n, size_t *failed)
 {
 	pthread_t t[I_MAX];
 	bool started[I_MAX] = {};
+	pthread_attr_t attr;
+	bool small = pthread_attr_init(&attr) == 0;
 
+	if (small && pthread_attr_setstacksize(&attr, OUTER_OP_STACK)) {
+		pthread_attr_destroy(&attr);
+		small = false;
+	}
 	for (size_t i = 0; i < n && i < I_MAX; i++)
-		if (!(started[i] = pthread_create(&t[i], NULL, outer_op_run, &ops[i]) == 0))
+		if (!(started[i] = pthread_create(&t[i], small ? &attr : NULL, outer_op_run,
+						  &ops[i]) == 0))
 			outer_op_run(&ops[i]);
+	if (small)
+		pthread_attr_destroy(&attr);
 	for (size_t i = 0; i < n && i < I_MAX; i++)
 		if (started[i])
 			pthread_join(t[i], NULL);
@@ -805,8 +871,10 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 	}
 	if (!rc)
 		rc = fill_session(e->fd, p, err, errlen);
-	if (!rc)
+	if (!rc) {
+		hooks_hold(ps, p->hooks_cgroup);
 		rc = attach_cgroup(ps, p, err, errlen);
+	}
 	if (!rc && p->host_ifindex)
 		rc = attach_tc_one(ps->prog[P_TC_IN], p, BPF_TC_INGRESS, "tc_ingress", "backstop",
 				   err, errlen);

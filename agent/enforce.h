@@ -33,6 +33,9 @@ struct enforce_params {
 	size_t n_public;
 	const struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
+	/* An empty cgroup the set's hooks stay attached to while this process
+	 * lives (enforce_hooks_release); NULL: none (errandctl's own runs). */
+	const char *hooks_cgroup;
 };
 
 struct enforce;
@@ -41,6 +44,8 @@ struct enforce;
  * process holds it or finds it pinned (an agent does at start, so no session
  * start pays for it). 0 or -errno with one line in err. */
 int enforce_preload(const char *bpf_dir, char *err, size_t errlen);
+/* Detaches what hooks_cgroup held and removes that cgroup. */
+void enforce_hooks_release(void);
 /* Makes the session's maps, pins them and puts them into the program set
  * under the session's key, with nothing attached yet: what a start would
  * otherwise wait for (each insertion into the set waits for an RCU grace

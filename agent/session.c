@@ -59,6 +59,7 @@
 #include "agent/stdio.h"
 #include "broker/registry.h"
 #include "lib/escape.h"
+#include "lib/idmap.h"
 #include "lib/log.h"
 #include "lib/strv.h"
 #include "lib/util.h"
@@ -948,11 +949,58 @@ static int sibling_path(const char *name, char *out, size_t len)
 /* Addresses the shared watch keeps for sessions not attached yet. */
 #define ADDRS_SEEN 256
 
+/* The user namespaces the agent lends its launchers for the project's
+ * idmap (errand-launch --project-userns): one per owner and session account
+ * seen, made once. A launcher made its own at every start, a child process
+ * created and reaped: a millisecond of a start. Nothing runs in one; it
+ * only maps ids. */
+#define USERNS_KEPT 16
+static struct userns_kept {
+	uid_t disk, host;
+	gid_t disk_gid, host_gid;
+	int fd;
+} userns_kept[USERNS_KEPT];
+static size_t userns_n, userns_next;
+static pthread_mutex_t userns_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A copy of the kept namespace mapping disk:disk_gid to host:host_gid, made
+ * when none is kept yet; the caller closes it. -errno on failure. */
+static int userns_lend(uid_t disk, gid_t disk_gid, uid_t host, gid_t host_gid)
+{
+	struct userns_kept *k = NULL;
+	int fd;
+
+	pthread_mutex_lock(&userns_lock);
+	for (size_t i = 0; i < userns_n && !k; i++)
+		if (userns_kept[i].disk == disk && userns_kept[i].disk_gid == disk_gid &&
+		    userns_kept[i].host == host && userns_kept[i].host_gid == host_gid)
+			k = &userns_kept[i];
+	if (!k) {
+		fd = idmap_userns(disk, disk_gid, host, host_gid);
+		if (fd < 0) {
+			pthread_mutex_unlock(&userns_lock);
+			return fd;
+		}
+		if (userns_n < USERNS_KEPT) {
+			k = &userns_kept[userns_n++];
+		} else {
+			k = &userns_kept[userns_next];
+			userns_next = (userns_next + 1) % USERNS_KEPT;
+			close(k->fd);
+		}
+		*k = (struct userns_kept){disk, host, disk_gid, host_gid, fd};
+	}
+	fd = fcntl(k->fd, F_DUPFD_CLOEXEC, 3);
+	pthread_mutex_unlock(&userns_lock);
+	return fd < 0 ? -errno : fd;
+}
+
 /* What the launcher's child needs, read before it execs. */
 struct launch_child {
 	const int *stdio;
 	const sigset_t *mask;
 	int lock_fd;
+	int userns_fd;
 	int held[DNS_SOCKS];
 	bool setsid;
 	const char *launcher;
@@ -982,6 +1030,8 @@ static int launch_child(void *arg)
 	for (int k = 0; k < DNS_SOCKS; k++)
 		if (lc->held[k] >= 0 && fcntl(lc->held[k], F_SETFD, 0) < 0)
 			return 125;
+	if (lc->userns_fd >= 0 && fcntl(lc->userns_fd, F_SETFD, 0) < 0)
+		return 125;
 	/* The daemon's sessions are not in its process group: a signal
 	 * meant for the agent never reaches them. */
 	if (lc->setsid)
@@ -998,9 +1048,11 @@ static int launch_child(void *arg)
 static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
-	char bundle[PATH_MAX];
+	char bundle[PATH_MAX], userns[48];
 	char hold[DNS_SOCKS][16];
 	struct launch_child lc;
+	cleanup_close int userns_fd = -1;
+	struct stat st;
 	int held[DNS_SOCKS] = {-1, -1, -1, -1};
 	cleanup_free const char **args = calloc(LAUNCH_ARGS_MAX, sizeof(*args));
 	const json_t *argv = json_object_get(s->request, "argv"), *it;
@@ -1056,6 +1108,17 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		args[n++] = "--resolv";
 		args[n++] = resolv;
 	}
+	/* The launcher checks the owner again on what it copies, and makes its
+	 * own namespace when it differs (or when none is lent: errandctl's own
+	 * runs, where nothing would keep it for a next start). */
+	if (!s->embedded && s->project && stat(s->project, &st) == 0 &&
+	    (st.st_uid != s->cfg->uid || st.st_gid != s->cfg->gid) &&
+	    (userns_fd = userns_lend(st.st_uid, st.st_gid, s->cfg->uid, s->cfg->gid)) >= 0) {
+		snprintf(userns, sizeof(userns), "%d:%u:%u", userns_fd, (unsigned)st.st_uid,
+			 (unsigned)st.st_gid);
+		args[n++] = "--project-userns";
+		args[n++] = userns;
+	}
 	if (config_intercepts(s->cfg) && s->mode != EGRESS_MODE_NONE) {
 		if (path_fmt(bundle, sizeof(bundle), "%s/ca-bundle.pem", s->record_dir))
 			return -ENAMETOOLONG;
@@ -1106,6 +1169,7 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	lc.stdio = stdio;
 	lc.mask = mask;
 	lc.lock_fd = s->lock_fd;
+	lc.userns_fd = userns_fd;
 	memcpy(lc.held, held, sizeof(lc.held));
 	lc.setsid = !s->embedded;
 	lc.launcher = launcher;
@@ -1898,7 +1962,8 @@ static int session_setup(struct session *s, struct session *net)
 {
 	const struct errand_config *cfg = s->cfg;
 	struct enforce_params ep = {};
-	char err[512];
+	char err[512], hooks_cg[PATH_MAX];
+	const char *slash;
 	uint64_t cgid;
 	int n_self, rc;
 
@@ -1954,6 +2019,12 @@ static int session_setup(struct session *s, struct session *net)
 	s->n_self = (size_t)n_self;
 	ep.self = s->self;
 	ep.n_self = s->n_self;
+	/* The agent keeps the hooks on beside its sessions (enforce.h). */
+	slash = strrchr(s->cgroup_path, '/');
+	if (!s->embedded && slash &&
+	    !path_fmt(hooks_cg, sizeof(hooks_cg), "%.*s/%s", (int)(slash - s->cgroup_path),
+		      s->cgroup_path, CGROUP_HOOKS))
+		ep.hooks_cgroup = hooks_cg;
 	/* a prepared network's maps are in the set already */
 	s->enf = enforce_attach(&ep, s->enf, err, sizeof(err));
 	if (!s->enf)

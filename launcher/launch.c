@@ -7,15 +7,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/nsfs.h>
 
 #include "launcher/launch.h"
 #include "lib/landlock.h"
@@ -51,6 +55,7 @@ enum opt {
 	OPT_REQUESTER,
 	OPT_PROJECT_IDMAP,
 	OPT_HOLD_FD,
+	OPT_PROJECT_USERNS,
 	OPT_RULE_ALLOW,
 	OPT_MASK,
 };
@@ -99,6 +104,10 @@ static const struct {
 	[OPT_REQUESTER] = {"--requester", "UID", "the uid that asked for the session", NUMBER},
 	[OPT_PROJECT_IDMAP] = {"--project-idmap", "MODE", "required or optional", ONCE},
 	[OPT_HOLD_FD] = {"--hold-fd", "FD", "a socket to hold while the session runs", MULTI},
+	[OPT_PROJECT_USERNS] = {"--project-userns", "FD:UID:GID",
+				"a user namespace mapping the project's owner UID:GID to the "
+				"session's uid and gid",
+				ONCE},
 	[OPT_RULE_ALLOW] = {"--rule-allow", "VERB:PATH", "an allow rule's verb and directory",
 			    MULTI},
 	[OPT_MASK] = {"--mask", "PATH", "a host path the session never reaches", MULTI_ABS},
@@ -114,7 +123,8 @@ static const char usage[] =
 	"[--path-extra DIR]... [--block-syscall NAME]... [--fsize BYTES] [--tmp-size BYTES] "
 	"[--shm-size BYTES] [--memory BYTES] [--cpu-milli N] [--pids N] [--landlock-min N] "
 	"[--status-file FILE] [--requester UID] [--project-idmap required|optional] "
-	"[--hold-fd FD]... [--rule-allow VERB:PATH]... [--mask PATH]... -- CMD [ARG...]";
+	"[--hold-fd FD]... [--project-userns FD:UID:GID] [--rule-allow VERB:PATH]... "
+	"[--mask PATH]... -- CMD [ARG...]";
 
 static int find_opt(const char *name, size_t len)
 {
@@ -225,6 +235,35 @@ static int check_hold(const char *s)
 		log_warn("--hold-fd %s", s);
 		return -errno;
 	}
+	return 0;
+}
+
+/* The agent lends the user namespace the project's idmap needs (making one
+ * is a child process created and reaped, about a millisecond of a start):
+ * FD:UID:GID, a user namespace that maps UID:GID, the owner the agent saw,
+ * to the session's account. ns_prepare_project takes it only when the
+ * project it copies has that owner; close-on-exec here, and closed once
+ * the project is mounted. */
+static int check_userns(const char *s, struct launch_args *a)
+{
+	unsigned long long fd, uid, gid;
+	int end = 0;
+
+	if (sscanf(s, "%llu:%llu:%llu%n", &fd, &uid, &gid, &end) != 3 || s[end] || fd < 3 ||
+	    fd > INT_MAX || uid >= UINT32_MAX || gid >= UINT32_MAX ||
+	    ioctl((int)fd, NS_GET_NSTYPE) != CLONE_NEWUSER) {
+		log_warnx("--project-userns %s is not FD:UID:GID with FD an open user namespace; "
+			  "pass one, or leave it out",
+			  s);
+		return -EBADF;
+	}
+	if (fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0) {
+		log_warn("--project-userns %s", s);
+		return -errno;
+	}
+	a->userns_fd = (int)fd;
+	a->userns_uid = (uid_t)uid;
+	a->userns_gid = (gid_t)gid;
 	return 0;
 }
 
@@ -400,6 +439,9 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 	}
 	a->idmap_optional = val[OPT_PROJECT_IDMAP] && !strcmp(val[OPT_PROJECT_IDMAP], "optional");
 	a->project_fd = -1;
+	a->userns_fd = -1;
+	if (val[OPT_PROJECT_USERNS] && (r = check_userns(val[OPT_PROJECT_USERNS], a)) < 0)
+		return r;
 	r = check_session(a->session);
 	if (r < 0)
 		return r;
@@ -549,6 +591,8 @@ int main(int argc, char **argv)
 	resolve_state(&a);
 	if (ns_prepare_project(&a) < 0)
 		return LAUNCH_EXIT_FAIL;
+	if (a.userns_fd >= 0)
+		close(a.userns_fd); /* not the project's owner's: not taken */
 	/* Supplementary groups are host gids the user namespace carries along
 	 * unmapped; the session must not keep root's. */
 	if (setgroups(0, NULL) < 0)

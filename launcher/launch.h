@@ -82,6 +82,10 @@ struct launch_args {
 	 * the session writes it as its owner, for PID 1 to move into its root;
 	 * -1 before. */
 	int project_fd;
+	/* --project-userns FD:UID:GID; -1 when not given. */
+	int userns_fd;
+	uid_t userns_uid;
+	gid_t userns_gid;
 
 	/* Derived: where the project and state are inside the session. */
 	const char *project_in;

@@ -249,7 +249,11 @@ int ns_prepare_project(struct launch_args *a)
 		a->project_fd = steal_fd(&tree);
 		return 0;
 	}
-	userns = idmap_userns(st.st_uid, st.st_gid, a->uid, a->gid);
+	/* The agent's, when it maps the owner of what was copied. */
+	if (a->userns_fd >= 0 && st.st_uid == a->userns_uid && st.st_gid == a->userns_gid)
+		userns = steal_fd(&a->userns_fd);
+	else
+		userns = idmap_userns(st.st_uid, st.st_gid, a->uid, a->gid);
 	if (userns < 0) {
 		errno = -userns;
 		log_warn("cannot make a user namespace to map the project's owner");

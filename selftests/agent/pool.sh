@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth and address, the pool's NAT, a cgroup, and the session's maps already in the program set with nothing attached, holding its own id's lock, so no sweep takes it); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); --egress none takes none of them, but once asked for, sessions without network get prepared namespaces of their own (lo alone, no veth, cgroup and maps ready), taken whole and never reused, where the session still has no network; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops.
+# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth and address, the pool's NAT, a cgroup, and the session's maps already in the program set with nothing attached, holding its own id's lock, so no sweep takes it); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); --egress none takes none of them, but once asked for, sessions without network get prepared namespaces of their own (lo alone, no veth, cgroup and maps ready), taken whole and never reused, where the session still has no network; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops. While it runs it keeps its nine hooks attached to an empty cgroup of its own (no process in it), so a start never turns the kernel's hook keys on; an agent killed leaves that cgroup empty and the next one sweeps it.
 # selftests-timeout: 150
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -134,6 +134,19 @@ assert_empty "$(wait_prepared_none 0)" "... nor namespaces without network"
 sed -i 's|"pool": 0|"pool": 2|; s|"addressPool": "10.215.0.0/28"|"addressPool": "10.213.0.0/24"|' "$W_CONFIG"
 ctl reload >/dev/null
 assert_eq "$(wait_prepared 2 | grep -c .)" 2 "control: prepared again after a reload back"
+
+# The hooks' static keys stay on while the agent runs: its programs stay
+# attached to an empty cgroup of its own beside the sessions'.
+hooks=$W_CG/$W/hooks
+hooks_attached() { bpftool -j cgroup show "$hooks" 2>/dev/null | python3 -c "import json,sys; t=sys.stdin.read().strip(); print(len(json.loads(t)) if t else 0)"; }
+assert_eq "$(hooks_attached)" 9 "the agent keeps its nine hooks attached to its own cgroup"
+assert_eq "$(cat "$hooks/cgroup.procs")" "" "... where no process ever is"
+agent_kill9
+assert_eq "$(hooks_attached)" 0 "an agent killed leaves that cgroup holding nothing (its links went with it)"
+agent_start || exit 1
+assert_eq "$([ -d "$hooks" ] && echo there)" "" "... and the next agent sweeps it at its start"
+in_host "$ERRANDCTL" --config "$W_CONFIG" run -- true
+assert_eq "$(hooks_attached)" 9 "its first session's start attaches them again"
 agent_stop
-assert_empty "$(leftovers)" "the agent removes its prepared networks when it stops: nothing left"
+assert_empty "$(leftovers)" "the agent removes its prepared networks and its hooks cgroup when it stops: nothing left"
 world_finish

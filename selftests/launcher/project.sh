@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: the project is written as its owner: a session creates, edits, renames and deletes files and commits with git in a project (mode 755) owned by an ordinary user or by root; on disk what it made belongs to the project's owner and existing files keep theirs, while the session stays errand-session, writes nothing outside the project and state directories, cannot read another user's 0600 file in the project or elsewhere, nor write a third user's 0644 file; only the owner or root may ask for it.
+# Guarantee: the project is written as its owner: a session creates, edits, renames and deletes files and commits with git in a project (mode 755) owned by an ordinary user or by root; on disk what it made belongs to the project's owner and existing files keep theirs, while the session stays errand-session, writes nothing outside the project and state directories, cannot read another user's 0600 file in the project or elsewhere, nor write a third user's 0644 file; only the owner or root may ask for it; a user namespace the agent lends for the idmap is taken only for a project of the owner it maps.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 command -v git >/dev/null || skip "git is missing"
@@ -169,6 +169,42 @@ out=$(launch "$(id -u "$OWNER")")
 assert_eq "$out" errt-ran "the owner's own request runs"
 out=$(launch 0)
 assert_eq "$out" errt-ran "... and root's"
+
+# The agent lends the launcher the user namespace the project's idmap needs
+# (--project-userns FD:UID:GID, UID:GID the owner it maps): taken only for
+# a project of that owner, else the launcher makes its own.
+O_UID=$(id -u "$OWNER")
+O_GID=$(id -g "$OWNER")
+lend() { # DISK_UID DISK_GID NAME: a run given a namespace mapping DISK to the session's account
+	local pid r
+	unshare --user sleep 30 &
+	pid=$!
+	for _ in $(seq 1 100); do
+		[ "$(readlink "/proc/$pid/ns/user")" != "$(readlink /proc/self/ns/user)" ] && break
+		sleep 0.02
+	done
+	echo "$1 $S_UID 1" >"/proc/$pid/uid_map"
+	echo "$2 $S_GID 1" >"/proc/$pid/gid_map"
+	"$ROOT/build/bin/errand-launch" --session "$W-l" --cgroup "$LCG" --netns "/run/netns/$W-launch" \
+		--uid "$S_UID" --gid "$S_GID" --project "$P" --project-userns "7:$1:$2" \
+		-- sh -c "echo x >$3 && echo errt-ran" 2>&1 7<"/proc/$pid/ns/user"
+	r=$?
+	kill "$pid"
+	wait "$pid" 2>/dev/null
+	return $r
+}
+out=$(lend "$O_UID" "$O_GID" lent-owner)
+assert_eq "$out" errt-ran "a lent namespace that maps the project's owner is taken"
+assert_eq "$(stat -c %U:%G "$P/lent-owner" 2>/dev/null)" "$OWNER:$(id -gn "$OWNER")" "... and what the session makes is the owner's"
+out=$(lend 4242 4242 lent-other)
+assert_eq "$out" errt-ran "a lent namespace for another owner does not stop the session"
+assert_eq "$(stat -c %u:%g "$P/lent-other" 2>/dev/null)" "$O_UID:$O_GID" "... but is not taken: what it makes is still the project's owner's, not uid 4242's"
+out=$("$ROOT/build/bin/errand-launch" --session "$W-l" --cgroup "$LCG" --netns "/run/netns/$W-launch" \
+	--uid "$S_UID" --gid "$S_GID" --project "$P" --project-userns 0:1:1 -- sh -c 'echo errt-ran' 2>&1)
+rc=$?
+assert_eq "$rc:$(echo "$out" | grep -c .)" 125:1 "--project-userns naming no user namespace: exit 125, one line"
+assert_contains "$out" "--project-userns 0:1:1 is not FD:UID:GID with FD an open user namespace" "... naming what to pass"
+assert_not_contains "$out" errt-ran "... and the command never ran"
 ip netns del "$W-launch"
 rmdir "$LCG"
 assert_empty "$(leftovers)" "nothing is left"

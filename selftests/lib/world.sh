@@ -847,8 +847,14 @@ leftovers() {
 	for f in /run/"$W"/netns/*; do
 		[ -e "$f" ] && echo "netns file $f"
 	done
+	# An agent's hooks cgroup is the agent's while it holds them (the
+	# programs stay attached there, no process in it, while it runs).
 	if [ -d "$W_CG/$W" ]; then
-		find "$W_CG/$W" -mindepth 1 -type d 2>/dev/null | sed 's/^/cgroup /'
+		find "$W_CG/$W" -mindepth 1 -type d 2>/dev/null | while read -r f; do
+			[ "$f" = "$W_CG/$W/hooks" ] && [ -n "$(bpftool cgroup show "$f" 2>/dev/null)" ] &&
+				continue
+			echo "cgroup $f"
+		done
 	fi
 	# The program set (prog/<hash>) stays for the sessions to come; what
 	# must not stay is a session's key in its maps.
