@@ -316,6 +316,7 @@ struct dns_responder {
 	uint64_t started_ns;
 	uint64_t respawn_ns; /* when to start the next worker, with chan -1 */
 	unsigned respawn_ms;
+	bool started; /* a worker was started once */
 	uint64_t refusal_log_ns;
 	uint64_t refused; /* since the last log line */
 	uint64_t unprogrammed_log_ns;
@@ -853,9 +854,11 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 	rc = upstream_check(cfg, err, errlen);
 	if (rc)
 		goto fail;
-	rc = worker_spawn(r, err, errlen);
-	if (rc)
-		goto fail;
+	/* The worker starts at the session's first turn in the loop, once its
+	 * launcher runs: its exec and start (the agent's binary, a couple of
+	 * milliseconds of CPU) no longer hold the launcher's exec back nor take
+	 * a CPU from it. A query sent before then waits in the bound socket. */
+	r->respawn_ns = 0;
 	return r;
 fail:
 	dns_responder_free(r);
@@ -1123,10 +1126,12 @@ void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, in
 	if (r->chan < 0 && boottime_ns() >= r->respawn_ns) {
 		if (worker_spawn(r, err, sizeof(err))) {
 			r->respawn_ns = boottime_ns() + (uint64_t)DNS_RESPAWN_MAX_MS * 1000000ull;
-			log_warnx("session %s: %s", r->session, err);
-		} else {
+			log_warnx("session %s: %s; its DNS is unanswered until it can, in %u ms",
+				  r->session, err, DNS_RESPAWN_MAX_MS);
+		} else if (r->started) {
 			log_info("session %s: a new DNS worker (pid %d) serves its DNS", r->session,
 				 (int)r->pid);
 		}
+		r->started = true;
 	}
 }

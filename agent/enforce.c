@@ -915,6 +915,18 @@ struct enforce *enforce_prepare(const struct enforce_params *p, char *err, size_
 	pthread_mutex_lock(&set_lock);
 	rc = prepare_locked(e, p, err, errlen);
 	pthread_mutex_unlock(&set_lock);
+	/* Its veth's clsact too, with no filter yet. Like the cgroup hooks
+	 * (hooks_hold), tc's ingress and egress are static keys the first
+	 * clsact of the host turns on and the last off, stopping every CPU:
+	 * with prepared networks holding theirs, a start attaching its
+	 * filters, and the end of a session whose veth goes, turn none. A
+	 * failure is the start's to report (attach_tc_one makes it then). */
+	if (!rc && p->host_ifindex) {
+		LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex,
+			    .attach_point = BPF_TC_INGRESS);
+
+		bpf_tc_hook_create(&hook);
+	}
 	if (rc) {
 		enforce_unpin(p->pin_dir);
 		enforce_free(e);
