@@ -3,6 +3,7 @@
  * change one transaction. See nat.h. */
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
@@ -48,6 +49,57 @@ static int errno_from_text(const char *text)
 	return -EIO;
 }
 
+/* libnftables, with the five libraries it brings, is loaded when NAT is
+ * first written, not at every exec of this binary: errandctl and each
+ * session's DNS worker (this binary exec'd again) never write any, and
+ * linking it cost each exec half a millisecond of relocations. */
+#define NFT_LIBRARY "libnftables.so.1"
+static struct {
+	__typeof__(nft_ctx_new) *ctx_new;
+	__typeof__(nft_ctx_free) *ctx_free;
+	__typeof__(nft_ctx_buffer_output) *buffer_output;
+	__typeof__(nft_ctx_buffer_error) *buffer_error;
+	__typeof__(nft_ctx_get_output_buffer) *get_output;
+	__typeof__(nft_ctx_get_error_buffer) *get_error;
+	__typeof__(nft_run_cmd_from_buffer) *run;
+} nft;
+static pthread_once_t nft_once = PTHREAD_ONCE_INIT;
+static char nft_err[256];
+
+static void nft_load(void)
+{
+	void *h = dlopen(NFT_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+
+	if (!h) {
+		snprintf(nft_err, sizeof(nft_err), "%s", dlerror());
+		return;
+	}
+	/* POSIX's way from a dlsym pointer to a function pointer */
+	*(void **)&nft.ctx_free = dlsym(h, "nft_ctx_free");
+	*(void **)&nft.buffer_output = dlsym(h, "nft_ctx_buffer_output");
+	*(void **)&nft.buffer_error = dlsym(h, "nft_ctx_buffer_error");
+	*(void **)&nft.get_output = dlsym(h, "nft_ctx_get_output_buffer");
+	*(void **)&nft.get_error = dlsym(h, "nft_ctx_get_error_buffer");
+	*(void **)&nft.run = dlsym(h, "nft_run_cmd_from_buffer");
+	if (nft.ctx_free && nft.buffer_output && nft.buffer_error && nft.get_output &&
+	    nft.get_error && nft.run)
+		*(void **)&nft.ctx_new = dlsym(h, "nft_ctx_new");
+	if (!nft.ctx_new)
+		snprintf(nft_err, sizeof(nft_err), "%s lacks a function errand calls", NFT_LIBRARY);
+}
+
+/* 0, or -ELIBACC with why logged: what each batch checks first. */
+static int nft_loaded(const char *what)
+{
+	pthread_once(&nft_once, nft_load);
+	if (nft.ctx_new)
+		return 0;
+	log_warnx("nft %s: cannot load %s (%s); install Debian's package libnftables1 "
+		  "(make deps)",
+		  what, NFT_LIBRARY, nft_err);
+	return -ELIBACC;
+}
+
 /* Runs cmds as one transaction. With out set, *out gets nft's output
  * (malloc'd). 0 or -errno; nft's error text is logged under what. */
 static int nft_run_here(const char *what, const char *cmds, char **out)
@@ -55,16 +107,18 @@ static int nft_run_here(const char *what, const char *cmds, char **out)
 	struct nft_ctx *ctx;
 	int r;
 
-	ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+	if ((r = nft_loaded(what)))
+		return r;
+	ctx = nft.ctx_new(NFT_CTX_DEFAULT);
 	if (!ctx)
 		return -ENOMEM;
-	if (nft_ctx_buffer_error(ctx) < 0 || (out && nft_ctx_buffer_output(ctx) < 0)) {
-		nft_ctx_free(ctx);
+	if (nft.buffer_error(ctx) < 0 || (out && nft.buffer_output(ctx) < 0)) {
+		nft.ctx_free(ctx);
 		return -ENOMEM;
 	}
-	r = nft_run_cmd_from_buffer(ctx, cmds);
+	r = nft.run(ctx, cmds);
 	if (r != 0) {
-		const char *err = nft_ctx_get_error_buffer(ctx);
+		const char *err = nft.get_error(ctx);
 		int len = err ? (int)strlen(err) : 0;
 
 		while (len > 0 && isspace((unsigned char)err[len - 1]))
@@ -72,13 +126,13 @@ static int nft_run_here(const char *what, const char *cmds, char **out)
 		r = errno_from_text(err);
 		log_warnx("nft %s: %.*s", what, len ? len : 6, len ? err : "failed");
 	} else if (out) {
-		const char *o = nft_ctx_get_output_buffer(ctx);
+		const char *o = nft.get_output(ctx);
 
 		*out = strdup(o ? o : "");
 		if (!*out)
 			r = -ENOMEM;
 	}
-	nft_ctx_free(ctx);
+	nft.ctx_free(ctx);
 	return r;
 }
 
@@ -94,6 +148,9 @@ static int nft_run(const char *what, const char *cmds, char **out)
 	int p[2], status, rc;
 	pid_t pid;
 
+	/* Loaded here, once, not in each child. */
+	if ((rc = nft_loaded(what)))
+		return rc;
 	if (pipe2(p, O_CLOEXEC))
 		return -errno;
 	pid = fork();
