@@ -1310,6 +1310,7 @@ int main(int argc, char **argv)
 		return 125;
 	}
 	log_init("errand-agent", verbose);
+	enforce_libbpf_quiet();
 	if (geteuid() != 0)
 		fatalx("errand-agent makes cgroups, network namespaces and BPF programs; run it as "
 		       "root");
@@ -1351,7 +1352,14 @@ int main(int argc, char **argv)
 	{
 		char perr[512];
 
-		if (enforce_preload(a.cfg.bpf_dir, perr, sizeof(perr)))
+		/* Its directory first: on a fresh host the first session made it,
+		 * and the set waited for that session. */
+		int rc = session_bpffs_ensure(a.cfg.bpf_dir);
+
+		if (rc)
+			snprintf(perr, sizeof(perr), "cannot prepare %s: %s", a.cfg.bpf_dir,
+				 strerror(-rc));
+		if (rc || enforce_preload(a.cfg.bpf_dir, perr, sizeof(perr)))
 			log_info(
 				"egress programs not loaded yet (the first session loads them): %s",
 				perr);

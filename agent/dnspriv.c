@@ -1126,7 +1126,8 @@ void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, in
 	if (r->chan < 0 && boottime_ns() >= r->respawn_ns) {
 		if (worker_spawn(r, err, sizeof(err))) {
 			r->respawn_ns = boottime_ns() + (uint64_t)DNS_RESPAWN_MAX_MS * 1000000ull;
-			log_warnx("session %s: %s; its DNS is unanswered until it can, in %u ms",
+			log_warnx("session %s: %s; its DNS goes unanswered until one starts (next "
+				  "try in %u ms)",
 				  r->session, err, DNS_RESPAWN_MAX_MS);
 		} else if (r->started) {
 			log_info("session %s: a new DNS worker (pid %d) serves its DNS", r->session,

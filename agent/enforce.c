@@ -194,6 +194,11 @@ static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, ap);
 }
 
+void enforce_libbpf_quiet(void)
+{
+	libbpf_set_print(libbpf_quiet);
+}
+
 static int prog_id(int fd, __u32 *id)
 {
 	struct bpf_prog_info info = {};
@@ -340,7 +345,6 @@ static int set_create(const char *prog_dir, const char *dir, char *err, size_t e
 	size_t n;
 	int rc;
 
-	libbpf_set_print(libbpf_quiet);
 	s = egress_bpf__open();
 	if (!s) {
 		rc = -errno;

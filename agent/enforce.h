@@ -44,6 +44,10 @@ struct enforce;
  * process holds it or finds it pinned (an agent does at start, so no session
  * start pays for it). 0 or -errno with one line in err. */
 int enforce_preload(const char *bpf_dir, char *err, size_t errlen);
+/* libbpf's own lines (the verifier's log among them) only with -v: set once
+ * at a program's start, before any thread. Without it libbpf writes its
+ * warnings to stderr, a kernel's refusal that errand expects among them. */
+void enforce_libbpf_quiet(void);
 /* Detaches what hooks_cgroup held and removes that cgroup. */
 void enforce_hooks_release(void);
 /* Makes the session's maps, pins them and puts them into the program set

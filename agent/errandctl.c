@@ -12,6 +12,7 @@
 
 #include "agent/dnspriv.h"
 #include "agent/doctor.h"
+#include "agent/enforce.h"
 #include "agent/grant.h"
 #include "agent/inspect.h"
 #include "agent/observe.h"
@@ -711,6 +712,7 @@ int main(int argc, char **argv)
 		}
 	}
 	log_init("errand", verbose);
+	enforce_libbpf_quiet();
 	if (i >= argc) {
 		usage_all(stderr);
 		return EXIT_ERRAND;

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,24 +145,6 @@ void rules_describe(const struct config_rule *r, bool lsm_ok, char *buf, size_t 
 			 r->text, hooks_of(r));
 }
 
-/* libbpf's messages, the verifier's log among them, with -v only. */
-static int libbpf_verbose(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	(void)level;
-	return log_verbose() ? vfprintf(stderr, fmt, ap) : 0;
-}
-
-static struct rules_bpf *load(void)
-{
-	libbpf_print_fn_t prev = libbpf_set_print(libbpf_verbose);
-	struct rules_bpf *skel = rules_bpf__open_and_load();
-	int e = errno;
-
-	libbpf_set_print(prev);
-	errno = e;
-	return skel;
-}
-
 /* bpf in the active list, a trivial BPF_LSM_CGROUP program on file_open
  * loads (a locked-down or restricted kernel can list bpf and still refuse),
  * and so do errand's rules programs. */
@@ -210,7 +191,7 @@ int rules_lsm_probe(char *why, size_t len)
 	close(fd);
 	/* and errand's own programs verify here: a trivial one loading says
 	 * nothing of the helpers and hooks they use (6.1 refused them once) */
-	skel = load();
+	skel = rules_bpf__open_and_load();
 	if (!skel) {
 		int r = -errno;
 
@@ -445,7 +426,7 @@ struct rules *rules_attach(const struct errand_config *cfg, const char *home,
 	rs->events_fd = -1;
 	if ((rc = texts(rs, cfg, err, errlen)))
 		goto fail;
-	rs->skel = load();
+	rs->skel = rules_bpf__open_and_load();
 	if (!rs->skel) {
 		rc = -errno;
 		snprintf(err, errlen,

@@ -172,7 +172,7 @@ static int mkdir_p(const char *path, mode_t mode)
 
 /* bpffs is not mounted at boot on every host; errand mounts it where the
  * kernel expects it when nothing is there. */
-static int bpffs_ensure(const char *bpf_dir)
+int session_bpffs_ensure(const char *bpf_dir)
 {
 	struct statfs st;
 
@@ -1856,7 +1856,7 @@ static int session_claim(struct session *s)
 	int rc;
 
 	snprintf(dir, sizeof(dir), "%s/sessions", cfg->run_dir);
-	if ((rc = mkdir_p(dir, 0700)) || (rc = bpffs_ensure(cfg->bpf_dir))) {
+	if ((rc = mkdir_p(dir, 0700)) || (rc = session_bpffs_ensure(cfg->bpf_dir))) {
 		return session_fail(s, rc, "cannot prepare %s and %s: %s", dir, cfg->bpf_dir,
 				    strerror(-rc));
 	}

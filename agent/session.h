@@ -102,5 +102,8 @@ int session_run(const struct session_params *p);
  * and in this network namespace whose session holds no lock. Count or
  * -errno. */
 int session_sweep(const struct errand_config *cfg);
+/* paths.bpf made, and bpffs mounted at /sys/fs/bpf first when nothing is
+ * there and paths.bpf is under it. 0 or -errno. */
+int session_bpffs_ensure(const char *bpf_dir);
 
 #endif

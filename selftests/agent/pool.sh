@@ -67,6 +67,10 @@ assert_eq "$RUN_RC" 0 "a session starts through the agent"
 assert_contains "$pool" "$sid" "it took a prepared network (its id is one of them)"
 assert_eq "$(result pinned)" "ok hello $HOST_A:443" "in the prepared network, the pinned host is reached"
 assert_eq "$(result forbidden)" EPERM "... and a private address is refused"
+# A fresh host: the agent makes paths.bpf and loads the set at its start,
+# and a start in a prepared network (its clsact made ahead) is quiet.
+assert_not_contains "$(cat "$AGENT_LOG")" "not loaded yet" "the agent loaded the program set at its start, on a host with no paths.bpf yet"
+assert_not_contains "$(cat "$AGENT_LOG")" "libbpf:" "... and libbpf wrote nothing to its log (that is for -v)"
 after=$(wait_prepared 2)
 assert_not_contains "$after" "$sid" "the network it took is not prepared again"
 for _ in $(seq 1 100); do
