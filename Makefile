@@ -125,7 +125,7 @@ $(BUILD)/bin/errand-agent: $(BUILD)/agent/agentd.o $(AGENTD_OBJS) $(BROKER_CLIEN
 
 # The launcher stays small: libseccomp and none of the agent's libraries.
 $(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o $(BUILD)/lib/escape.o \
-			    $(BUILD)/lib/strv.o $(BUILD)/lib/idmap.o
+			    $(BUILD)/lib/strv.o $(BUILD)/lib/idmap.o $(BUILD)/lib/await.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ -Wl,-Bstatic -lseccomp -Wl,-Bdynamic
 

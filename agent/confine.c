@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,10 +40,22 @@ static void put_list(struct argv_out *o, const char *opt, const struct config_st
  * directory (--rule-allow; a Connect allow binds its socket), and errand's
  * own closures (--mask: the host authorities' sockets and the journal). The
  * rest is the kernel's (agent/rules.c). HOME is the state directory. */
-static void put_rules(struct argv_out *o, const struct errand_config *cfg, const char *home)
+static void put_rules(struct argv_out *o, const struct errand_config *cfg, const char *home,
+		      char **store)
 {
-	static char buf[CONFIG_RULES_MAX][PATH_MAX + 16];
+	/* The caller's: starts in other threads build theirs meanwhile. */
+	char(*buf)[PATH_MAX + 16];
 	size_t k = 0;
+
+	if (!cfg->rules.n)
+		return;
+	buf = calloc(cfg->rules.n < CONFIG_RULES_MAX ? cfg->rules.n : CONFIG_RULES_MAX,
+		     sizeof(*buf));
+	if (!buf) {
+		o->full = true;
+		return;
+	}
+	*store = (char *)buf;
 
 	for (size_t i = 0; i < cfg->rules.n && k < CONFIG_RULES_MAX; i++) {
 		const struct config_rule *r = &cfg->rules.v[i];
@@ -65,12 +78,15 @@ static void put_rules(struct argv_out *o, const struct errand_config *cfg, const
 }
 
 int confine_launch_args(const struct errand_config *cfg, const char *project_dir,
-			const char *state_dir, const char **args, size_t *n, size_t max)
+			const char *state_dir, const char **args, size_t *n, size_t max,
+			char **store)
 {
 	/* Per thread: the daemon starts sessions in several at once. */
 	static __thread char fsize[24], tmp[24], shm[24], memory[24], cpu[24], pids[24],
 		landlock[8], requester[16];
 	struct argv_out o = {.args = args, .n = *n, .max = max};
+
+	*store = NULL;
 
 	if (project_dir)
 		put(&o, "--project", project_dir);
@@ -91,7 +107,7 @@ int confine_launch_args(const struct errand_config *cfg, const char *project_dir
 	put_list(&o, "--policy-write", &cfg->policy_write);
 	put_list(&o, "--policy-exec", &cfg->policy_exec);
 	put_list(&o, "--path-extra", &cfg->path_extra);
-	put_rules(&o, cfg, state_dir);
+	put_rules(&o, cfg, state_dir, store);
 	put_list(&o, "--env", &cfg->env);
 	put_list(&o, "--block-syscall", &cfg->blocked_syscalls);
 	snprintf(fsize, sizeof(fsize), "%" PRIu64, cfg->limits.file_size);

@@ -13,11 +13,14 @@
  * --path-extra DIR, --env NAME=VALUE for sandbox.env, --block-syscall NAME,
  * --image DIR, the sizes (--fsize, --tmp-size, --shm-size BYTES), the cgroup
  * limits (--memory BYTES, --cpu-milli N, --pids N) and --landlock-min N.
- * Returns 0, or -E2BIG with *n unchanged when they do not fit. Strings stay
- * owned by cfg and the caller, except the numbers, which are formatted into
- * storage of this file that stays valid until the next call. */
+ * Returns 0, or -E2BIG with *n unchanged when they do not fit (or memory
+ * ran out). Strings stay owned by cfg and the caller, except the numbers,
+ * formatted into this thread's storage of this file (valid until its next
+ * call), and sandbox.rules' directories, written to *store: one allocation
+ * (NULL: none) the caller frees once args are used, whatever the result. */
 int confine_launch_args(const struct errand_config *cfg, const char *project_dir,
-			const char *state_dir, const char **args, size_t *n, size_t max);
+			const char *state_dir, const char **args, size_t *n, size_t max,
+			char **store);
 
 /* Removes the directory tree at path as root without following anything in
  * it: the session's state directory, where a session may leave a symbolic

@@ -33,6 +33,7 @@
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <jansson.h>
@@ -58,6 +59,7 @@
 #include "agent/state.h"
 #include "agent/stdio.h"
 #include "broker/registry.h"
+#include "lib/await.h"
 #include "lib/escape.h"
 #include "lib/idmap.h"
 #include "lib/log.h"
@@ -111,6 +113,10 @@ struct session {
 	pid_t pid;				     /* the launcher */
 	int pidfd;
 	bool child; /* this process started the launcher (and reaps it) */
+	/* A prepared network's launcher, started ahead and waiting on await_fd
+	 * for its session (await_spawn); 0 and -1: none. */
+	pid_t await_pid;
+	int await_fd, await_pidfd;
 	bool stopped;
 	int status; /* once ended */
 	char exit_path[PATH_MAX];
@@ -666,11 +672,13 @@ static void broker_stop(struct session *s)
 }
 
 static void addrs_watch_release(struct session *s);
+static void await_drop(struct session *s);
 
 static void session_teardown(struct session *s)
 {
 	int rc;
 
+	await_drop(s);
 	disk_watch_stop(&s->disk);
 	broker_stop(s);
 	dns_responder_free(s->dns);
@@ -715,6 +723,7 @@ static void grants_watch_rm(int wd);
 /* Closes what this process holds; the session's kernel objects stay. */
 static void session_release(struct session *s)
 {
+	await_drop(s);
 	grants_watch_rm(s->grants_wd);
 	disk_watch_stop(&s->disk);
 	free(s->pfd);
@@ -1001,6 +1010,7 @@ struct launch_child {
 	const sigset_t *mask;
 	int lock_fd;
 	int userns_fd;
+	int await_fd; /* errand-launch --await's socket; -1: none */
 	int held[DNS_SOCKS];
 	bool setsid;
 	const char *launcher;
@@ -1032,6 +1042,8 @@ static int launch_child(void *arg)
 			return 125;
 	if (lc->userns_fd >= 0 && fcntl(lc->userns_fd, F_SETFD, 0) < 0)
 		return 125;
+	if (lc->await_fd >= 0 && fcntl(lc->await_fd, F_SETFD, 0) < 0)
+		return 125;
 	/* The daemon's sessions are not in its process group: a signal
 	 * meant for the agent never reaches them. */
 	if (lc->setsid)
@@ -1045,6 +1057,107 @@ static int launch_child(void *arg)
 	return 125;
 }
 
+/* A prepared network gets its launcher ahead (errand-launch --await, in
+ * its cgroup, holding its lock like any launcher), so a start hands it the
+ * command line instead of waiting for its exec and loader: a millisecond of
+ * every start on this kind of host. One that cannot be started is no
+ * error: the session starts its own. */
+static void await_spawn(struct session *n)
+{
+	char launcher[PATH_MAX], fdarg[16];
+	const char *args[] = {launcher, "--await", fdarg, NULL};
+	struct launch_child lc = {.lock_fd = n->lock_fd,
+				  .userns_fd = -1,
+				  .held = {-1, -1, -1, -1},
+				  .setsid = true,
+				  .launcher = launcher,
+				  .args = args};
+	int sv[2], stdio[3];
+	pid_t pid;
+
+	if (sibling_path("errand-launch", launcher, sizeof(launcher)) ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return;
+	/* what it says before it has a session goes to the agent's log */
+	stdio[0] = stdio[1] = open("/dev/null", O_RDWR | O_CLOEXEC);
+	stdio[2] = 2;
+	if (stdio[0] < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return;
+	}
+	snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
+	lc.stdio = stdio;
+	lc.await_fd = sv[1];
+	pid = cgroup_spawn_into(n->cgroup_path, launch_child, &lc);
+	close(sv[1]);
+	close(stdio[0]);
+	if (pid > 0 && (n->await_pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		pid = -1;
+	}
+	if (pid < 0) {
+		close(sv[0]);
+		return;
+	}
+	fcntl(n->await_pidfd, F_SETFD, FD_CLOEXEC);
+	n->await_pid = pid;
+	n->await_fd = sv[0];
+}
+
+/* The launcher started ahead, never handed a session, ends here. */
+static void await_drop(struct session *s)
+{
+	if (s->await_pid <= 0)
+		return;
+	close(s->await_fd);
+	kill(s->await_pid, SIGKILL);
+	waitpid(s->await_pid, NULL, 0);
+	close(s->await_pidfd);
+	s->await_pid = 0;
+	s->await_fd = s->await_pidfd = -1;
+}
+
+/* Hands the launcher started ahead its command line and the descriptors it
+ * names: what launch_child gives a launcher it starts. */
+static int await_hand(struct session *s, const char **args, const int *stdio, const int *held,
+		      int userns_fd)
+{
+	int fds[AWAIT_FDS_MAX], target[AWAIT_FDS_MAX], nice, rc;
+	size_t n = 0;
+
+	for (int fd = 0; fd < 3; fd++) {
+		fds[n] = stdio ? stdio[fd] : fd;
+		target[n++] = fd;
+	}
+	for (int k = 0; k < DNS_SOCKS; k++) {
+		if (held[k] >= 0) {
+			fds[n] = held[k];
+			target[n++] = held[k];
+		}
+	}
+	if (userns_fd >= 0) {
+		fds[n] = userns_fd;
+		target[n++] = userns_fd;
+	}
+	/* this thread runs at the priority the agent starts sessions at */
+	errno = 0;
+	nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+	if (errno)
+		nice = 0;
+	rc = await_send(s->await_fd, args, fds, target, n, nice);
+	if (rc)
+		return rc;
+	close(s->await_fd);
+	s->pid = s->await_pid;
+	s->pidfd = s->await_pidfd;
+	s->child = true;
+	s->await_pid = 0;
+	s->await_fd = s->await_pidfd = -1;
+	return 0;
+}
+
 static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
@@ -1055,6 +1168,7 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	struct stat st;
 	int held[DNS_SOCKS] = {-1, -1, -1, -1};
 	cleanup_free const char **args = calloc(LAUNCH_ARGS_MAX, sizeof(*args));
+	cleanup_free char *rules_store = NULL;
 	const json_t *argv = json_object_get(s->request, "argv"), *it;
 	size_t n = 0, i;
 	pid_t pid;
@@ -1126,7 +1240,8 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		args[n++] = bundle;
 	}
 	/* Confinement first: the session's own --env come after and win. */
-	rc = confine_launch_args(s->cfg, s->project, state, args, &n, LAUNCH_ARGS_MAX - 4);
+	rc = confine_launch_args(s->cfg, s->project, state, args, &n, LAUNCH_ARGS_MAX - 4,
+				 &rules_store);
 	if (rc) {
 		return session_fail(
 			s, rc,
@@ -1166,10 +1281,20 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		args[n++] = json_string_value(it);
 	}
 	args[n] = NULL;
+	if (s->await_pid > 0) {
+		rc = await_hand(s, args, stdio, held, userns_fd);
+		if (rc == 0)
+			return 0;
+		log_warnx("session %s: the launcher started ahead cannot take it (%s); starting "
+			  "another",
+			  s->id, strerror(-rc));
+		await_drop(s);
+	}
 	lc.stdio = stdio;
 	lc.mask = mask;
 	lc.lock_fd = s->lock_fd;
 	lc.userns_fd = userns_fd;
+	lc.await_fd = -1;
 	memcpy(lc.held, held, sizeof(lc.held));
 	lc.setsid = !s->embedded;
 	lc.launcher = launcher;
@@ -1944,6 +2069,11 @@ static bool session_net_take(struct session *s, struct session *n)
 	memcpy(s->id, n->id, sizeof(s->id));
 	s->lock_fd = n->lock_fd;
 	n->lock_fd = -1;
+	s->await_pid = n->await_pid;
+	s->await_fd = n->await_fd;
+	s->await_pidfd = n->await_pidfd;
+	n->await_pid = 0;
+	n->await_fd = n->await_pidfd = -1;
 	s->link = n->link;
 	s->have_netns = n->have_netns;
 	s->have_veth = n->have_veth;
@@ -2110,6 +2240,7 @@ static struct session *session_alloc(void)
 		return NULL;
 	s->cfg = &s->config;
 	s->lock_fd = s->pidfd = s->grants_wd = s->broker_keeper = -1;
+	s->await_fd = s->await_pidfd = -1;
 	outscrub_init(&s->out);
 	for (int k = 0; k < DNS_SOCKS; k++)
 		s->held[k] = -1;
@@ -2194,6 +2325,7 @@ struct session *session_net_prepare(const char *config_text, const char *config_
 		session_teardown(n);
 		goto fail;
 	}
+	await_spawn(n);
 	return n;
 fail:
 	session_release(n);

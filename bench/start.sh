@@ -6,7 +6,9 @@
 # --egress none, and embedded (no agent: errandctl does it all itself), side
 # by side with bubblewrap unsharing everything and plain unshare, in one
 # hyperfine run. All run from the world's agent namespace, so each pays the
-# same nsenter. RUNS tunes it.
+# same nsenter. RUNS tunes it; PAUSE=SECONDS waits that long before each
+# run, so the agent's refill and teardown of the run before are done (back
+# to back, the default, each start shares two CPUs with them).
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -37,7 +39,7 @@ for _ in $(seq 1 100); do
 	sleep 0.05
 done
 in_ns() { echo "nsenter --net=/run/netns/$W-$1"; }
-hyperfine -N ${HF_ARGS:-} --warmup 3 --runs "$RUNS" --export-markdown "$W_DIR/start.md" \
+hyperfine -N ${HF_ARGS:-} ${PAUSE:+--prepare "sleep $PAUSE"} --warmup 3 --runs "$RUNS" --export-markdown "$W_DIR/start.md" \
 	-n "errandctl run -- /bin/true (agent, pool)" "$(in_ns host) $ERRANDCTL run --config $pool_cfg -- /bin/true" \
 	-n "errandctl run -- /bin/true (agent, no pool)" "$(in_ns np) $ERRANDCTL run --config $nopool_cfg -- /bin/true" \
 	-n "errandctl run --egress none -- /bin/true (agent)" "$(in_ns host) $ERRANDCTL run --config $pool_cfg --egress none -- /bin/true" \

@@ -16,12 +16,14 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/nsfs.h>
 
 #include "launcher/launch.h"
+#include "lib/await.h"
 #include "lib/landlock.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -570,6 +572,25 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	log_init("errand-launch", false);
+	/* Started ahead with a prepared network (errand-launch --await FD): its
+	 * exec is off the session's start, which hands it the command line it
+	 * would have been started with. Without a session it leaves quietly. */
+	if (argc == 3 && !strcmp(argv[1], "--await")) {
+		int nice;
+
+		seccomp_prepare();
+		r = await_recv(atoi(argv[2]), &argc, &argv, &nice);
+		if (r == -ENODATA)
+			return 0;
+		if (r < 0) {
+			errno = -r;
+			log_warn("cannot take the session the agent handed over");
+			return LAUNCH_EXIT_FAIL;
+		}
+		/* started by the pool's job, at its lower priority */
+		if (setpriority(PRIO_PROCESS, 0, nice) < 0)
+			fatal("cannot set the session's priority");
+	}
 	r = parse_args(argc, argv, &a);
 	if (r < 0 || resolve_paths(&a) < 0)
 		return LAUNCH_EXIT_FAIL;

@@ -148,7 +148,10 @@ static inline bool launch_rule_writes(int verb)
 /* rlimit.c: RLIMIT_FSIZE from --fsize, no core files. 0 or -errno. */
 int rlimit_apply(const struct launch_args *a);
 
-/* seccomp.c: the syscall filter, loaded last before exec. 0 or -errno. */
+/* seccomp.c: the syscall filter, loaded last before exec. 0 or -errno.
+ * seccomp_prepare builds errand's own ahead (no --block-syscall), which
+ * seccomp_apply then loads as it is when the session blocks nothing more. */
+void seccomp_prepare(void);
 int seccomp_apply(const struct launch_args *a);
 
 /* init.c: the session's PID 1. Never returns. */

@@ -10,12 +10,18 @@
  * setuid or setgid bit, to chmod or to a call that creates a file, gets
  * EPERM (see mode_calls). */
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "launcher/launch.h"
 #include "lib/log.h"
@@ -142,7 +148,7 @@ static int add_mode_rules(scmp_filter_ctx ctx)
 	return 0;
 }
 
-static int build(scmp_filter_ctx ctx, const struct launch_args *a)
+static int build(scmp_filter_ctx ctx, const struct launch_list *block)
 {
 	const unsigned long ioctls[] = {TIOCSTI, TIOCLINUX};
 	int r;
@@ -154,14 +160,14 @@ static int build(scmp_filter_ctx ctx, const struct launch_args *a)
 	for (size_t i = 0; i < ARRAY_SIZE(blocked); i++)
 		if ((r = rule(ctx, SCMP_ACT_ERRNO(ENOSYS), blocked[i], 0, NULL)) < 0)
 			return r;
-	for (size_t i = 0; i < a->block.n; i++) {
-		if (seccomp_syscall_resolve_name(a->block.v[i]) == __NR_SCMP_ERROR) {
+	for (size_t i = 0; i < block->n; i++) {
+		if (seccomp_syscall_resolve_name(block->v[i]) == __NR_SCMP_ERROR) {
 			log_warnx("--block-syscall %s: libseccomp knows no such system call; check "
 				  "the name",
-				  a->block.v[i]);
+				  block->v[i]);
 			return -EINVAL;
 		}
-		if ((r = rule(ctx, SCMP_ACT_ERRNO(ENOSYS), a->block.v[i], 0, NULL)) < 0)
+		if ((r = rule(ctx, SCMP_ACT_ERRNO(ENOSYS), block->v[i], 0, NULL)) < 0)
 			return r;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(clone_ns); i++) {
@@ -182,17 +188,59 @@ static int build(scmp_filter_ctx ctx, const struct launch_args *a)
 	return add_socket_rules(ctx);
 }
 
+/* The filter errand's own list makes, as the kernel takes it: built by a
+ * launcher started ahead while it waits for its session (libseccomp's
+ * rules and their translation are a third of a millisecond). */
+static struct sock_fprog ahead;
+
+void seccomp_prepare(void)
+{
+	static const struct launch_list none;
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	struct stat st;
+	void *prog = NULL;
+	int fd = -1;
+
+	if (!ctx)
+		return;
+	if (build(ctx, &none) == 0 && (fd = memfd_create("errand-seccomp", MFD_CLOEXEC)) >= 0 &&
+	    seccomp_export_bpf(ctx, fd) == 0 && fstat(fd, &st) == 0 && st.st_size > 0 &&
+	    st.st_size % sizeof(struct sock_filter) == 0 &&
+	    st.st_size <= BPF_MAXINSNS * (off_t)sizeof(struct sock_filter) &&
+	    (prog = malloc((size_t)st.st_size)) &&
+	    pread(fd, prog, (size_t)st.st_size, 0) == st.st_size) {
+		ahead.filter = prog;
+		ahead.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+		prog = NULL;
+	}
+	free(prog);
+	if (fd >= 0)
+		close(fd);
+	seccomp_release(ctx);
+}
+
 int seccomp_apply(const struct launch_args *a)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	scmp_filter_ctx ctx;
 	int r;
 
+	/* no_new_privs is the outer launcher's, inherited */
+	if (ahead.filter && a->block.n == 0) {
+		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &ahead) == 0)
+			return 0;
+		r = -errno;
+		log_warnx("cannot load the seccomp filter: %s; this requires "
+			  "CONFIG_SECCOMP_FILTER",
+			  strerror(-r));
+		return r;
+	}
+	ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx) {
 		log_warnx("cannot set up a seccomp filter; this requires libseccomp and "
 			  "CONFIG_SECCOMP_FILTER");
 		return -ENOMEM;
 	}
-	r = build(ctx, a);
+	r = build(ctx, &a->block);
 	if (r == 0) {
 		r = seccomp_load(ctx);
 		if (r < 0)

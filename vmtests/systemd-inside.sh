@@ -32,14 +32,16 @@ finish() {
 	exit 0
 }
 trap finish EXIT
-# the running session's directory in the scope: errand/<id> with processes
-# (the agent's prepared networks, sandbox.pool, have cgroups there too,
-# empty until a session takes one)
+# session_cg PATTERN: the running session's directory in the scope,
+# errand/<id>, of the process whose command line matches (a populated one
+# need not be a session's: each of the agent's prepared networks,
+# sandbox.pool, has its cgroup there too, with its launcher waiting in it).
 session_cg() {
-	local d
-	for d in "$SCOPE"/errand/*/; do
-		grep -qx 'populated 1' "$d/cgroup.events" 2>/dev/null && { echo "${d%/}"; return; }
-	done
+	local pid path
+	pid=$(pgrep -f "$1" | head -n 1)
+	[ -n "$pid" ] || return
+	path=$(sed -n 's/^0:://p' "/proc/$pid/cgroup" | sed 's|\(/errand/[^/]*\).*|\1|')
+	[[ "$path" == */errand/* ]] && [ -d "$CG$path" ] && echo "$CG$path"
 }
 wait_for() { # wait_for SECONDS COMMAND...: until COMMAND holds
 	local n=$(($1 * 10))
@@ -96,7 +98,7 @@ journalctl -k --no-pager 2>/dev/null | grep -m1 -i 'memory cgroup out of memory'
 errandctl run --egress none -- sh -c 'echo started; sleep 45; echo finished' >/tmp/bg.out 2>/tmp/bg.err &
 bg=$!
 wait_for 60 grep -q started /tmp/bg.out
-d=$(session_cg)
+d=$(session_cg '^sleep 45$')
 trace "session cgroup: ${d:-none}; cgroup of the agent: $(cat /proc/"$(systemctl show -P MainPID errand-agent.service)"/cgroup)"
 check "the session's cgroup is inside the delegated scope errand-sessions.scope" [ -n "$d" ]
 eq "$(systemctl show -P Delegate errand-sessions.scope)" yes "systemd delegates the scope (Delegate=yes)"
@@ -105,7 +107,7 @@ eq "$(cat "$d/memory.max" 2>&1)" $((64 << 20)) "memory.max is the session's limi
 eq "$(cat "$d/cpu.max" 2>&1)" "50000 100000" "cpu.max is the session's limit (0.5 CPU)"
 check "nothing is made outside systemd's delegation ($CG/errand)" [ ! -e "$CG/errand" ]
 id=$(basename "$d")
-sleeper=$(pgrep -f 'sleep 45' | head -n 1)
+sleeper=$(pgrep -f '^sleep 45$' | head -n 1)
 check "systemctl restart errand-agent.service succeeds with the session alive" \
 	timeout 120 systemctl restart errand-agent.service
 eq "$(systemctl show -P ActiveState errand-agent.service)" active "the restarted unit is active"
@@ -124,7 +126,7 @@ systemctl stop errand-agent.service
 errandctl run --egress none -- sh -c 'echo started; sleep 20' >/tmp/emb.out 2>/tmp/emb.err &
 bg=$!
 wait_for 60 grep -q started /tmp/emb.out
-d=$(session_cg)
+d=$(session_cg '^sleep 20$')
 trace "embedded session cgroup: ${d:-none}"
 check "without errand-agent, errandctl run's session is in the delegated scope too" [ -n "$d" ]
 eq "$(cat "$d/pids.max" 2>&1)" 32 "... with its pids limit"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth and address, the pool's NAT, a cgroup, and the session's maps already in the program set with nothing attached, holding its own id's lock, so no sweep takes it); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); --egress none takes none of them, but once asked for, sessions without network get prepared namespaces of their own (lo alone, no veth, cgroup and maps ready), taken whole and never reused, where the session still has no network; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops. While it runs it keeps its nine hooks attached to an empty cgroup of its own (no process in it), so a start never turns the kernel's hook keys on; an agent killed leaves that cgroup empty and the next one sweeps it.
+# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth and address, the pool's NAT, a cgroup, and the session's maps already in the program set with nothing attached, holding its own id's lock, so no sweep takes it); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); --egress none takes none of them, but once asked for, sessions without network get prepared namespaces of their own (lo alone, no veth, cgroup and maps ready), taken whole and never reused, where the session still has no network; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops. Each prepared network has a launcher started ahead, waiting in its cgroup, which its session's start hands the command line and the caller's stdio to (no exec on the start), runs the session at the agent's priority and returns its status, and ends with it, or when the agent stops or is killed. While it runs it keeps its nine hooks attached to an empty cgroup of its own (no process in it), so a start never turns the kernel's hook keys on; an agent killed leaves that cgroup empty and the next one sweeps it.
 # selftests-timeout: 150
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -59,6 +59,24 @@ assert_eq "$([ -e "/run/$W/sessions/$first.lock" ] && echo held)" held "... and 
 assert_eq "$(find "$W_CG/$W" -type d -name "$first" | grep -c .)" 1 "... and its cgroup"
 assert_eq "$([ -e "/sys/fs/bpf/$W/$first/config" ] && echo pinned)" pinned "... and its maps, in the program set already"
 assert_eq "$(ls "/sys/fs/bpf/$W/$first" | grep -c 'connect4\|tc_ingress')" 0 "... with nothing attached yet"
+# waiting PREPARED: the pid of its launcher started ahead (it comes last in
+# the preparation: 5 s at most), once that is all its cgroup holds and it
+# waits (errand-launch --await).
+waiting() {
+	local cg procs
+	for _ in $(seq 1 50); do
+		cg=$(find "$W_CG/$W" -type d -name "$1" | head -n 1)
+		procs=$(cat "$cg/cgroup.procs" 2>/dev/null)
+		if [ "$(echo "$procs" | grep -c .)" = 1 ] &&
+			[[ "$(tr '\0' ' ' <"/proc/$procs/cmdline" 2>/dev/null)" == *"errand-launch --await "* ]]; then
+			echo "$procs"
+			return
+		fi
+		sleep 0.1
+	done
+}
+launcher=$(waiting "$first")
+assert_match "$launcher" "^[0-9]+$" "... and its launcher, started ahead, waiting alone in its cgroup"
 
 errand_run --pin "a.test=$HOST_A:443" --egress a.test:443 -- sh -c \
 	"echo sid=\$ERRAND_SESSION; $(probe_script pinned "tcp $HOST_A 443" forbidden "tcp $HOST_PRIV 80")"
@@ -79,6 +97,35 @@ for _ in $(seq 1 100); do
 done
 assert_eq "$([ -e "/run/$W/netns/$sid" ] && echo there)" "" "... its namespace is removed with its session"
 assert_eq "$(comm -13 <(echo "$pool") <(echo "$after") | grep -c .)" 1 "a fresh one replaced it"
+
+# The launcher waiting in a prepared network becomes its session's, with
+# the caller's stdio, and is gone with it.
+declare -A ahead
+for id in $after; do ahead[$id]=$(waiting "$id"); done
+assert_eq "$(for id in $after; do [ -n "${ahead[$id]}" ] && echo "$id"; done | grep -c .)" 2 "each prepared network has its launcher waiting"
+in_host "$ERRANDCTL" --config "$W_CONFIG" run -- sh -c 'echo "sid=$ERRAND_SESSION"; read -r line; echo "read=$line"; echo to-stderr >&2; sleep 2; exit 3' \
+	<<<"from-stdin" >"$W_DIR/ahead.out" 2>"$W_DIR/ahead.err" &
+bg=$!
+for _ in $(seq 1 100); do
+	grep -q '^read=' "$W_DIR/ahead.out" && break
+	sleep 0.1
+done
+asid=$(sed -n 's/^sid=//p' "$W_DIR/ahead.out")
+alauncher=${ahead[$asid]:-none}
+assert_contains "$after" "$asid" "a session takes a prepared network"
+assert_match "$(tr '\0' ' ' <"/proc/$alauncher/cmdline" 2>/dev/null)" "errand-launch --await [0-9]+ $" "... and the launcher that waited there runs it, never exec'd again"
+assert_eq "$(grep -cx "$alauncher" "$(find "$W_CG/$W" -type d -name "$asid" | head -n 1)/cgroup.procs")" 1 "... in the session's cgroup"
+assert_eq "$(awk '{ print $19 }' "/proc/$alauncher/stat" 2>/dev/null)" 0 "... at the agent's priority, not the pool's (nice 10)"
+wait "$bg"
+assert_eq "$?" 3 "the command's exit status comes back through it"
+assert_eq "$(cat "$W_DIR/ahead.out" | grep '^read=')" "read=from-stdin" "... and the caller's stdin reached the command"
+assert_contains "$(cat "$W_DIR/ahead.err")" "to-stderr" "... and its stderr the caller's"
+assert_eq "$(kill -0 "$alauncher" 2>/dev/null && echo alive)" "" "... and that launcher is gone with its session"
+for _ in $(seq 1 100); do
+	[ -e "/run/$W/netns/$asid" ] || break
+	sleep 0.1
+done
+after=$(wait_prepared 2)
 
 assert_empty "$(prepared_none)" "no namespace without network is prepared before such a session is asked for"
 errand_run --egress none -- sh -c 'echo sid=$ERRAND_SESSION'
@@ -145,12 +192,24 @@ hooks=$W_CG/$W/hooks
 hooks_attached() { bpftool -j cgroup show "$hooks" 2>/dev/null | python3 -c "import json,sys; t=sys.stdin.read().strip(); print(len(json.loads(t)) if t else 0)"; }
 assert_eq "$(hooks_attached)" 9 "the agent keeps its nine hooks attached to its own cgroup"
 assert_eq "$(cat "$hooks/cgroup.procs")" "" "... where no process ever is"
+killed=""
+for id in $(prepared); do killed="$killed $(waiting "$id")"; done
 agent_kill9
 assert_eq "$(hooks_attached)" 0 "an agent killed leaves that cgroup holding nothing (its links went with it)"
+for _ in $(seq 1 50); do
+	alive=$(for p in $killed; do kill -0 "$p" 2>/dev/null && echo "$p"; done)
+	[ -z "$alive" ] && break
+	sleep 0.1
+done
+assert_eq "$(echo "$killed" | wc -w)" 2 "control: two launchers were waiting when the agent was killed"
+assert_empty "$alive" "... and each ends when its agent is killed (its socket closes)"
 agent_start || exit 1
 assert_eq "$([ -d "$hooks" ] && echo there)" "" "... and the next agent sweeps it at its start"
 in_host "$ERRANDCTL" --config "$W_CONFIG" run -- true
 assert_eq "$(hooks_attached)" 9 "its first session's start attaches them again"
+stopped=""
+for id in $(prepared); do stopped="$stopped $(waiting "$id")"; done
 agent_stop
+assert_empty "$(for p in $stopped; do kill -0 "$p" 2>/dev/null && echo "$p"; done)" "the agent ends the launchers waiting in its prepared networks when it stops"
 assert_empty "$(leftovers)" "the agent removes its prepared networks and its hooks cgroup when it stops: nothing left"
 world_finish

@@ -832,6 +832,26 @@ observe_stop() {
 	sed 's/^/#   /' "$OBSERVE_OUT"
 }
 
+# launchers_waiting: how many launchers started ahead (errand-launch --await)
+# wait in this world's prepared networks.
+launchers_waiting() {
+	local p n=0
+	for p in $(pgrep -f '^[^ ]*errand-launch --await '); do
+		grep -q "/$W/" "/proc/$p/cgroup" 2>/dev/null && n=$((n + 1))
+	done
+	echo "$n"
+}
+
+# pool_ready N: until N launchers wait in this world's prepared networks
+# (10 s at most).
+pool_ready() {
+	for _ in $(seq 1 100); do
+		[ "$(launchers_waiting)" -ge "$1" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
 leftovers() {
 	local f p n=0 busy=1
 	# errandctl hands CMD's status back first and removes the session in a

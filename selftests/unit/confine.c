@@ -5,10 +5,13 @@
  * The project is written as its owner only for its owner or root: the uid
  * that asked (the agent's, never a client's claim) reaches the launcher, and
  * a project another uid owns is refused.
+ * Each thread starting a session gets its own options, never another's.
  * A session's state directory is removed without following what it left in
  * it, however deep. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +25,16 @@
 #include "selftests/unit/test.h"
 
 #define MAX 128
+
+/* confine_launch_args, its rules' strings kept until the next call */
+static int launch_args(const struct errand_config *cfg, const char *project, const char *state,
+		       const char **args, size_t *n, size_t max)
+{
+	static char *store;
+
+	free(store);
+	return confine_launch_args(cfg, project, state, args, n, max, &store);
+}
 
 /* The value after opt in args, the nth time it appears (0 first), or NULL. */
 static const char *value(const char **args, size_t n, const char *opt, int nth)
@@ -48,9 +61,8 @@ static void test_defaults(void)
 	size_t n = 1;
 
 	config_defaults(&cfg);
-	CHECK_INT(confine_launch_args(&cfg, "/work/p", "/var/lib/errand/sessions/x/work", args, &n,
-				      MAX),
-		  0, "defaults: the options fit");
+	CHECK_INT(launch_args(&cfg, "/work/p", "/var/lib/errand/sessions/x/work", args, &n, MAX), 0,
+		  "defaults: the options fit");
 	CHECK_STR(args[0], "errand-launch", "defaults: what was there stays");
 	CHECK_STR(value(args, n, "--project", 0), "/work/p", "defaults: --project");
 	CHECK_STR(value(args, n, "--state", 0), "/var/lib/errand/sessions/x/work",
@@ -88,7 +100,7 @@ static void test_full(void)
 	cfg.limits.cpu_milli = 1500;
 	cfg.require_full = false;
 	cfg.image = "/srv/image";
-	CHECK_INT(confine_launch_args(&cfg, NULL, NULL, args, &n, MAX), 0, "full: the options fit");
+	CHECK_INT(launch_args(&cfg, NULL, NULL, args, &n, MAX), 0, "full: the options fit");
 	CHECK_TRUE(!value(args, n, "--project", 0) && !value(args, n, "--state", 0),
 		   "full: no --project or --state when none is given");
 	CHECK_INT(count(args, n, "--policy-read"), 2, "full: one --policy-read a path");
@@ -105,8 +117,7 @@ static void test_full(void)
 		  "full: without requireFullEnforcement, Landlock as far as the kernel has it");
 
 	before = n = 3;
-	CHECK_INT(confine_launch_args(&cfg, "/p", "/s", args, &n, 10), -E2BIG,
-		  "too little room: -E2BIG");
+	CHECK_INT(launch_args(&cfg, "/p", "/s", args, &n, 10), -E2BIG, "too little room: -E2BIG");
 	CHECK_INT(n, before, "... and *n unchanged");
 }
 
@@ -204,7 +215,7 @@ static void test_requester(void)
 	json_object_set_new(req, "requester", json_integer(4242));
 	config_defaults(&cfg);
 	CHECK_INT(request_apply(&cfg, req, err, sizeof(err)), 0, "requester: the owner may");
-	CHECK_INT(confine_launch_args(&cfg, cfg.project, NULL, args, &n, MAX), 0,
+	CHECK_INT(launch_args(&cfg, cfg.project, NULL, args, &n, MAX), 0,
 		  "requester: the options fit");
 	CHECK_STR(value(args, n, "--requester", 0), "4242",
 		  "requester: the launcher checks it again");
@@ -217,7 +228,7 @@ static void test_requester(void)
 	cfg.require_full = false;
 	CHECK_INT(request_apply(&cfg, req, err, sizeof(err)), 0, "requester: root may");
 	n = 0;
-	CHECK_INT(confine_launch_args(&cfg, cfg.project, NULL, args, &n, MAX), 0,
+	CHECK_INT(launch_args(&cfg, cfg.project, NULL, args, &n, MAX), 0,
 		  "requester: root's options fit");
 	CHECK_STR(value(args, n, "--project-idmap", 0), "optional",
 		  "requester: without full enforcement the idmap is optional");
@@ -233,7 +244,7 @@ static void test_requester(void)
 	CHECK_INT(request_apply(&cfg, req, err, sizeof(err)), 0,
 		  "requester: without one (errandctl's own agent, as root) it runs");
 	n = 0;
-	CHECK_INT(confine_launch_args(&cfg, cfg.project, NULL, args, &n, MAX), 0,
+	CHECK_INT(launch_args(&cfg, cfg.project, NULL, args, &n, MAX), 0,
 		  "requester: options without one fit");
 	CHECK_TRUE(!value(args, n, "--requester", 0), "requester: none is passed on");
 	config_free(&cfg);
@@ -241,8 +252,74 @@ static void test_requester(void)
 	rmdir(dir);
 }
 
+/* Sessions start in several threads at once: each thread's options are its
+ * own, never another's being written (a static buffer shared by the
+ * threads handed a launcher an empty --mask). */
+struct racer {
+	const char *home;
+	const char *expect[MAX];
+	size_t n_expect;
+	int bad;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	struct errand_config cfg;
+
+	config_defaults(&cfg);
+	config_rules_defaults(&cfg);
+	for (int i = 0; i < 20000 && !r->bad; i++) {
+		const char *args[MAX];
+		char *store = NULL;
+		size_t n = 0;
+
+		if (confine_launch_args(&cfg, "/p", r->home, args, &n, MAX, &store) ||
+		    n != r->n_expect)
+			r->bad++;
+		for (size_t k = 0; !r->bad && k < n; k++)
+			if (strcmp(args[k], r->expect[k]))
+				r->bad++;
+		free(store);
+	}
+	config_free(&cfg);
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	static char copies[2][MAX][PATH_MAX + 32];
+	struct racer r[2] = {{.home = "/state/a/work"}, {.home = "/state/bbbbbbbbbbbbbbbb/work"}};
+	struct errand_config cfg;
+	pthread_t t[2];
+
+	config_defaults(&cfg);
+	config_rules_defaults(&cfg);
+	for (int i = 0; i < 2; i++) {
+		const char *args[MAX];
+		size_t n = 0;
+
+		launch_args(&cfg, "/p", r[i].home, args, &n, MAX);
+		for (size_t k = 0; k < n; k++) {
+			snprintf(copies[i][k], sizeof(copies[i][k]), "%s", args[k]);
+			r[i].expect[k] = copies[i][k];
+		}
+		r[i].n_expect = n;
+	}
+	config_free(&cfg);
+	CHECK_TRUE(r[0].n_expect && value(r[0].expect, r[0].n_expect, "--mask", 0),
+		   "threads: the defaults' options have a --mask (control)");
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, race, &r[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	CHECK_INT(r[0].bad + r[1].bad, 0,
+		  "threads: two threads building options at once each get exactly their own");
+}
+
 int main(void)
 {
+	test_threads();
 	test_requester();
 	test_defaults();
 	test_full();
