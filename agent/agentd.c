@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,7 @@
 /* Clients' deadlines (5 and 10 s) are looked at this often, not every turn:
  * a thousand sessions are a thousand waiting clients. */
 #define CLIENT_SCAN_NS (100ull * 1000000ull)
+#define TRIM_INTERVAL_NS (1000ull * 1000000ull)
 
 struct agent;
 
@@ -105,6 +107,7 @@ struct agent {
 	unsigned stopping; /* teardown jobs running */
 	uint64_t next_sweep_ns;
 	uint64_t next_client_scan_ns;
+	uint64_t next_trim_ns;
 	bool sweeping;
 	bool quit;
 	/* sandbox.pool: networks prepared ahead, taken by start jobs (hence the
@@ -370,10 +373,26 @@ static void session_ended(struct session *s, void *arg);
 /* A start, preparation or teardown allocates some MiB for moments in its
  * job thread (netlink and nftables listings that grow with the sessions
  * there are), and the thread's malloc arena would keep them: 58 MiB held
- * for 10 MiB in use at 20 sessions. Given back when the job is done. */
+ * for 10 MiB in use at 20 sessions. Given back once no job runs, at most
+ * once a second (agent_check): a trim after every job gave back what the
+ * next one took again, each time a madvise that interrupts every CPU and
+ * the faults of the pages taken again. */
+static atomic_bool trim_due;
+
 static void agent_trim(void)
 {
+	atomic_store(&trim_due, true);
+}
+
+static void trim_work(void *arg)
+{
+	(void)arg;
 	malloc_trim(0);
+}
+
+static void trim_done(void *arg)
+{
+	(void)arg;
 }
 
 /* Work that no start waits for (preparing the pool, tearing down): at a
@@ -1173,6 +1192,11 @@ static void agent_check(void *arg)
 	if (now >= a->next_sweep_ns) {
 		sweep_start(a);
 		a->next_sweep_ns = now + SWEEP_INTERVAL_NS;
+	}
+	if (now >= a->next_trim_ns && !loop_jobs(a->loop) && atomic_exchange(&trim_due, false)) {
+		a->next_trim_ns = now + TRIM_INTERVAL_NS;
+		if (loop_job(a->loop, trim_work, trim_done, NULL))
+			malloc_trim(0);
 	}
 	if (now < a->next_client_scan_ns)
 		return;

@@ -19,6 +19,7 @@
 
 #include "agent/enforce.h"
 #include "agent/grant.h"
+#include "agent/workers.h"
 #include "egress.skel.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -668,54 +669,72 @@ static int on_event(void *ctx, void *data, size_t size)
 /* An update or delete of a map-in-map returns only after an RCU grace period
  * (the kernel waits for programs that may still use the old value): one
  * after another, a session's eleven cost 100 ms and more. Each in a thread
- * of its own, the waits overlap. */
+ * of its own (kept in outer_workers between sessions), the waits overlap. */
+struct outer_batch {
+	pthread_mutex_t mu;
+	pthread_cond_t done;
+	size_t pending;
+};
+
 struct outer_op {
 	int map;
 	__u64 key;
 	int value; /* an inner map's fd; -1: delete the key */
 	int rc;
+	struct outer_batch *batch;
 };
 
-static void *outer_op_run(void *arg)
+static void outer_op_run(struct outer_op *op)
 {
-	struct outer_op *op = arg;
-
 	if (op->value >= 0)
 		op->rc = bpf_map_update_elem(op->map, &op->key, &op->value, BPF_ANY) ? -errno : 0;
 	else
 		op->rc = bpf_map_delete_elem(op->map, &op->key) ? -errno : 0;
-	return NULL;
+}
+
+static void outer_op_task(void *arg)
+{
+	struct outer_op *op = arg;
+	struct outer_batch *b = op->batch;
+
+	outer_op_run(op);
+	pthread_mutex_lock(&b->mu);
+	if (--b->pending == 0)
+		pthread_cond_signal(&b->done);
+	pthread_mutex_unlock(&b->mu);
 }
 
 /* An op's thread makes one system call: a small stack. With glibc's 8 MiB
  * default, the eleven threads of each prepared network overflowed its cache
  * of stacks, and every unmap of one took the agent's memory lock for
  * writing and interrupted each CPU to flush it, stalling the session
- * starting meanwhile (its launcher's exec waits for that lock). */
+ * starting meanwhile (its launcher's exec waits for that lock). A refill's
+ * inserts and a teardown's deletes at once: twice a session's maps kept. */
 #define OUTER_OP_STACK (64 * 1024)
+static struct workers outer_workers = WORKERS_INIT(OUTER_OP_STACK, 2 * I_MAX);
 
 /* 0, or the first op's error (its index in *failed). */
 static int outer_ops(struct outer_op *ops, size_t n, size_t *failed)
 {
-	pthread_t t[I_MAX];
-	bool started[I_MAX] = {};
-	pthread_attr_t attr;
-	bool small = pthread_attr_init(&attr) == 0;
+	struct outer_batch b = {
+		.mu = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER, .pending = 1};
 
-	if (small && pthread_attr_setstacksize(&attr, OUTER_OP_STACK)) {
-		pthread_attr_destroy(&attr);
-		small = false;
+	n = n < I_MAX ? n : I_MAX;
+	for (size_t i = 0; i < n; i++) {
+		ops[i].batch = &b;
+		pthread_mutex_lock(&b.mu);
+		b.pending++;
+		pthread_mutex_unlock(&b.mu);
+		/* No thread for it: done here, as the last resort. */
+		if (workers_run(&outer_workers, outer_op_task, &ops[i]))
+			outer_op_task(&ops[i]);
 	}
-	for (size_t i = 0; i < n && i < I_MAX; i++)
-		if (!(started[i] = pthread_create(&t[i], small ? &attr : NULL, outer_op_run,
-						  &ops[i]) == 0))
-			outer_op_run(&ops[i]);
-	if (small)
-		pthread_attr_destroy(&attr);
-	for (size_t i = 0; i < n && i < I_MAX; i++)
-		if (started[i])
-			pthread_join(t[i], NULL);
-	for (size_t i = 0; i < n && i < I_MAX; i++)
+	pthread_mutex_lock(&b.mu);
+	b.pending--;
+	while (b.pending)
+		pthread_cond_wait(&b.done, &b.mu);
+	pthread_mutex_unlock(&b.mu);
+	for (size_t i = 0; i < n; i++)
 		if (ops[i].rc) {
 			*failed = i;
 			return ops[i].rc;

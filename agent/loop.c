@@ -2,13 +2,13 @@
  * that report back through a pipe (see loop.h). */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agent/events.h"
 #include "agent/loop.h"
+#include "agent/workers.h"
 #include "lib/log.h"
 
 #define LOOP_BATCH 64
@@ -46,8 +46,12 @@ struct job {
 	void (*done)(void *);
 	void *arg;
 	int pipe[2];
-	pthread_t thread;
 };
+
+/* Job threads kept between jobs: a start, its refill and its teardown are
+ * three, and a thread made for each cost more than some of them. */
+#define LOOP_JOB_THREADS_KEPT 8
+static struct workers job_workers = WORKERS_INIT(0, LOOP_JOB_THREADS_KEPT);
 
 struct loop *loop_new(void)
 {
@@ -227,16 +231,16 @@ int loop_once(struct loop *l, int max_ms)
 	return 0;
 }
 
-static void *job_thread(void *arg)
+static void job_run(void *arg)
 {
 	struct job *j = arg;
 	char b = 1;
 
 	j->work(j->arg);
-	/* The loop joins the thread once this byte arrives. */
+	/* Once this byte is written the job is the loop's: nothing here
+	 * touches it after. */
 	while (write(j->pipe[1], &b, 1) < 0 && errno == EINTR)
 		;
-	return NULL;
 }
 
 static void job_done(void *arg, int fd, uint32_t events)
@@ -248,7 +252,6 @@ static void job_done(void *arg, int fd, uint32_t events)
 	if (read(fd, &b, 1) != 1 && errno == EAGAIN)
 		return;
 	loop_del(j->l, fd);
-	pthread_join(j->thread, NULL);
 	close(j->pipe[0]);
 	close(j->pipe[1]);
 	j->l->jobs--;
@@ -270,7 +273,7 @@ int loop_job(struct loop *l, void (*work)(void *), void (*done)(void *), void *a
 		return rc;
 	}
 	if ((rc = loop_add(l, j->pipe[0], EPOLLIN, job_done, j)) ||
-	    (rc = -pthread_create(&j->thread, NULL, job_thread, j))) {
+	    (rc = workers_run(&job_workers, job_run, j))) {
 		loop_del(l, j->pipe[0]);
 		close(j->pipe[0]);
 		close(j->pipe[1]);
