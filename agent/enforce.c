@@ -174,6 +174,7 @@ struct progset {
 	char dir[PATH_MAX]; /* <paths.bpf>/prog/<hash> */
 	uint64_t hash;
 	int prog[P_MAX];
+	__u32 prog_id[P_MAX]; /* the kernel's ids of prog, which verification compares */
 	int outer[I_MAX];
 	int tc_sess;
 };
@@ -272,9 +273,12 @@ static struct progset *set_open(const char *dir, uint64_t hash)
 	for (int i = 0; i < I_MAX; i++)
 		ps->outer[i] = -1;
 	ps->tc_sess = -1;
-	for (int i = 0; i < P_MAX; i++)
+	for (int i = 0; i < P_MAX; i++) {
 		if ((ps->prog[i] = pin_open(dir, prog_names[i], err, sizeof(err))) < 0)
 			goto fail_errno;
+		if ((rc = prog_id(ps->prog[i], &ps->prog_id[i])))
+			goto fail;
+	}
 	for (int i = 0; i < I_MAX; i++)
 		if ((ps->outer[i] = pin_open(dir, inners[i].outer, err, sizeof(err))) < 0)
 			goto fail_errno;
@@ -504,8 +508,11 @@ static int verify_cgroup(int cg_fd, enum bpf_attach_type type, __u32 want)
 	return -ENOENT;
 }
 
-static int attach_cgroup(const struct progset *ps, const struct enforce_params *p, char *err,
-			 size_t errlen)
+/* The session's cgroup links, pinned: its hooks run from here, under the
+ * config its map holds (a prepared network's refuses everything: mode none,
+ * until its start writes the session's). */
+static int link_cgroup(const struct progset *ps, const struct enforce_params *p, char *err,
+		       size_t errlen)
 {
 	cleanup_close int cg_fd = open(p->cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	char path[PATH_MAX];
@@ -516,7 +523,6 @@ static int attach_cgroup(const struct progset *ps, const struct enforce_params *
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
 		int link = bpf_link_create(ps->prog[i], cg_fd, hooks[i].type, NULL);
-		__u32 id = 0;
 		int rc;
 
 		if (link < 0) {
@@ -535,9 +541,24 @@ static int attach_cgroup(const struct progset *ps, const struct enforce_params *
 			snprintf(err, errlen, "cannot pin link %s: %s", path, strerror(-rc));
 			return rc;
 		}
-		rc = prog_id(ps->prog[i], &id);
-		if (!rc)
-			rc = verify_cgroup(cg_fd, hooks[i].type, id);
+	}
+	return 0;
+}
+
+/* Each hook's program among those that run for the session's cgroup, as
+ * the kernel says at the start, whenever its links were made. */
+static int verify_hooks(const struct progset *ps, const struct enforce_params *p, char *err,
+			size_t errlen)
+{
+	cleanup_close int cg_fd = open(p->cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (cg_fd < 0) {
+		snprintf(err, errlen, "cannot open cgroup %s: %s", p->cgroup_path, strerror(errno));
+		return -errno;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
+		int rc = verify_cgroup(cg_fd, hooks[i].type, ps->prog_id[i]);
+
 		if (rc) {
 			snprintf(err, errlen,
 				 "enforcement not verified: %s is not attached to cgroup %s (%s)",
@@ -604,14 +625,14 @@ void enforce_hooks_release(void)
  * and the kernels errand supports from 6.1 on all have it. The program is
  * pinned in the session's directory too, for show and to keep it while the
  * session lives whatever becomes of its set. */
-static int attach_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_attach_point at,
-			 const char *name, const char *what, char *err, size_t errlen)
+static int link_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_attach_point at,
+		       const char *name, const char *what, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = at);
-	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
-	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
+	/* Replace: a prepared network made again under a new set still has the
+	 * old set's filter on its veth. */
+	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1, .flags = BPF_TC_F_REPLACE);
 	char path[PATH_MAX];
-	__u32 id = 0;
 	int rc;
 
 	if (at == BPF_TC_INGRESS) {
@@ -639,9 +660,16 @@ static int attach_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_att
 		snprintf(err, errlen, "cannot pin program %s: %s", path, strerror(-rc));
 		return rc;
 	}
-	rc = prog_id(fd, &id);
-	if (!rc)
-		rc = bpf_tc_query(&hook, &query);
+	return 0;
+}
+
+static int verify_tc_one(__u32 id, const struct enforce_params *p, enum bpf_tc_attach_point at,
+			 const char *what, char *err, size_t errlen)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = at);
+	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
+	int rc = bpf_tc_query(&hook, &query);
+
 	if (!rc && query.prog_id != id)
 		rc = -ENOENT;
 	if (rc) {
@@ -802,6 +830,9 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, cha
 	e->set_hash = ps->hash;
 	e->set_gen = set_gen;
 	cfg = session_cfg_of(p, ps->hash);
+	/* Until the start writes the session's own (attach_locked), its links
+	 * refuse everything. */
+	cfg.mode = EGRESS_MODE_NONE;
 	for (int i = 0; i < I_MAX; i++)
 		outer[i] = fcntl(ps->outer[i], F_DUPFD_CLOEXEC, 3);
 	tc_sess = fcntl(ps->tc_sess, F_DUPFD_CLOEXEC, 3);
@@ -869,12 +900,30 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, cha
 			 "it; start the session again",
 			 bpf_dir);
 	}
+	/* Its links and tc filters too (set_gen unchanged: ps is still the
+	 * set's), so a start from the pool only verifies them: their attach
+	 * takes the cgroup core's and rtnetlink's locks, a netlink socket a
+	 * filter, and was a millisecond of every start. They hold the kernel's
+	 * static keys of their kinds on while the entry waits, as the agent's
+	 * own hooks cgroup does (hooks_hold), and tc's ingress and egress: a
+	 * start attaching, and the end of a session whose veth goes, turn
+	 * none. */
+	if (!rc)
+		rc = link_cgroup(ps, p, err, errlen);
+	if (!rc && p->host_ifindex)
+		rc = link_tc_one(ps->prog[P_TC_IN], p, BPF_TC_INGRESS, "tc_ingress", "backstop",
+				 err, errlen);
+	if (!rc && p->host_ifindex)
+		rc = link_tc_one(ps->prog[P_TC_OUT], p, BPF_TC_EGRESS, "tc_egress", "flow guard",
+				 err, errlen);
 	e->prepared = !rc;
 	return rc;
 }
 
-/* The session's settings and policy into its maps, then its links: from
- * here its hooks and backstop run. Under set_lock. */
+/* The session's policy into its maps, then its settings (the mode that
+ * opens what the policy allows): from here its hooks and backstop, attached
+ * when it was prepared, enforce its own; each verified where the kernel
+ * runs it. Under set_lock. */
 static int attach_locked(struct enforce *e, const struct enforce_params *p, char *err,
 			 size_t errlen)
 {
@@ -888,22 +937,21 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 	if (!(ps = set_get(bpf_dir, err, errlen)))
 		return -errno;
 	cfg = session_cfg_of(p, ps->hash);
-	if (bpf_map_update_elem(e->fd[I_CONFIG], &zero, &cfg, BPF_ANY)) {
+	rc = fill_session(e->fd, p, err, errlen);
+	if (!rc && bpf_map_update_elem(e->fd[I_CONFIG], &zero, &cfg, BPF_ANY)) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot fill the session's config map: %s", strerror(-rc));
 	}
-	if (!rc)
-		rc = fill_session(e->fd, p, err, errlen);
 	if (!rc) {
 		hooks_hold(ps, p->hooks_cgroup);
-		rc = attach_cgroup(ps, p, err, errlen);
+		rc = verify_hooks(ps, p, err, errlen);
 	}
 	if (!rc && p->host_ifindex)
-		rc = attach_tc_one(ps->prog[P_TC_IN], p, BPF_TC_INGRESS, "tc_ingress", "backstop",
-				   err, errlen);
+		rc = verify_tc_one(ps->prog_id[P_TC_IN], p, BPF_TC_INGRESS, "backstop", err,
+				   errlen);
 	if (!rc && p->host_ifindex)
-		rc = attach_tc_one(ps->prog[P_TC_OUT], p, BPF_TC_EGRESS, "tc_egress", "flow guard",
-				   err, errlen);
+		rc = verify_tc_one(ps->prog_id[P_TC_OUT], p, BPF_TC_EGRESS, "flow guard", err,
+				   errlen);
 	if (rc)
 		return rc;
 	e->allow_fd = e->fd[I_ALLOW];
@@ -938,18 +986,6 @@ struct enforce *enforce_prepare(const struct enforce_params *p, char *err, size_
 	pthread_mutex_lock(&set_lock);
 	rc = prepare_locked(e, p, err, errlen);
 	pthread_mutex_unlock(&set_lock);
-	/* Its veth's clsact too, with no filter yet. Like the cgroup hooks
-	 * (hooks_hold), tc's ingress and egress are static keys the first
-	 * clsact of the host turns on and the last off, stopping every CPU:
-	 * with prepared networks holding theirs, a start attaching its
-	 * filters, and the end of a session whose veth goes, turn none. A
-	 * failure is the start's to report (attach_tc_one makes it then). */
-	if (!rc && p->host_ifindex) {
-		LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex,
-			    .attach_point = BPF_TC_INGRESS);
-
-		bpf_tc_hook_create(&hook);
-	}
 	if (rc) {
 		enforce_unpin(p->pin_dir);
 		enforce_free(e);

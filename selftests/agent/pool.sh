@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth and address, the pool's NAT, a cgroup, and the session's maps already in the program set with nothing attached, holding its own id's lock, so no sweep takes it); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); --egress none takes none of them, but once asked for, sessions without network get prepared namespaces of their own (lo alone, no veth, cgroup and maps ready), taken whole and never reused, where the session still has no network; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops. Each prepared network has a launcher started ahead, waiting in its cgroup, which its session's start hands the command line and the caller's stdio to (no exec on the start), runs the session at the agent's priority and returns its status, and ends with it, or when the agent stops or is killed. While it runs it keeps its nine hooks attached to an empty cgroup of its own (no process in it), so a start never turns the kernel's hook keys on; an agent killed leaves that cgroup empty and the next one sweeps it.
+# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth and address, the pool's NAT, a cgroup, and the session's maps already in the program set with its hooks and backstop attached under a config that refuses everything (mode none) until its start, holding its own id's lock, so no sweep takes it); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); --egress none takes none of them, but once asked for, sessions without network get prepared namespaces of their own (lo alone, no veth, cgroup and maps ready), taken whole and never reused, where the session still has no network; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops. Each prepared network has a launcher started ahead, waiting in its cgroup, which its session's start hands the command line and the caller's stdio to (no exec on the start), runs the session at the agent's priority and returns its status, and ends with it, or when the agent stops or is killed. While it runs it keeps its nine hooks attached to an empty cgroup of its own (no process in it), so a start never turns the kernel's hook keys on; an agent killed leaves that cgroup empty and the next one sweeps it.
 # selftests-timeout: 150
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -47,6 +47,10 @@ wait_prepared() {
 	done
 	prepared
 }
+# The programs attached to a prepared entry's cgroup, and its config's mode
+# (struct sess_cfg: a u32 at byte 24; 0 is none).
+cgroup_progs() { bpftool -j cgroup show "$(find "$W_CG/$W" -type d -name "$1" | head -n 1)" 2>/dev/null | python3 -c "import json,sys; t=sys.stdin.read().strip(); print(len(json.loads(t)) if t else 0)"; }
+config_mode() { bpftool -j map dump pinned "/sys/fs/bpf/$W/$1/config" 2>/dev/null | python3 -c "import json,sys; v=json.load(sys.stdin)[0]['value']; print(int.from_bytes(bytes(int(b, 16) for b in v[24:28]), 'little'))"; }
 veth_of() { in_host "$IP" -o -4 addr show dev "eh$1" 2>/dev/null | awk '{ print $4 }'; }
 
 agent_start || exit 1
@@ -58,7 +62,9 @@ assert_contains "$(in_host nft list tables)" "errand-pool-10.213.0.0-24" "... an
 assert_eq "$([ -e "/run/$W/sessions/$first.lock" ] && echo held)" held "... and its id's lock"
 assert_eq "$(find "$W_CG/$W" -type d -name "$first" | grep -c .)" 1 "... and its cgroup"
 assert_eq "$([ -e "/sys/fs/bpf/$W/$first/config" ] && echo pinned)" pinned "... and its maps, in the program set already"
-assert_eq "$(ls "/sys/fs/bpf/$W/$first" | grep -c 'connect4\|tc_ingress')" 0 "... with nothing attached yet"
+assert_eq "$(ls "/sys/fs/bpf/$W/$first" | grep -c 'connect4\|tc_ingress')" 2 "... its hooks and backstop attached already"
+assert_eq "$(cgroup_progs "$first")" 9 "... all nine hooks on its cgroup"
+assert_eq "$(config_mode "$first")" 0 "... under a config that refuses everything (mode none) until its start"
 # waiting PREPARED: the pid of its launcher started ahead (it comes last in
 # the preparation: 5 s at most), once that is all its cgroup holds and it
 # waits (errand-launch --await).
@@ -138,7 +144,8 @@ nfirst=$(echo "$none" | head -n 1)
 assert_eq "$(nsenter --net="/run/$W/netns/$nfirst" "$IP" -o link show | awk -F': ' '{ print $2 }' | tr '\n' ' ')" "lo " "a prepared namespace without network has lo alone"
 assert_eq "$(find "$W_CG/$W" -type d -name "$nfirst" | grep -c .)" 1 "... its cgroup"
 assert_eq "$([ -e "/sys/fs/bpf/$W/$nfirst/config" ] && echo pinned)" pinned "... and its maps, in the program set already"
-assert_eq "$(ls "/sys/fs/bpf/$W/$nfirst" | grep -c 'connect4\|tc_ingress')" 0 "... with nothing attached yet"
+assert_eq "$(ls "/sys/fs/bpf/$W/$nfirst" | grep -c 'connect4\|tc_ingress')" 1 "... its hooks attached already (no veth, no backstop)"
+assert_eq "$(config_mode "$nfirst")" 0 "... refusing everything until its start"
 errand_run --egress none -- sh -c "echo sid=\$ERRAND_SESSION; $(net_script) $(probe_script reach "tcp $HOST_A 443")"
 nsid=$(result sid)
 assert_eq "$RUN_RC" 0 "a second --egress none session starts"
@@ -185,6 +192,26 @@ assert_empty "$(wait_prepared_none 0)" "... nor namespaces without network"
 sed -i 's|"pool": 0|"pool": 2|; s|"addressPool": "10.215.0.0/28"|"addressPool": "10.213.0.0/24"|' "$W_CONFIG"
 ctl reload >/dev/null
 assert_eq "$(wait_prepared 2 | grep -c .)" 2 "control: prepared again after a reload back"
+
+# Links made ahead are verified at the start: a prepared network whose
+# connect4 link went (its pin removed by hand) never runs a command. One
+# prepared at a time, so the start takes that one.
+sed -i 's|"pool": 2|"pool": 1|' "$W_CONFIG"
+ctl reload >/dev/null
+tampered=$(wait_prepared 1)
+assert_eq "$(echo "$tampered" | grep -c .)" 1 "control: with sandbox.pool 1, one network is prepared"
+rm -f "/sys/fs/bpf/$W/$tampered/connect4"
+errand_run --pin "a.test=$HOST_A:443" --egress a.test:443 -- sh -c 'echo ran'
+assert_eq "$RUN_RC" 125 "a start in a prepared network whose connect4 link is gone is refused"
+assert_contains "$(cat "$RUN_ERR")" "enforcement not verified: connect4 is not attached" "... saying its enforcement is not verified"
+assert_empty "$(cat "$RUN_OUT")" "... and its command never ran"
+fresh=$(wait_prepared 1)
+assert_eq "$([ -n "$fresh" ] && [ "$fresh" != "$tampered" ] && echo fresh)" fresh "... and that network is gone, a fresh one prepared"
+errand_run --pin "a.test=$HOST_A:443" --egress a.test:443 -- sh -c "$(probe_script pinned "tcp $HOST_A 443")"
+assert_eq "$(result pinned)" "ok hello $HOST_A:443" "... where the next session is served"
+sed -i 's|"pool": 1|"pool": 2|' "$W_CONFIG"
+ctl reload >/dev/null
+assert_eq "$(wait_prepared 2 | grep -c .)" 2 "control: two prepared again"
 
 # The hooks' static keys stay on while the agent runs: its programs stay
 # attached to an empty cgroup of its own beside the sessions'.

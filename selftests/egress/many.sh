@@ -17,9 +17,9 @@ W_CONFIG=$(world_config many '"addressPool": "10.213.0.0/23"')
 agent_start || { world_finish; exit 1; }
 
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$AGENT_PID/status" 2>/dev/null; }
-# attached sessions: each has its connect4 link pinned; the agent's prepared
-# pool entries have a directory but no links yet
-sessions_live() { find "/sys/fs/bpf/$W" -mindepth 2 -maxdepth 2 -name connect4 | wc -l; }
+# started sessions: each has its record's policy; the agent's prepared pool
+# entries (links attached already) have none yet
+sessions_live() { find "$W_DIR/state/sessions" -mindepth 2 -maxdepth 2 -name policy.json 2>/dev/null | wc -l; }
 probed() { grep -l '^other=' "$W_DIR"/many*.out 2>/dev/null | wc -l; }
 # sessions that probed or ended without
 settled() { for i in $(seq 1 "$N"); do grep -q '^other=' "$W_DIR/many$i.out" 2>/dev/null || [ -e "$W_DIR/many$i.rc" ] && echo; done | wc -l; }
