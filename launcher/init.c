@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -39,6 +41,46 @@ static void check_launcher(int sync_fd)
 		fatalx("the launcher went away while the session was set up");
 }
 
+/* Landlock's and seccomp's buffers, the environment and execvpe's search of
+ * PATH fit many times over; a guard page below. */
+#define COMMAND_STACK (256 * 1024)
+#define COMMAND_GUARD 4096
+
+static int command_main(void *a)
+{
+	exec_command(a);
+}
+
+/* The command is started sharing PID 1's memory until its exec
+ * (CLONE_VM | CLONE_VFORK, on a stack of its own), as posix_spawn does: a
+ * fork copied PID 1's page tables and the child then faulted in a copy of
+ * every page it wrote while it built its Landlock ruleset and environment,
+ * and its exec tore that copy down again. PID 1 has one thread and waits
+ * meanwhile, so the child may use malloc and stdio as a forked one would;
+ * what it changes besides memory (signal dispositions, the working
+ * directory, descriptors, limits, credentials, Landlock, seccomp) is its
+ * own, none of CLONE_SIGHAND, CLONE_FS, CLONE_FILES or CLONE_THREAD being
+ * asked for. */
+static pid_t start_command(const struct launch_args *a)
+{
+	char *map;
+	pid_t pid;
+
+	map = mmap(NULL, COMMAND_GUARD + COMMAND_STACK, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (map == MAP_FAILED)
+		fatal("cannot map a stack for the session's command");
+	if (mprotect(map, COMMAND_GUARD, PROT_NONE) < 0)
+		fatal("cannot guard the stack of the session's command");
+	pid = clone(command_main, map + COMMAND_GUARD + COMMAND_STACK,
+		    CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)a);
+	if (pid < 0)
+		fatal("cannot start the session's command");
+	/* CLONE_VFORK: the command has exec'd or exited; its stack is free. */
+	munmap(map, COMMAND_GUARD + COMMAND_STACK);
+	return pid;
+}
+
 void session_init(const struct launch_args *a, int sync_fd)
 {
 	pid_t cmd;
@@ -63,12 +105,7 @@ void session_init(const struct launch_args *a, int sync_fd)
 	 * started with besides stdin, stdout and stderr. */
 	close_range(3, ~0U, 0);
 
-	cmd = fork();
-	if (cmd < 0)
-		fatal("cannot fork the session's command");
-	if (cmd == 0)
-		exec_command(a);
-
+	cmd = start_command(a);
 	r = reap_wait(cmd);
 	if (r < 0) {
 		errno = -r;

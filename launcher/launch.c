@@ -572,6 +572,8 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	log_init("errand-launch", false);
+	if (reap_default_signals() < 0)
+		fatal("cannot put the signals' dispositions back to their defaults");
 	/* Started ahead with a prepared network (errand-launch --await FD): its
 	 * exec is off the session's start, which hands it the command line it
 	 * would have been started with. Without a session it leaves quietly. */

@@ -158,10 +158,14 @@ int seccomp_apply(const struct launch_args *a);
 void session_init(const struct launch_args *a, int sync_fd) __attribute__((noreturn));
 
 /* reap.c: signals and children for the outer launcher and PID 1. */
-/* Blocks SIGCHLD and the forwarded signals (reap_wait takes them) and puts
- * their dispositions back to the default. 0 or -errno. */
+/* Every disposition to the default but SIGPIPE's, ignored; first thing
+ * the launcher does, ahead of a start when it waits. 0 or -errno. */
+int reap_default_signals(void);
+/* Blocks SIGCHLD and the forwarded signals (reap_wait takes them). 0 or
+ * -errno. */
 int reap_block_signals(void);
-/* Every disposition to the default and nothing blocked, for the command. */
+/* Every disposition to the default and nothing blocked, for the command:
+ * after reap_default_signals, SIGPIPE's and the mask are all that differ. */
 void reap_reset_signals(void);
 /* Forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to target and reaps every
  * child until target ends. Its exit status, 128+N if signal N killed it, or

@@ -18,20 +18,26 @@ static void waited_set(sigset_t *set)
 	sigaddset(set, SIGCHLD);
 }
 
+int reap_default_signals(void)
+{
+	struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
+
+	/* Ignored signals survive exec, so the caller's (the agent ignores
+	 * SIGPIPE, nohup SIGHUP) would reach the command. Fails harmlessly for
+	 * SIGKILL, SIGSTOP and the ones glibc keeps for itself. */
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGPIPE)
+			sigaction(sig, &dfl, NULL);
+	/* A write to a reader that went away is an error to report, not an end. */
+	return sigaction(SIGPIPE, &ign, NULL) < 0 ? -errno : 0;
+}
+
 int reap_block_signals(void)
 {
-	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	sigset_t set;
 
 	waited_set(&set);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		return -errno;
-	/* The caller may have left these ignored: an ignored SIGCHLD has the
-	 * kernel reap children before waitpid() can see them. */
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sigismember(&set, sig) == 1 && sigaction(sig, &dfl, NULL) < 0)
-			return -errno;
-	return 0;
+	return sigprocmask(SIG_BLOCK, &set, NULL) < 0 ? -errno : 0;
 }
 
 void reap_reset_signals(void)
@@ -39,10 +45,8 @@ void reap_reset_signals(void)
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	sigset_t none;
 
-	/* Ignored signals survive exec; fails harmlessly for SIGKILL, SIGSTOP
-	 * and the ones glibc keeps for itself. */
-	for (int sig = 1; sig < NSIG; sig++)
-		sigaction(sig, &dfl, NULL);
+	/* What reap_default_signals left other than the default. */
+	sigaction(SIGPIPE, &dfl, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }

@@ -85,9 +85,12 @@ launcher=$(waiting "$first")
 assert_match "$launcher" "^[0-9]+$" "... and its launcher, started ahead, waiting alone in its cgroup"
 
 errand_run --pin "a.test=$HOST_A:443" --egress a.test:443 -- sh -c \
-	"echo sid=\$ERRAND_SESSION; $(probe_script pinned "tcp $HOST_A 443" forbidden "tcp $HOST_PRIV 80")"
+	"echo sid=\$ERRAND_SESSION; sed -En 's/^(SigIgn|SigBlk):[[:space:]]*/\\1=/p' /proc/self/status; $(probe_script pinned "tcp $HOST_A 443" forbidden "tcp $HOST_PRIV 80")"
 sid=$(result sid)
 assert_eq "$RUN_RC" 0 "a session starts through the agent"
+# The agent ignores SIGPIPE; its launcher waited with that reset ahead.
+assert_eq "$(result SigIgn)" 0000000000000000 "the command ignores no signal (the agent's ignored SIGPIPE is not passed on)"
+assert_eq "$(result SigBlk)" 0000000000000000 "... and blocks none"
 assert_contains "$pool" "$sid" "it took a prepared network (its id is one of them)"
 assert_eq "$(result pinned)" "ok hello $HOST_A:443" "in the prepared network, the pinned host is reached"
 assert_eq "$(result forbidden)" EPERM "... and a private address is refused"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a session's environment is built, never inherited: PATH (sandbox.pathExtra ahead of the system's), HOME (its state directory), TERM, LANG, USER, then sandbox.env; nothing of the caller's environment; PATH, HOME and ERRAND_* are refused in sandbox.env at load, naming the key but never a value; sandbox.env's names, not values, are stated at start.
+# Guarantee: a session's environment is built, never inherited: PATH (sandbox.pathExtra ahead of the system's), HOME (its state directory), TERM, LANG, USER, then sandbox.env; no signal ignored or blocked (a caller's ignored ones survive exec, the agent ignores SIGPIPE); nothing of the caller's environment; PATH, HOME and ERRAND_* are refused in sandbox.env at load, naming the key but never a value; sandbox.env's names, not values, are stated at start.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -47,6 +47,15 @@ assert_eq "$(result names)" "ERRAND_SESSION ERRT_CACHE HOME LANG PATH PWD TERM U
 	"nothing else is in the environment (PWD is the shell's own)"
 assert_contains "$RUN_STDERR" "sandbox.env sets (values not shown): ERRT_CACHE, LANG" "the start names sandbox.env's names"
 assert_not_contains "$RUN_STDERR" "/var/cache/errt" "... and never a value"
+
+# Ignored signals survive exec: a caller's (nohup's SIGHUP, a shell's
+# trap '') must not reach the command, and it starts with none blocked.
+trap '' HUP PIPE USR2
+errand_run --egress none --project "$PROJ" -- sh -c "sed -En 's/^(SigIgn|SigBlk):[[:space:]]*/\\1=/p' /proc/self/status"
+trap - HUP PIPE USR2
+assert_eq "$RUN_RC" 0 "a session started by a caller that ignores SIGHUP, SIGPIPE and SIGUSR2 ran"
+assert_eq "$(result SigIgn)" 0000000000000000 "... and its command ignores no signal"
+assert_eq "$(result SigBlk)" 0000000000000000 "... and blocks none"
 
 for name in PATH HOME ERRAND_SESSION; do
 	W_CONFIG=$(world_config env-$name "\"env\": { \"$name\": \"errt-secret-value\" }")
