@@ -606,8 +606,8 @@ static void start_done(void *arg)
 	struct client *c = j->c;
 	struct session *s = j->s;
 	json_t *started;
-	bool served;
-	int pidfd;
+	bool served, relayed;
+	int fds[2], rc;
 
 	a->starting--;
 	if (j->ran)
@@ -636,16 +636,28 @@ static void start_done(void *arg)
 	log_info("session %s started", session_id(s));
 	if (c->gone) {
 		/* errandctl run went away: the session goes on. */
+		rc = session_take_status(s);
+		if (rc >= 0)
+			close(rc);
 		client_free(c);
 		goto out;
 	}
 	/* Relayed: its end comes here only once the caller has all its output,
 	 * and the client waits for run-exit instead of the launcher's file. */
-	started = json_pack("{s:s,s:b}", "session", session_id(s), "relayed",
-			    served && session_output_relayed(s));
-	pidfd = session_pidfd(s);
+	relayed = served && session_output_relayed(s);
+	started = json_pack("{s:s,s:b}", "session", session_id(s), "relayed", relayed);
+	fds[0] = session_pidfd(s);
+	/* The status pipe, when the status need not wait for relayed output. */
+	fds[1] = session_take_status(s);
+	if (relayed && fds[1] >= 0) {
+		close(fds[1]);
+		fds[1] = -1;
+	}
 	/* The first answer on this connection: the socket takes it whole. */
-	if (control_write_fds(c->fd, CONTROL_RUN_STARTED, started, &pidfd, 1) == 0) {
+	rc = control_write_fds(c->fd, CONTROL_RUN_STARTED, started, fds, fds[1] >= 0 ? 2 : 1);
+	if (fds[1] >= 0)
+		close(fds[1]);
+	if (rc == 0) {
 		c->waits = s;
 		c->deadline_ns = 0;
 	} else {

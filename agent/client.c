@@ -110,6 +110,27 @@ static int exit_file_status(const char *run_dir, const char *id)
 	return buf[0] ? atoi(buf) : -1;
 }
 
+/* A line "N\n" from the status pipe, N a status; -1 for nothing or
+ * anything else (the pipe ended without one: the launcher's file says). */
+static int status_read(int fd)
+{
+	char buf[16];
+	char *end;
+	ssize_t n;
+	long v;
+
+	do
+		n = read(fd, buf, sizeof(buf) - 1);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	v = strtol(buf, &end, 10);
+	if (end == buf || *end != '\n' || v < 0 || v > 255)
+		return -1;
+	return (int)v;
+}
+
 /* The launcher is gone: the agent's run-exit, else the status file the
  * launcher (or the agent, for a killed one) left. */
 static int wait_status(struct agent_conn *ac, bool connected, const char *run_dir, const char *id)
@@ -145,7 +166,7 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	const int stdio[3] = {0, 1, 2};
 	struct control_msg m = {};
 	char err[512], id[CONTROL_ID_MAX + 1], shown[ESC_LEN(1024)];
-	int fds[CONTROL_FDS_MAX], nfds = 0, pidfd = -1, sfd, status;
+	int fds[CONTROL_FDS_MAX], nfds = 0, pidfd = -1, status_fd = -1, sfd, status;
 	struct timeval none = {}, start = {.tv_sec = RUN_START_TIMEOUT_S};
 	sigset_t mask, old;
 	bool connected = true, relayed, gone = false;
@@ -163,7 +184,7 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 		fprintf(stderr, "errandctl: errand-agent did not start the session: %s\n", err);
 		return 125;
 	}
-	if (m.type != CONTROL_RUN_STARTED || nfds != 1) {
+	if (m.type != CONTROL_RUN_STARTED || nfds < 1 || nfds > 2) {
 		fprintf(stderr, "errandctl: %s\n",
 			m.type == CONTROL_ERROR
 				? esc_text(json_string_value(json_object_get(m.payload, "error")),
@@ -175,6 +196,8 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 		return 125;
 	}
 	pidfd = fds[0];
+	if (nfds == 2)
+		status_fd = fds[1];
 	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(m.payload, "session")));
 	relayed = json_is_true(json_object_get(m.payload, "relayed"));
 	control_msg_free(&m);
@@ -188,14 +211,23 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	for (;;) {
-		struct pollfd p[3] = {
+		struct pollfd p[4] = {
 			{.fd = gone ? -1 : pidfd, .events = POLLIN},
 			{.fd = connected ? ac->fd : -1, .events = POLLIN},
 			{.fd = sfd, .events = POLLIN},
+			{.fd = status_fd, .events = POLLIN},
 		};
 
-		if (poll(p, 3, -1) < 0 && errno != EINTR)
+		if (poll(p, 4, -1) < 0 && errno != EINTR)
 			break;
+		if (p[3].revents) {
+			/* The session's processes are gone: its PID 1 says how the
+			 * command ended ahead of its own end and the launcher's. */
+			if ((status = status_read(status_fd)) >= 0)
+				goto done;
+			close(status_fd);
+			status_fd = -1;
+		}
 		if (p[2].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -226,6 +258,8 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	status = wait_status(ac, connected, run_dir, id);
 done:
 	close(pidfd);
+	if (status_fd >= 0)
+		close(status_fd);
 	if (sfd >= 0)
 		close(sfd);
 	sigprocmask(SIG_SETMASK, &old, NULL);

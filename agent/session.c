@@ -112,6 +112,9 @@ struct session {
 	struct session *grants_next, **grants_pprev; /* in grants_watch */
 	pid_t pid;				     /* the launcher */
 	int pidfd;
+	/* The status pipe's read end, for errandctl run (session_take_status);
+	 * its write end is the session's PID 1's (errand-launch --status-fd). */
+	int status_rd;
 	bool child; /* this process started the launcher (and reaps it) */
 	/* A prepared network's launcher, started ahead and waiting on await_fd
 	 * for its session (await_spawn); 0 and -1: none. */
@@ -741,6 +744,8 @@ static void session_release(struct session *s)
 		close(s->lock_fd);
 	if (s->pidfd >= 0)
 		close(s->pidfd);
+	if (s->status_rd >= 0)
+		close(s->status_rd);
 	if (s->broker_keeper >= 0)
 		close(s->broker_keeper);
 	outscrub_detach(&s->out);
@@ -1011,6 +1016,7 @@ struct launch_child {
 	int lock_fd;
 	int userns_fd;
 	int await_fd; /* errand-launch --await's socket; -1: none */
+	int status_fd; /* the status pipe's write end; -1: none */
 	int held[DNS_SOCKS];
 	bool setsid;
 	const char *launcher;
@@ -1044,6 +1050,8 @@ static int launch_child(void *arg)
 		return 125;
 	if (lc->await_fd >= 0 && fcntl(lc->await_fd, F_SETFD, 0) < 0)
 		return 125;
+	if (lc->status_fd >= 0 && fcntl(lc->status_fd, F_SETFD, 0) < 0)
+		return 125;
 	/* The daemon's sessions are not in its process group: a signal
 	 * meant for the agent never reaches them. */
 	if (lc->setsid)
@@ -1068,6 +1076,7 @@ static void await_spawn(struct session *n)
 	const char *args[] = {launcher, "--await", fdarg, NULL};
 	struct launch_child lc = {.lock_fd = n->lock_fd,
 				  .userns_fd = -1,
+				  .status_fd = -1,
 				  .held = {-1, -1, -1, -1},
 				  .setsid = true,
 				  .launcher = launcher,
@@ -1122,7 +1131,7 @@ static void await_drop(struct session *s)
 /* Hands the launcher started ahead its command line and the descriptors it
  * names: what launch_child gives a launcher it starts. */
 static int await_hand(struct session *s, const char **args, const int *stdio, const int *held,
-		      int userns_fd)
+		      int userns_fd, int status_fd)
 {
 	int fds[AWAIT_FDS_MAX], target[AWAIT_FDS_MAX], nice, rc;
 	size_t n = 0;
@@ -1140,6 +1149,10 @@ static int await_hand(struct session *s, const char **args, const int *stdio, co
 	if (userns_fd >= 0) {
 		fds[n] = userns_fd;
 		target[n++] = userns_fd;
+	}
+	if (status_fd >= 0) {
+		fds[n] = status_fd;
+		target[n++] = status_fd;
 	}
 	/* this thread runs at the priority the agent starts sessions at */
 	errno = 0;
@@ -1161,10 +1174,12 @@ static int await_hand(struct session *s, const char **args, const int *stdio, co
 static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
-	char bundle[PATH_MAX], userns[48];
+	char bundle[PATH_MAX], userns[48], statusfd[16];
 	char hold[DNS_SOCKS][16];
 	struct launch_child lc;
 	cleanup_close int userns_fd = -1;
+	cleanup_close int status_rd = -1;
+	cleanup_close int status_wr = -1;
 	struct stat st;
 	int held[DNS_SOCKS] = {-1, -1, -1, -1};
 	cleanup_free const char **args = calloc(LAUNCH_ARGS_MAX, sizeof(*args));
@@ -1201,6 +1216,21 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	args[n++] = gid;
 	args[n++] = "--status-file";
 	args[n++] = s->exit_path;
+	/* errandctl run waits on the pipe's read end for the status, which the
+	 * session's PID 1 writes once the session's processes are gone, ahead
+	 * of its end and the launcher's. None for errandctl's own runs. */
+	if (!s->embedded) {
+		int p[2];
+
+		if (pipe2(p, O_CLOEXEC) < 0)
+			return session_fail(s, -errno, "session %s: cannot make its status pipe: %s",
+					    s->id, strerror(errno));
+		status_rd = p[0];
+		status_wr = p[1];
+		snprintf(statusfd, sizeof(statusfd), "%d", status_wr);
+		args[n++] = "--status-fd";
+		args[n++] = statusfd;
+	}
 	/* The launcher outlives this agent and holds a copy of the DNS sockets:
 	 * while they stay bound to the gateway's port 53, the session's DNS
 	 * (which the hooks send there) reaches no other socket of the host,
@@ -1282,9 +1312,12 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	}
 	args[n] = NULL;
 	if (s->await_pid > 0) {
-		rc = await_hand(s, args, stdio, held, userns_fd);
-		if (rc == 0)
+		rc = await_hand(s, args, stdio, held, userns_fd, status_wr);
+		if (rc == 0) {
+			s->status_rd = status_rd;
+			status_rd = -1;
 			return 0;
+		}
 		log_warnx("session %s: the launcher started ahead cannot take it (%s); starting "
 			  "another",
 			  s->id, strerror(-rc));
@@ -1295,6 +1328,7 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 	lc.lock_fd = s->lock_fd;
 	lc.userns_fd = userns_fd;
 	lc.await_fd = -1;
+	lc.status_fd = status_wr;
 	memcpy(lc.held, held, sizeof(lc.held));
 	lc.setsid = !s->embedded;
 	lc.launcher = launcher;
@@ -1314,6 +1348,8 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		return rc;
 	}
 	fcntl(s->pidfd, F_SETFD, FD_CLOEXEC);
+	s->status_rd = status_rd;
+	status_rd = -1;
 	return 0;
 }
 
@@ -2239,7 +2275,7 @@ static struct session *session_alloc(void)
 	if (!s)
 		return NULL;
 	s->cfg = &s->config;
-	s->lock_fd = s->pidfd = s->grants_wd = s->broker_keeper = -1;
+	s->lock_fd = s->pidfd = s->status_rd = s->grants_wd = s->broker_keeper = -1;
 	s->await_fd = s->await_pidfd = -1;
 	outscrub_init(&s->out);
 	for (int k = 0; k < DNS_SOCKS; k++)
@@ -2657,6 +2693,14 @@ pid_t session_pid(const struct session *s)
 int session_pidfd(const struct session *s)
 {
 	return s->pidfd;
+}
+
+int session_take_status(struct session *s)
+{
+	int fd = s->status_rd;
+
+	s->status_rd = -1;
+	return fd;
 }
 
 bool session_output_relayed(const struct session *s)

@@ -86,6 +86,10 @@ void session_detach(struct session *s);
 const char *session_id(const struct session *s);
 pid_t session_pid(const struct session *s);
 int session_pidfd(const struct session *s);
+/* The status pipe's read end, now the caller's, for errandctl run: a line
+ * "N\n" once every process of the session has ended, or nothing (PID 1
+ * killed, a restarted agent). -1 when the session has none. */
+int session_take_status(struct session *s);
 int session_status(const struct session *s);
 /* Whether its stdout and stderr go through an output relay (agent/outscrub.h):
  * then it ends, for session_ended_fn, once the relay has written everything. */

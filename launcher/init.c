@@ -2,12 +2,16 @@
  * sets up the session's namespaces, then forks the command and reaps every
  * process of the session until the command ends, exiting with its status. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "launcher/launch.h"
@@ -81,6 +85,66 @@ static pid_t start_command(const struct launch_args *a)
 	return pid;
 }
 
+/* The number the status pipe is kept on in PID 1. */
+#define STATUS_FD 3
+/* How long the session's other processes get to go once killed; one held
+ * in the kernel past that (uninterruptible, on a stuck filesystem) leaves
+ * the status to the launcher's end, as before the pipe. */
+#define END_WAIT_MS 1000
+
+/* Kills every other process of the session (of its PID namespace, nested
+ * ones included) and reaps until none is left. 0, or -ETIMEDOUT. */
+static int end_every_process(void)
+{
+	struct timespec now, end;
+	sigset_t chld;
+
+	kill(-1, SIGKILL);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += END_WAIT_MS / 1000;
+	for (;;) {
+		struct timespec left;
+		pid_t pid = waitpid(-1, NULL, WNOHANG);
+
+		if (pid > 0 || (pid < 0 && errno == EINTR))
+			continue;
+		if (pid < 0)
+			return 0; /* ECHILD: nothing left */
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left.tv_sec = end.tv_sec - now.tv_sec;
+		left.tv_nsec = end.tv_nsec - now.tv_nsec;
+		if (left.tv_nsec < 0) {
+			left.tv_sec--;
+			left.tv_nsec += 1000000000L;
+		}
+		if (left.tv_sec < 0)
+			return -ETIMEDOUT;
+		/* SIGCHLD is blocked (reap_block_signals): taken here. */
+		if (sigtimedwait(&chld, NULL, &left) < 0 && errno == EAGAIN)
+			return -ETIMEDOUT;
+	}
+}
+
+/* errandctl learns the status from here as soon as the session's processes
+ * are gone, instead of once PID 1 and then the launcher have ended (each
+ * end tears down what the process held: PID 1's mounts and namespaces, the
+ * launcher's; 1 to 2 ms of a start here). */
+static void report_status(int status)
+{
+	char line[16];
+	int n;
+
+	if (end_every_process() < 0)
+		return;
+	n = snprintf(line, sizeof(line), "%d\n", status);
+	/* EPIPE (ignored SIGPIPE): errandctl went away, or takes the
+	 * launcher's file instead. */
+	if (write(STATUS_FD, line, (size_t)n) != n)
+		log_debug("the status pipe did not take the status");
+}
+
 void session_init(const struct launch_args *a, int sync_fd)
 {
 	pid_t cmd;
@@ -102,8 +166,11 @@ void session_init(const struct launch_args *a, int sync_fd)
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		fatal("cannot make the session's PID 1 undumpable");
 	/* PID 1 lives as long as the session and needs none of what it was
-	 * started with besides stdin, stdout and stderr. */
-	close_range(3, ~0U, 0);
+	 * started with besides stdin, stdout and stderr, and the status pipe. */
+	if (a->status_fd >= 0 && a->status_fd != STATUS_FD &&
+	    dup3(a->status_fd, STATUS_FD, O_CLOEXEC) < 0)
+		fatal("cannot keep the status pipe");
+	close_range(a->status_fd >= 0 ? STATUS_FD + 1 : 3, ~0U, 0);
 
 	cmd = start_command(a);
 	r = reap_wait(cmd);
@@ -111,5 +178,7 @@ void session_init(const struct launch_args *a, int sync_fd)
 		errno = -r;
 		fatal("cannot wait for the session's command (pid %d)", (int)cmd);
 	}
+	if (a->status_fd >= 0)
+		report_status(r);
 	exit(r);
 }

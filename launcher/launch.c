@@ -60,6 +60,7 @@ enum opt {
 	OPT_PROJECT_USERNS,
 	OPT_RULE_ALLOW,
 	OPT_MASK,
+	OPT_STATUS_FD,
 };
 
 enum opt_kind {
@@ -113,6 +114,9 @@ static const struct {
 	[OPT_RULE_ALLOW] = {"--rule-allow", "VERB:PATH", "an allow rule's verb and directory",
 			    MULTI},
 	[OPT_MASK] = {"--mask", "PATH", "a host path the session never reaches", MULTI_ABS},
+	[OPT_STATUS_FD] = {"--status-fd", "FD",
+			   "a pipe for the exit status once the session's processes have ended",
+			   NUMBER},
 };
 
 #define HOSTNAME_MAX 64 /* the kernel's limit for sethostname() */
@@ -126,7 +130,7 @@ static const char usage[] =
 	"[--shm-size BYTES] [--memory BYTES] [--cpu-milli N] [--pids N] [--landlock-min N] "
 	"[--status-file FILE] [--requester UID] [--project-idmap required|optional] "
 	"[--hold-fd FD]... [--project-userns FD:UID:GID] [--rule-allow VERB:PATH]... "
-	"[--mask PATH]... -- CMD [ARG...]";
+	"[--mask PATH]... [--status-fd FD] -- CMD [ARG...]";
 
 static int find_opt(const char *name, size_t len)
 {
@@ -238,6 +242,29 @@ static int check_hold(const char *s)
 		return -errno;
 	}
 	return 0;
+}
+
+/* The pipe errandctl waits on for the status (the agent makes it and passes
+ * its read end along with the launcher's pidfd): PID 1 writes the command's
+ * status there once every process of the session has ended, ahead of its
+ * own end and this launcher's. Close-on-exec here; only PID 1 keeps it. */
+static int check_status_fd(uint64_t fd, const char *s)
+{
+	struct stat st;
+	int fl;
+
+	if (fd < 3 || fd > INT_MAX || fstat((int)fd, &st) < 0 || !S_ISFIFO(st.st_mode) ||
+	    (fl = fcntl((int)fd, F_GETFL)) < 0 || (fl & O_ACCMODE) != O_WRONLY) {
+		log_warnx("--status-fd %s is not a pipe open for writing; pass one, or leave it "
+			  "out",
+			  s);
+		return -EBADF;
+	}
+	if (fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0) {
+		log_warn("--status-fd %s", s);
+		return -errno;
+	}
+	return (int)fd;
 }
 
 /* The agent lends the user namespace the project's idmap needs (making one
@@ -442,6 +469,10 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 	a->idmap_optional = val[OPT_PROJECT_IDMAP] && !strcmp(val[OPT_PROJECT_IDMAP], "optional");
 	a->project_fd = -1;
 	a->userns_fd = -1;
+	a->status_fd = -1;
+	if (val[OPT_STATUS_FD] &&
+	    (a->status_fd = check_status_fd(num[OPT_STATUS_FD], val[OPT_STATUS_FD])) < 0)
+		return a->status_fd;
 	if (val[OPT_PROJECT_USERNS] && (r = check_userns(val[OPT_PROJECT_USERNS], a)) < 0)
 		return r;
 	r = check_session(a->session);
@@ -636,8 +667,12 @@ int main(int argc, char **argv)
 		session_init(&a, sync[0]);
 	}
 	close(sync[0]);
-	/* PID 1 has its own copy of the project's tree to mount. */
+	/* PID 1 has its own copy of the project's tree to mount, and the
+	 * status pipe is PID 1's alone: it ends with no status said when PID 1
+	 * does. */
 	close(a.project_fd);
+	if (a.status_fd >= 0)
+		close(a.status_fd);
 
 	if (ns_write_id_maps(pid, a.uid, a.gid) < 0)
 		return abandon(pid);

@@ -44,6 +44,7 @@ struct launch_args {
 	const char *resolv;	 /* --resolv FILE; NULL keeps the root's /etc/resolv.conf */
 	const char *ca_bundle;	 /* --ca-bundle FILE, bound on LAUNCH_CA_BUNDLE; NULL: none */
 	const char *status_file; /* --status-file FILE: the exit status, written at the end */
+	int status_fd;		 /* --status-fd FD: a pipe for the status (init.c); -1: none */
 	const char *cwd;	 /* --cwd DIR, inside the session; NULL: the project, else / */
 	struct launch_list env;	 /* each --env NAME=VALUE, in order */
 	const char *term;	 /* the caller's TERM; NULL when unset */

@@ -129,7 +129,38 @@ wait "$bg"
 assert_eq "$?" 3 "the command's exit status comes back through it"
 assert_eq "$(cat "$W_DIR/ahead.out" | grep '^read=')" "read=from-stdin" "... and the caller's stdin reached the command"
 assert_contains "$(cat "$W_DIR/ahead.err")" "to-stderr" "... and its stderr the caller's"
+# errandctl has the status from the session's PID 1, which may be ahead
+# of the launcher's own end by a moment.
+for _ in $(seq 1 50); do
+	kill -0 "$alauncher" 2>/dev/null || break
+	sleep 0.1
+done
 assert_eq "$(kill -0 "$alauncher" 2>/dev/null && echo alive)" "" "... and that launcher is gone with its session"
+
+# The status comes from the session's PID 1 once it has killed and reaped
+# every other process of the session, ahead of its own end: a background
+# process holding 512 MiB (each page freed at its end) and an orphan are
+# gone when errandctl returns.
+in_host "$ERRANDCTL" --config "$W_CONFIG" run -- sh -c \
+	'dd if=/dev/zero bs=512M count=1 2>/dev/null | sleep 86391 & (sleep 86392 &); sleep 2; exit 6' &
+bg=$!
+left=
+for _ in $(seq 1 100); do
+	left=$(pgrep -f '^(sleep 8639[12]|dd if=/dev/zero bs=512M count=1)$' | sort -n | tr '\n' ' ')
+	[ "$(echo $left | wc -w)" -ge 3 ] && break
+	sleep 0.05
+done
+wait "$bg"
+rc=$?
+# /proc/PID is there until the process is reaped, its teardown included;
+# looked at first thing (a process freeing 512 MiB takes tens of ms).
+alive=
+for pid in $left; do [ -e "/proc/$pid" ] && alive+="$pid "; done
+assert_eq "$rc" 6 "a command that leaves processes behind: its status comes back"
+assert_eq "$(echo $left | wc -w)" 3 "... (its three processes were seen running: $left)"
+assert_empty "$alive" "... once none of them is left, the one freeing 512 MiB and the orphan included"
+in_host "$ERRANDCTL" --config "$W_CONFIG" run -- sh -c 'kill -KILL $$'
+assert_eq "$?" 137 "a command killed by a signal: 128 + its number"
 for _ in $(seq 1 100); do
 	[ -e "/run/$W/netns/$asid" ] || break
 	sleep 0.1

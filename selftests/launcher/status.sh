@@ -1,0 +1,64 @@
+#!/bin/bash
+# Guarantee: errand-launch --status-fd FD takes only a pipe open for writing (else exit 125, one line naming it, the command never runs); the session's PID 1 writes the command's status there once it has killed and reaped every other process of the session, and nothing when it ends without one; the command never holds the pipe.
+. "$(dirname "$0")/../lib/world.sh"
+need_errandctl
+world_up
+
+LCG=$W_CG/$W-status
+mkdir -p "$LCG"
+ip netns add "$W-status"
+S_UID=$(id -u errand-session 2>/dev/null || echo 65534)
+S_GID=$(getent group errand-session | cut -d: -f3)
+[ -n "$S_GID" ] || S_GID=$(id -g errand-session 2>/dev/null || echo 65534)
+PROJ=$W_DIR/project
+mkdir -p "$PROJ"
+chmod 0777 "$PROJ"
+launch() { # launch ARG...: errand-launch, the status pipe on descriptor 8
+	"$ROOT/build/bin/errand-launch" --session "$W-s" --cgroup "$LCG" --netns "/run/netns/$W-status" \
+		--uid "$S_UID" --gid "$S_GID" --project "$PROJ" "$@"
+}
+
+# A pipe read by cat into a file: what the launcher's PID 1 wrote there.
+exec 8> >(cat >"$W_DIR/status1")
+launch --status-fd 8 -- sh -c 'ls /proc/$$/fd | tr "\n" " " >&2; exit 4' 2>"$W_DIR/err1"
+rc=$?
+exec 8>&-
+sleep 0.3
+assert_eq "$rc" 4 "the launcher exits with the command's status"
+assert_eq "$(cat "$W_DIR/status1")" 4 "... and PID 1 wrote it on the status pipe"
+assert_eq "$(cat "$W_DIR/err1")" "0 1 2 " "the command holds stdin, stdout and stderr only (the status pipe stays PID 1's)"
+
+# A process the command left behind would write a line after a moment.
+exec 8> >(cat >"$W_DIR/status2")
+launch --status-fd 8 -- sh -c "(sleep 0.5; echo late >$PROJ/late) & exit 0" >/dev/null 2>&1
+exec 8>&-
+sleep 1
+assert_eq "$(cat "$W_DIR/status2")" 0 "a command that leaves a process behind: 0 on the pipe"
+assert_eq "$(cat "$PROJ/late" 2>/dev/null)" "" "... and that process ended with the session, never getting to write"
+
+# A killed PID 1 (its launcher killed) says nothing: errandctl then takes the
+# launcher's file instead.
+exec 8> >(cat >"$W_DIR/status3")
+launch --status-fd 8 -- sh -c 'sleep 5; exit 3' >/dev/null 2>&1 &
+lpid=$!
+exec 8>&-
+sleep 1
+kill -KILL "$lpid"
+wait "$lpid" 2>/dev/null
+sleep 0.5
+assert_eq "$(cat "$W_DIR/status3")" "" "a session whose launcher was killed: nothing on the pipe"
+
+for bad in "0" "9" "99"; do
+	out=$(launch --status-fd "$bad" -- sh -c 'echo errt-ran' 2>&1 9>"$W_DIR/not-a-pipe")
+	rc=$?
+	assert_eq "$rc:$(echo "$out" | grep -c .)" 125:1 "--status-fd $bad (not a pipe open for writing): exit 125, one line"
+	assert_contains "$out" "--status-fd $bad is not a pipe open for writing" "... naming it"
+	assert_not_contains "$out" errt-ran "... and the command never ran"
+done
+out=$(launch --status-fd 8 -- sh -c 'echo errt-ran' 2>&1 8< <(sleep 1))
+assert_eq "$?:$(echo "$out" | grep -c .)" 125:1 "--status-fd naming a pipe's read end: exit 125, one line"
+
+ip netns del "$W-status"
+rmdir "$LCG" 2>/dev/null
+assert_empty "$(leftovers)" "nothing is left"
+world_finish
