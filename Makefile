@@ -124,10 +124,22 @@ $(BUILD)/bin/errand-agent: $(BUILD)/agent/agentd.o $(AGENTD_OBJS) $(BROKER_CLIEN
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The launcher stays small: libseccomp and none of the agent's libraries.
+# It is exec'd for every session (ahead, for a prepared network) and forks
+# the session's PID 1, so it is linked whole, a static PIE: its start skips
+# the dynamic loader's mapping and relocating of libc (an exec's CPU 2.0 to
+# 1.0 ms here, page faults 58 to 33) and PID 1's fork has fewer mappings to
+# copy. It calls nothing of glibc's that loads a library at run time (NSS,
+# dlopen, iconv): --fatal-warnings makes the link fail if it ever does.
+# ASan cannot link statically.
+ifeq ($(SANITIZE),1)
+LAUNCH_LINK := -Wl,-Bstatic -lseccomp -Wl,-Bdynamic
+else
+LAUNCH_LINK := -static-pie -Wl,--fatal-warnings -lseccomp
+endif
 $(BUILD)/bin/errand-launch: $(LAUNCH_OBJS) $(BUILD)/lib/log.o $(BUILD)/lib/escape.o \
 			    $(BUILD)/lib/strv.o $(BUILD)/lib/idmap.o $(BUILD)/lib/await.o
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ -Wl,-Bstatic -lseccomp -Wl,-Bdynamic
+	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCH_LINK)
 
 $(BUILD)/selftests/%: $(BUILD)/selftests/tools/%.o $(LIB_OBJS)
 	@mkdir -p $(@D)
