@@ -219,6 +219,13 @@ void seccomp_prepare(void)
 	seccomp_release(ctx);
 }
 
+static int load_failed(int r)
+{
+	log_warnx("cannot load the seccomp filter: %s; this requires CONFIG_SECCOMP_FILTER",
+		  strerror(-r));
+	return r;
+}
+
 int seccomp_apply(const struct launch_args *a)
 {
 	scmp_filter_ctx ctx;
@@ -228,11 +235,7 @@ int seccomp_apply(const struct launch_args *a)
 	if (ahead.filter && a->block.n == 0) {
 		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &ahead) == 0)
 			return 0;
-		r = -errno;
-		log_warnx("cannot load the seccomp filter: %s; this requires "
-			  "CONFIG_SECCOMP_FILTER",
-			  strerror(-r));
-		return r;
+		return load_failed(-errno);
 	}
 	ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx) {
@@ -241,13 +244,8 @@ int seccomp_apply(const struct launch_args *a)
 		return -ENOMEM;
 	}
 	r = build(ctx, &a->block);
-	if (r == 0) {
-		r = seccomp_load(ctx);
-		if (r < 0)
-			log_warnx("cannot load the seccomp filter: %s; this requires "
-				  "CONFIG_SECCOMP_FILTER",
-				  strerror(-r));
-	}
+	if (r == 0 && (r = seccomp_load(ctx)) < 0)
+		load_failed(r);
 	seccomp_release(ctx);
 	return r;
 }
