@@ -222,6 +222,19 @@ static int check_env(const char *s)
 	return 0;
 }
 
+/* A descriptor handed over for the launcher (and PID 1) alone: close-on-exec,
+ * so the command never holds it. */
+static int keep_from_exec(int fd, const char *opt, const char *s)
+{
+	int r;
+
+	if (fcntl(fd, F_SETFD, FD_CLOEXEC) == 0)
+		return 0;
+	r = -errno;
+	log_warn("%s %s", opt, s);
+	return r;
+}
+
 /* A socket the agent hands over to be held (the session's DNS sockets, so
  * they stay bound while no agent runs): open, a socket, and never inherited
  * by the command (closed in the session's PID 1, close-on-exec here). */
@@ -237,11 +250,7 @@ static int check_hold(const char *s)
 		log_warnx("--hold-fd %s is not an open socket; pass a socket's descriptor", s);
 		return -EBADF;
 	}
-	if (fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0) {
-		log_warn("--hold-fd %s", s);
-		return -errno;
-	}
-	return 0;
+	return keep_from_exec((int)fd, "--hold-fd", s);
 }
 
 /* The pipe errandctl waits on for the status (the agent makes it and passes
@@ -251,7 +260,7 @@ static int check_hold(const char *s)
 static int check_status_fd(uint64_t fd, const char *s)
 {
 	struct stat st;
-	int fl;
+	int fl, r;
 
 	if (fd < 3 || fd > INT_MAX || fstat((int)fd, &st) < 0 || !S_ISFIFO(st.st_mode) ||
 	    (fl = fcntl((int)fd, F_GETFL)) < 0 || (fl & O_ACCMODE) != O_WRONLY) {
@@ -260,10 +269,8 @@ static int check_status_fd(uint64_t fd, const char *s)
 			  s);
 		return -EBADF;
 	}
-	if (fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0) {
-		log_warn("--status-fd %s", s);
-		return -errno;
-	}
+	if ((r = keep_from_exec((int)fd, "--status-fd", s)) < 0)
+		return r;
 	return (int)fd;
 }
 
@@ -276,7 +283,7 @@ static int check_status_fd(uint64_t fd, const char *s)
 static int check_userns(const char *s, struct launch_args *a)
 {
 	unsigned long long fd, uid, gid;
-	int end = 0;
+	int end = 0, r;
 
 	if (sscanf(s, "%llu:%llu:%llu%n", &fd, &uid, &gid, &end) != 3 || s[end] || fd < 3 ||
 	    fd > INT_MAX || uid >= UINT32_MAX || gid >= UINT32_MAX ||
@@ -286,10 +293,8 @@ static int check_userns(const char *s, struct launch_args *a)
 			  s);
 		return -EBADF;
 	}
-	if (fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0) {
-		log_warn("--project-userns %s", s);
-		return -errno;
-	}
+	if ((r = keep_from_exec((int)fd, "--project-userns", s)) < 0)
+		return r;
 	a->userns_fd = (int)fd;
 	a->userns_uid = (uid_t)uid;
 	a->userns_gid = (gid_t)gid;

@@ -44,12 +44,7 @@ assert_eq "$(ls "$RAM/shared")" "" "... and left nothing in the project"
 assert_empty "$(leftovers)" "... nor anything else"
 
 # The launcher refuses too, whatever the agent's probe found.
-LCG=$W_CG/$W-launch
-mkdir -p "$LCG"
-ip netns add "$W-launch"
-S_UID=$(id -u errand-session 2>/dev/null || echo 65534)
-S_GID=$(getent group errand-session | cut -d: -f3)
-[ -n "$S_GID" ] || S_GID=$(id -g errand-session 2>/dev/null || echo 65534)
+launcher_setup launch
 launch() {
 	"$ROOT/build/bin/errand-launch" --session "$W-l" --cgroup "$LCG" --netns "/run/netns/$W-launch" \
 		--uid "$S_UID" --gid "$S_GID" --project "$RAM" "$@" -- sh -c "echo errt-ran; echo x >$RAM/shared/by-launch" 2>&1

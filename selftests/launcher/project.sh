@@ -150,11 +150,7 @@ agent_stop
 
 # Only the owner (or root) may have a session write a project as its owner:
 # the launcher checks the tree it mounts, past any renaming of the path.
-LCG=$W_CG/$W-launch
-mkdir -p "$LCG"
-ip netns add "$W-launch"
-S_GID=$(getent group errand-session | cut -d: -f3)
-[ -n "$S_GID" ] || S_GID=$(id -g errand-session 2>/dev/null || echo 65534)
+launcher_setup launch
 P=$W_DIR/home-$OWNER/repo
 launch() {
 	"$ROOT/build/bin/errand-launch" --session "$W-l" --cgroup "$LCG" --netns "/run/netns/$W-launch" \

@@ -4,12 +4,7 @@
 need_errandctl
 world_up
 
-LCG=$W_CG/$W-status
-mkdir -p "$LCG"
-ip netns add "$W-status"
-S_UID=$(id -u errand-session 2>/dev/null || echo 65534)
-S_GID=$(getent group errand-session | cut -d: -f3)
-[ -n "$S_GID" ] || S_GID=$(id -g errand-session 2>/dev/null || echo 65534)
+launcher_setup status
 PROJ=$W_DIR/project
 mkdir -p "$PROJ"
 chmod 0777 "$PROJ"

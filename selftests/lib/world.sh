@@ -513,6 +513,18 @@ _run_collect() {
 	sed 's/^/#   /' "$RUN_ERR"
 }
 
+# For a test that runs errand-launch itself: a cgroup ($LCG) and a network
+# namespace ($W-NAME) of the world's, and the session account's ids
+# ($S_UID, $S_GID). The test removes the two (the sweep would otherwise).
+launcher_setup() { # NAME
+	LCG=$W_CG/$W-$1
+	mkdir -p "$LCG"
+	ip netns add "$W-$1"
+	S_UID=$(id -u errand-session 2>/dev/null || echo 65534)
+	S_GID=$(getent group errand-session | cut -d: -f3)
+	[ -n "$S_GID" ] || S_GID=$(id -g errand-session 2>/dev/null || echo 65534)
+}
+
 errand_run() {
 	_run_files
 	echo "# errandctl run $*"
