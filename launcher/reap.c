@@ -3,7 +3,9 @@
  * one child, reap every child, and turn how that one ended into a status. */
 #include <errno.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "launcher/launch.h"
 #include "lib/util.h"
@@ -20,14 +22,19 @@ static void waited_set(sigset_t *set)
 
 int reap_default_signals(void)
 {
-	struct sigaction dfl = {.sa_handler = SIG_DFL}, ign = {.sa_handler = SIG_IGN};
+	/* The kernel's struct sigaction, all zero: SIG_DFL, no flags, nothing
+	 * masked, whatever the architecture's order of its fields. */
+	const unsigned long dfl[8] = {0};
+	struct sigaction ign = {.sa_handler = SIG_IGN};
 
 	/* Ignored signals survive exec, so the caller's (the agent ignores
-	 * SIGPIPE, nohup SIGHUP) would reach the command. Fails harmlessly for
-	 * SIGKILL, SIGSTOP and the ones glibc keeps for itself. */
+	 * SIGPIPE, nohup SIGHUP, GNU make 32 and 33 in its children) would
+	 * reach the command. The system call itself: glibc's sigaction refuses
+	 * 32 and 33, which it keeps for its threads. Fails harmlessly for
+	 * SIGKILL and SIGSTOP. */
 	for (int sig = 1; sig < NSIG; sig++)
 		if (sig != SIGPIPE)
-			sigaction(sig, &dfl, NULL);
+			syscall(SYS_rt_sigaction, sig, dfl, NULL, (size_t)(NSIG / 8));
 	/* A write to a reader that went away is an error to report, not an end. */
 	return sigaction(SIGPIPE, &ign, NULL) < 0 ? -errno : 0;
 }
