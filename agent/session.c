@@ -1072,8 +1072,10 @@ static int launch_child(void *arg)
  * error: the session starts its own. */
 static void await_spawn(struct session *n)
 {
-	char launcher[PATH_MAX], fdarg[16];
-	const char *args[] = {launcher, "--await", fdarg, NULL};
+	char launcher[PATH_MAX], fdarg[16], uid[16], gid[16];
+	/* What its PID 1, made ahead, needs before the session is known. */
+	const char *args[] = {launcher, "--await", fdarg, "--netns", n->netns_path,
+			      "--uid",	uid,	   "--gid",  gid,	   NULL};
 	struct launch_child lc = {.lock_fd = n->lock_fd,
 				  .userns_fd = -1,
 				  .status_fd = -1,
@@ -1096,6 +1098,8 @@ static void await_spawn(struct session *n)
 		return;
 	}
 	snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
+	snprintf(uid, sizeof(uid), "%u", (unsigned)n->cfg->uid);
+	snprintf(gid, sizeof(gid), "%u", (unsigned)n->cfg->gid);
 	lc.stdio = stdio;
 	lc.await_fd = sv[1];
 	pid = cgroup_spawn_into(n->cgroup_path, launch_child, &lc);

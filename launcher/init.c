@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "launcher/launch.h"
+#include "lib/await.h"
 #include "lib/log.h"
 
 /* The outer launcher writes one byte once the maps are in, and holds its end
@@ -145,26 +146,14 @@ static void report_status(int status)
 		log_debug("the status pipe did not take the status");
 }
 
-void session_init(const struct launch_args *a, int sync_fd)
+/* The session once its root is built: PID 1 starts the command and reaps
+ * until it ends. */
+static void session_run(const struct launch_args *a) __attribute__((noreturn));
+static void session_run(const struct launch_args *a)
 {
 	pid_t cmd;
 	int r;
 
-	wait_for_launcher(sync_fd);
-	if (ns_become_root() < 0)
-		exit(LAUNCH_EXIT_FAIL);
-	/* Only after the ids change: a change of effective ids clears it. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		fatal("cannot set the session's parent-death signal");
-	check_launcher(sync_fd);
-	close(sync_fd);
-
-	if (ns_setup_session(a) < 0)
-		exit(LAUNCH_EXIT_FAIL);
-	/* Unconfined by Landlock and seccomp, PID 1 must not be open to the
-	 * command: not dumpable, no ptrace and no /proc/1/mem. */
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		fatal("cannot make the session's PID 1 undumpable");
 	/* PID 1 lives as long as the session and needs none of what it was
 	 * started with besides stdin, stdout and stderr, and the status pipe. */
 	if (a->status_fd >= 0 && a->status_fd != STATUS_FD &&
@@ -181,4 +170,55 @@ void session_init(const struct launch_args *a, int sync_fd)
 	if (a->status_fd >= 0)
 		report_status(r);
 	exit(r);
+}
+
+/* Root inside, the mapped ids outside, and dying with the launcher. */
+static void become_root(int sync_fd)
+{
+	wait_for_launcher(sync_fd);
+	if (ns_become_root() < 0)
+		exit(LAUNCH_EXIT_FAIL);
+	/* Only after the ids change: a change of effective ids clears it. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		fatal("cannot set the session's parent-death signal");
+	/* Unconfined by Landlock and seccomp, PID 1 must not be open to any
+	 * process of errand-session's uid (the commands of other sessions; a
+	 * PID 1 made ahead waits for its session): not dumpable, so no ptrace
+	 * and no /proc/PID/mem. The change of ids above reset it. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fatal("cannot make the session's PID 1 undumpable");
+	check_launcher(sync_fd);
+}
+
+void session_init(const struct launch_args *a, int sync_fd)
+{
+	become_root(sync_fd);
+	close(sync_fd);
+	if (ns_setup_session(a) < 0)
+		exit(LAUNCH_EXIT_FAIL);
+	session_run(a);
+}
+
+void session_init_ahead(int sock)
+{
+	struct launch_args a;
+	char **argv;
+	int argc, tree, r;
+
+	become_root(sock);
+	if (mounts_prepare(NULL) < 0)
+		exit(LAUNCH_EXIT_FAIL);
+	r = await_recv(sock, &argc, &argv, &tree);
+	if (r == -ENODATA)
+		exit(0); /* no session: the launcher went, or ends this PID 1 */
+	if (r < 0) {
+		errno = -r;
+		fatal("cannot take the session from the launcher");
+	}
+	if (launch_args_pid1(argc, argv, &a) < 0)
+		exit(LAUNCH_EXIT_FAIL);
+	a.project_fd = tree;
+	if (ns_finish_session(&a) < 0)
+		exit(LAUNCH_EXIT_FAIL);
+	session_run(&a);
 }

@@ -17,6 +17,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -601,8 +602,165 @@ static int abandon(pid_t pid)
 	return LAUNCH_EXIT_FAIL;
 }
 
+/* A PID 1 made ahead by a launcher that waits (errand-launch --await FD
+ * --netns PATH --uid UID --gid GID): cloned into the session's namespaces,
+ * its ids mapped and the system part of its root mounted (mounts_prepare)
+ * before the session is known; the start then hands it its command line.
+ * A start it does not fit (an image, another network or account) ends it
+ * and clones its own, as a launcher exec'd at the start does. */
+struct ahead {
+	pid_t pid; /* 0: none */
+	int sock;  /* ours; PID 1 takes its command line on the other end */
+	const char *netns;
+	uid_t uid;
+	gid_t gid;
+};
+
+static int ahead_args(int argc, char **argv, struct ahead *h)
+{
+	if (argc != 9 || strcmp(argv[3], "--netns") || strcmp(argv[5], "--uid") ||
+	    strcmp(argv[7], "--gid") || argv[4][0] != '/' || parse_id("--uid", argv[6], &h->uid) ||
+	    parse_id("--gid", argv[8], &h->gid)) {
+		log_warnx("--await FD takes --netns PATH --uid UID --gid GID after it, or nothing");
+		return -EINVAL;
+	}
+	h->netns = argv[4];
+	return 0;
+}
+
+/* As the start would before its clone (signals blocked, the network
+ * entered, no supplementary groups, no_new_privs), then the clone; no
+ * PID 1 made is no error, the start makes one. */
+static void ahead_start(struct ahead *h, int await_fd)
+{
+	int sv[2];
+	pid_t pid;
+
+	if (reap_block_signals() < 0 || ns_enter_netns(h->netns) < 0 || setgroups(0, NULL) < 0 ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return;
+	pid = ns_clone_session();
+	if (pid == 0) {
+		close(sv[0]);
+		close(await_fd);
+		session_init_ahead(sv[1]);
+	}
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		return;
+	}
+	if (ns_write_id_maps(pid, h->uid, h->gid) < 0 || write(sv[0], "1", 1) != 1) {
+		abandon(pid);
+		close(sv[0]);
+		return;
+	}
+	h->pid = pid;
+	h->sock = sv[0];
+}
+
+static void ahead_end(struct ahead *h)
+{
+	if (!h->pid)
+		return;
+	abandon(h->pid);
+	close(h->sock);
+	h->pid = 0;
+}
+
+static bool ahead_fits(const struct ahead *h, const struct launch_args *a)
+{
+	return h->pid && !a->image && !strcmp(a->netns, h->netns) && a->uid == h->uid &&
+	       a->gid == h->gid;
+}
+
+/* PID 1's command line: the start's, with the paths as resolve_paths made
+ * them (PID 1 has left the host's root already and cannot resolve them),
+ * the project named when it was the working directory, and without the
+ * descriptors PID 1 is not given (--hold-fd, --project-userns). */
+static char **ahead_argv(int argc, char **argv, const struct launch_args *a)
+{
+	const struct launch_list *lists[] = {&a->policy_read, &a->policy_write, &a->policy_exec};
+	const int list_opt[] = {OPT_POLICY_READ, OPT_POLICY_WRITE, OPT_POLICY_EXEC};
+	size_t used[ARRAY_SIZE(lists)] = {0}, n = 0;
+	bool project = false;
+	/* each --opt=value becomes two words */
+	char **v = calloc(2 * (size_t)argc + 3, sizeof(*v));
+	int i;
+
+	if (!v)
+		return NULL;
+	v[n++] = argv[0];
+	for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		const char *arg = argv[i], *eq = strchr(arg, '='), *val;
+		size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+		int o = find_opt(arg, len);
+
+		val = eq ? eq + 1 : argv[++i];
+		if (o == OPT_HOLD_FD || o == OPT_PROJECT_USERNS)
+			continue;
+		if (o == OPT_PROJECT)
+			val = a->project, project = true;
+		else if (o == OPT_STATE)
+			val = a->state;
+		else if (o == OPT_RESOLV)
+			val = a->resolv;
+		else if (o == OPT_CA_BUNDLE)
+			val = a->ca_bundle;
+		for (size_t k = 0; k < ARRAY_SIZE(lists); k++)
+			if (o == list_opt[k])
+				val = lists[k]->v[used[k]++];
+		v[n++] = (char *)opts[o].name;
+		v[n++] = (char *)val;
+	}
+	if (!project) {
+		v[n++] = (char *)opts[OPT_PROJECT].name;
+		v[n++] = (char *)a->project;
+	}
+	for (; i < argc; i++)
+		v[n++] = argv[i];
+	v[n] = NULL;
+	return v;
+}
+
+/* Hands PID 1 its command line, the caller's stdio, the status pipe and
+ * the project's tree; the header's number (a priority, for the agent's
+ * hand-over) carries the tree's descriptor. */
+static int ahead_hand(const struct ahead *h, int argc, char **argv, const struct launch_args *a)
+{
+	int fds[5] = {0, 1, 2}, n = 3, r;
+	char **v = ahead_argv(argc, argv, a);
+
+	if (!v)
+		return -ENOMEM;
+	if (a->status_fd >= 0)
+		fds[n++] = a->status_fd;
+	fds[n++] = a->project_fd;
+	r = await_send(h->sock, (const char *const *)v, fds, fds, (size_t)n, a->project_fd);
+	free(v);
+	if (r < 0) {
+		errno = -r;
+		log_warn("cannot hand the session to its PID 1");
+	}
+	return r;
+}
+
+int launch_args_pid1(int argc, char **argv, struct launch_args *a)
+{
+	int r = parse_args(argc, argv, a);
+
+	if (r < 0)
+		return r;
+	a->term = getenv("TERM");
+	a->project_in = a->project;
+	a->state_in = a->state;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	struct ahead ahead = {.sock = -1};
 	struct launch_args a;
 	int sync[2], r;
 	pid_t pid;
@@ -613,11 +771,17 @@ int main(int argc, char **argv)
 	/* Started ahead with a prepared network (errand-launch --await FD): its
 	 * exec is off the session's start, which hands it the command line it
 	 * would have been started with. Without a session it leaves quietly. */
-	if (argc == 3 && !strcmp(argv[1], "--await")) {
-		int nice;
+	if (argc >= 3 && !strcmp(argv[1], "--await")) {
+		int fd = atoi(argv[2]), nice;
 
+		if (argc > 3 && ahead_args(argc, argv, &ahead) < 0)
+			return LAUNCH_EXIT_FAIL;
 		seccomp_prepare();
-		r = await_recv(atoi(argv[2]), &argc, &argv, &nice);
+		if (ahead.netns)
+			ahead_start(&ahead, fd);
+		r = await_recv(fd, &argc, &argv, &nice);
+		if (r < 0)
+			ahead_end(&ahead);
 		if (r == -ENODATA)
 			return 0;
 		if (r < 0) {
@@ -625,31 +789,35 @@ int main(int argc, char **argv)
 			log_warn("cannot take the session the agent handed over");
 			return LAUNCH_EXIT_FAIL;
 		}
-		/* started by the pool's job, at its lower priority */
-		if (setpriority(PRIO_PROCESS, 0, nice) < 0)
+		/* started by the pool's job, at its lower priority, and so
+		 * was the PID 1 it made */
+		if (setpriority(PRIO_PROCESS, 0, nice) < 0 ||
+		    (ahead.pid && setpriority(PRIO_PROCESS, (id_t)ahead.pid, nice) < 0))
 			fatal("cannot set the session's priority");
 	}
 	r = parse_args(argc, argv, &a);
-	if (r < 0 || resolve_paths(&a) < 0)
+	if (r < 0 || resolve_paths(&a) < 0) {
+		ahead_end(&ahead);
 		return LAUNCH_EXIT_FAIL;
+	}
 	a.term = getenv("TERM");
+	if (!ahead_fits(&ahead, &a))
+		ahead_end(&ahead);
 
 	/* Before any child exists, so no signal meant for it is lost. */
 	if (reap_block_signals() < 0)
 		fatal("cannot block signals for forwarding");
-	if (limits_apply(&a) < 0)
-		return LAUNCH_EXIT_FAIL;
-	if (ns_join_cgroup(a.cgroup) < 0)
-		return LAUNCH_EXIT_FAIL;
+	if (limits_apply(&a) < 0 || ns_join_cgroup(a.cgroup) < 0)
+		goto fail;
 	/* As root in the host's user namespace, so the session gets the network
 	 * namespace but no capability over it. */
-	if (ns_enter_netns(a.netns) < 0)
-		return LAUNCH_EXIT_FAIL;
+	if (!ahead.pid && ns_enter_netns(a.netns) < 0)
+		goto fail;
 	if (ns_prepare_state(&a) < 0)
-		return LAUNCH_EXIT_FAIL;
+		goto fail;
 	resolve_state(&a);
 	if (ns_prepare_project(&a) < 0)
-		return LAUNCH_EXIT_FAIL;
+		goto fail;
 	if (a.userns_fd >= 0)
 		close(a.userns_fd); /* not the project's owner's: not taken */
 	/* Supplementary groups are host gids the user namespace carries along
@@ -658,35 +826,41 @@ int main(int argc, char **argv)
 		fatal("cannot drop the supplementary groups");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fatal("cannot set no_new_privs");
-	if (pipe2(sync, O_CLOEXEC) < 0)
-		fatal("cannot make a pipe to start the session");
 
-	pid = ns_clone_session();
-	if (pid < 0)
-		return LAUNCH_EXIT_FAIL;
-	if (pid == 0) {
-		close(sync[1]);
-		/* The held sockets are the launcher's alone, never the session's. */
-		for (size_t k = 0; k < a.hold.n; k++)
-			close(atoi(a.hold.v[k]));
-		session_init(&a, sync[0]);
+	if (ahead.pid) {
+		pid = ahead.pid;
+		if (ahead_hand(&ahead, argc, argv, &a) < 0)
+			return abandon(pid);
+		/* ahead.sock stays open until this process ends, as sync[1] */
+	} else {
+		if (pipe2(sync, O_CLOEXEC) < 0)
+			fatal("cannot make a pipe to start the session");
+		pid = ns_clone_session();
+		if (pid < 0)
+			return LAUNCH_EXIT_FAIL;
+		if (pid == 0) {
+			close(sync[1]);
+			/* The held sockets are the launcher's alone, never the session's. */
+			for (size_t k = 0; k < a.hold.n; k++)
+				close(atoi(a.hold.v[k]));
+			session_init(&a, sync[0]);
+		}
+		close(sync[0]);
+		if (ns_write_id_maps(pid, a.uid, a.gid) < 0)
+			return abandon(pid);
+		/* sync[1] stays open until this process ends: PID 1 polls it to
+		 * learn whether it still has a launcher to report to. */
+		if (write(sync[1], "1", 1) != 1) {
+			log_warn("cannot tell session process %d to go on", (int)pid);
+			return abandon(pid);
+		}
 	}
-	close(sync[0]);
 	/* PID 1 has its own copy of the project's tree to mount, and the
 	 * status pipe is PID 1's alone: it ends with no status said when PID 1
 	 * does. */
 	close(a.project_fd);
 	if (a.status_fd >= 0)
 		close(a.status_fd);
-
-	if (ns_write_id_maps(pid, a.uid, a.gid) < 0)
-		return abandon(pid);
-	/* sync[1] stays open until this process ends: PID 1 polls it to learn
-	 * whether it still has a launcher to report to. */
-	if (write(sync[1], "1", 1) != 1) {
-		log_warn("cannot tell session process %d to go on", (int)pid);
-		return abandon(pid);
-	}
 
 	r = reap_wait(pid);
 	if (r < 0) {
@@ -696,4 +870,7 @@ int main(int argc, char **argv)
 	}
 	write_status(a.status_file, r);
 	return r;
+fail:
+	ahead_end(&ahead);
+	return LAUNCH_EXIT_FAIL;
 }

@@ -118,14 +118,22 @@ pid_t ns_clone_session(void);
 int ns_write_id_maps(pid_t pid, uid_t uid, gid_t gid);
 /* In the child once mapped: uid and gid 0 inside, the mapped ids outside. */
 int ns_become_root(void);
-/* In the child: hostname, then the session's root (mounts_setup). */
+/* In the child: hostname, then the session's root (mounts_prepare, then
+ * mounts_finish). */
 int ns_setup_session(const struct launch_args *a);
+/* The same for a PID 1 made ahead, whose mounts_prepare(NULL) is done. */
+int ns_finish_session(const struct launch_args *a);
 
 /* mounts.c: a new root on a tmpfs holding the system directories (or the
  * image's) read-only, the project, state and policy paths, a fresh /proc, a
  * minimal /dev, sized tmpfs on /tmp and /dev/shm, --resolv; pivot_root into
- * it, the host's root detached. 0 or -errno, having said why. */
-int mounts_setup(const struct launch_args *a);
+ * it, the host's root detached. 0 or -errno, having said why.
+ * mounts_prepare: what no option but --image shapes (the staging root, the
+ * system directories or the image's entries, /proc, /dev's nodes), which a
+ * PID 1 made ahead does before its session is known. */
+int mounts_prepare(const char *image);
+/* mounts_finish: the rest, from the session's options; last the pivot. */
+int mounts_finish(const struct launch_args *a);
 
 /* landlock.c: the floor and --policy-* as a Landlock ruleset on the calling
  * process. The ABI used, 0 when the kernel has none and --landlock-min 0
@@ -157,6 +165,15 @@ int seccomp_apply(const struct launch_args *a);
 
 /* init.c: the session's PID 1. Never returns. */
 void session_init(const struct launch_args *a, int sync_fd) __attribute__((noreturn));
+/* A PID 1 made ahead (launch.c's struct ahead): once its launcher has
+ * mapped its ids, the system part of the root, then its command line
+ * (launch_args_pid1) from sock. Never returns; ends quietly when its
+ * launcher goes without a session. */
+void session_init_ahead(int sock) __attribute__((noreturn));
+
+/* launch.c: the command line a PID 1 made ahead is handed, whose paths its
+ * launcher resolved. 0 or -EINVAL, having said why. */
+int launch_args_pid1(int argc, char **argv, struct launch_args *a);
 
 /* reap.c: signals and children for the outer launcher and PID 1. */
 /* Every disposition to the default but SIGPIPE's, ignored; first thing

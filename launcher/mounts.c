@@ -202,7 +202,7 @@ static int proc(void)
 	return 0;
 }
 
-static int dev(const struct launch_args *a)
+static int dev_nodes_links(void)
 {
 	static const char *const links[][2] = {{"fd", "/proc/self/fd"},
 					       {"stdin", "/proc/self/fd/0"},
@@ -241,6 +241,14 @@ static int dev(const struct launch_args *a)
 	} else {
 		log_debug("no devpts in the session: %s", strerror(errno));
 	}
+	return 0;
+}
+
+/* The session's sized /dev/shm, then /dev read-only. */
+static int dev_finish(const struct launch_args *a)
+{
+	int r;
+
 	if (mkdir(NEW "/dev/shm", 01777) < 0)
 		return fail("make", "/dev/shm");
 	if ((r = tmpfs(NEW "/dev/shm", 01777, a->shm_size, 0)) < 0)
@@ -508,16 +516,25 @@ static int enter(void)
 	return 0;
 }
 
-int mounts_setup(const struct launch_args *a)
+int mounts_prepare(const char *image)
 {
 	int r;
 
 	if ((r = stage()) < 0)
 		return r;
-	r = a->image ? image_root(a->image) : system_root();
+	r = image ? image_root(image) : system_root();
 	if (r < 0)
 		return r;
-	if ((r = proc()) < 0 || (r = dev(a)) < 0)
+	if ((r = proc()) < 0)
+		return r;
+	return dev_nodes_links();
+}
+
+int mounts_finish(const struct launch_args *a)
+{
+	int r;
+
+	if ((r = dev_finish(a)) < 0)
 		return r;
 	if (mkdir(NEW "/tmp", 01777) < 0)
 		return fail("make", "/tmp");

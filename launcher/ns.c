@@ -285,14 +285,26 @@ int ns_prepare_project(struct launch_args *a)
 	return 0;
 }
 
+static int set_hostname(const struct launch_args *a)
+{
+	if (sethostname(a->session, strlen(a->session)) == 0)
+		return 0;
+	log_warn("cannot set the session's hostname to %s", a->session);
+	return -errno;
+}
+
 int ns_setup_session(const struct launch_args *a)
 {
 	int r;
 
-	if (sethostname(a->session, strlen(a->session)) < 0) {
-		r = -errno;
-		log_warn("cannot set the session's hostname to %s", a->session);
+	if ((r = set_hostname(a)) < 0 || (r = mounts_prepare(a->image)) < 0)
 		return r;
-	}
-	return mounts_setup(a);
+	return mounts_finish(a);
+}
+
+int ns_finish_session(const struct launch_args *a)
+{
+	int r = set_hostname(a);
+
+	return r < 0 ? r : mounts_finish(a);
 }

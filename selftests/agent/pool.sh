@@ -66,28 +66,41 @@ assert_eq "$(ls "/sys/fs/bpf/$W/$first" | grep -c 'connect4\|tc_ingress')" 2 "..
 assert_eq "$(cgroup_progs "$first")" 9 "... all nine hooks on its cgroup"
 assert_eq "$(config_mode "$first")" 0 "... under a config that refuses everything (mode none) until its start"
 # waiting PREPARED: the pid of its launcher started ahead (it comes last in
-# the preparation: 5 s at most), once that is all its cgroup holds and it
-# waits (errand-launch --await).
+# the preparation: 5 s at most), once its cgroup holds that launcher
+# (errand-launch --await) and the session's PID 1 it made ahead, the
+# launcher's child, PID 1 of a PID namespace of its own.
+ns_pids() { sed -n 's/^NSpid:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null | tr '\t' ' '; }
 waiting() {
-	local cg procs
+	local cg procs launcher pid1
 	for _ in $(seq 1 50); do
 		cg=$(find "$W_CG/$W" -type d -name "$1" | head -n 1)
 		procs=$(cat "$cg/cgroup.procs" 2>/dev/null)
-		if [ "$(echo "$procs" | grep -c .)" = 1 ] &&
-			[[ "$(tr '\0' ' ' <"/proc/$procs/cmdline" 2>/dev/null)" == *"errand-launch --await "* ]]; then
-			echo "$procs"
+		launcher= pid1=
+		for p in $procs; do
+			[[ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" == *"errand-launch --await "* ]] || continue
+			[[ "$(ns_pids "$p")" == *" 1" ]] && pid1=$p || launcher=$p
+		done
+		if [ "$(echo "$procs" | grep -c .)" = 2 ] && [ -n "$launcher" ] && [ -n "$pid1" ] &&
+			[ "$(awk '{ print $4 }' "/proc/$pid1/stat" 2>/dev/null)" = "$launcher" ]; then
+			echo "$launcher $pid1"
 			return
 		fi
 		sleep 0.1
 	done
 }
-launcher=$(waiting "$first")
-assert_match "$launcher" "^[0-9]+$" "... and its launcher, started ahead, waiting alone in its cgroup"
+read -r launcher pid1 <<<"$(waiting "$first")"
+assert_match "$launcher" "^[0-9]+$" "... and its launcher, started ahead, waiting in its cgroup"
+assert_match "$pid1" "^[0-9]+$" "... with the session's PID 1 it made ahead, in a PID namespace of its own"
+assert_eq "$(readlink "/proc/$pid1/ns/net")" "$(readlink "/proc/$launcher/ns/net")" "... in the prepared network"
+assert_match "$(awk '{ print $1, $2, $3 }' "/proc/$pid1/uid_map" 2>/dev/null)" "^0 $(id -u errand-session 2>/dev/null || echo 65534) 1$" "... root there as the session's account, mapped already"
+assert_eq "$(awk '$5 == "/newroot/proc" && $(NF - 2) == "proc"' "/proc/$pid1/mountinfo" 2>/dev/null | grep -c .)" 1 "... the system part of its root mounted already (the new root's own /proc)"
+assert_eq "$(awk '/^Uid:/ { print $2 }' "/proc/$pid1/status")" "$(id -u errand-session 2>/dev/null || echo 65534)" "... running as that account"
 
 errand_run --pin "a.test=$HOST_A:443" --egress a.test:443 -- sh -c \
-	"echo sid=\$ERRAND_SESSION; sed -En 's/^(SigIgn|SigBlk):[[:space:]]*/\\1=/p' /proc/self/status; $(probe_script pinned "tcp $HOST_A 443" forbidden "tcp $HOST_PRIV 80")"
+	"echo sid=\$ERRAND_SESSION; echo nice=\$(cut -d' ' -f19 /proc/self/stat); sed -En 's/^(SigIgn|SigBlk):[[:space:]]*/\\1=/p' /proc/self/status; $(probe_script pinned "tcp $HOST_A 443" forbidden "tcp $HOST_PRIV 80")"
 sid=$(result sid)
 assert_eq "$RUN_RC" 0 "a session starts through the agent"
+assert_eq "$(result nice)" 0 "... its command at the agent's priority, not the pool's (nice 10) its PID 1 was made at"
 # The agent ignores SIGPIPE; its launcher waited with that reset ahead.
 assert_eq "$(result SigIgn)" 0000000000000000 "the command ignores no signal (the agent's ignored SIGPIPE is not passed on)"
 assert_eq "$(result SigBlk)" 0000000000000000 "... and blocks none"
@@ -110,7 +123,7 @@ assert_eq "$(comm -13 <(echo "$pool") <(echo "$after") | grep -c .)" 1 "a fresh 
 # The launcher waiting in a prepared network becomes its session's, with
 # the caller's stdio, and is gone with it.
 declare -A ahead
-for id in $after; do ahead[$id]=$(waiting "$id"); done
+for id in $after; do ahead[$id]=$(waiting "$id" | cut -d" " -f1); done
 assert_eq "$(for id in $after; do [ -n "${ahead[$id]}" ] && echo "$id"; done | grep -c .)" 2 "each prepared network has its launcher waiting"
 in_host "$ERRANDCTL" --config "$W_CONFIG" run -- sh -c 'echo "sid=$ERRAND_SESSION"; read -r line; echo "read=$line"; echo to-stderr >&2; sleep 2; exit 3' \
 	<<<"from-stdin" >"$W_DIR/ahead.out" 2>"$W_DIR/ahead.err" &
@@ -122,7 +135,7 @@ done
 asid=$(sed -n 's/^sid=//p' "$W_DIR/ahead.out")
 alauncher=${ahead[$asid]:-none}
 assert_contains "$after" "$asid" "a session takes a prepared network"
-assert_match "$(tr '\0' ' ' <"/proc/$alauncher/cmdline" 2>/dev/null)" "errand-launch --await [0-9]+ $" "... and the launcher that waited there runs it, never exec'd again"
+assert_match "$(tr '\0' ' ' <"/proc/$alauncher/cmdline" 2>/dev/null)" "errand-launch --await [0-9]+ --netns [^ ]+ --uid [0-9]+ --gid [0-9]+ $" "... and the launcher that waited there runs it, never exec'd again"
 assert_eq "$(grep -cx "$alauncher" "$(find "$W_CG/$W" -type d -name "$asid" | head -n 1)/cgroup.procs")" 1 "... in the session's cgroup"
 assert_eq "$(awk '{ print $19 }' "/proc/$alauncher/stat" 2>/dev/null)" 0 "... at the agent's priority, not the pool's (nice 10)"
 wait "$bg"
@@ -262,8 +275,8 @@ for _ in $(seq 1 50); do
 	[ -z "$alive" ] && break
 	sleep 0.1
 done
-assert_eq "$(echo "$killed" | wc -w)" 2 "control: two launchers were waiting when the agent was killed"
-assert_empty "$alive" "... and each ends when its agent is killed (its socket closes)"
+assert_eq "$(echo "$killed" | wc -w)" 4 "control: two launchers and their PIDs 1 were waiting when the agent was killed"
+assert_empty "$alive" "... and each ends when its agent is killed (its socket closes), its PID 1 with it"
 agent_start || exit 1
 assert_eq "$([ -d "$hooks" ] && echo there)" "" "... and the next agent sweeps it at its start"
 in_host "$ERRANDCTL" --config "$W_CONFIG" run -- true
@@ -271,6 +284,12 @@ assert_eq "$(hooks_attached)" 9 "its first session's start attaches them again"
 stopped=""
 for id in $(prepared); do stopped="$stopped $(waiting "$id")"; done
 agent_stop
-assert_empty "$(for p in $stopped; do kill -0 "$p" 2>/dev/null && echo "$p"; done)" "the agent ends the launchers waiting in its prepared networks when it stops"
+# A PID 1 ends with its launcher (its parent-death signal), a moment after.
+for _ in $(seq 1 50); do
+	alive=$(for p in $stopped; do kill -0 "$p" 2>/dev/null && echo "$p"; done)
+	[ -z "$alive" ] && break
+	sleep 0.1
+done
+assert_empty "$alive" "the agent ends the launchers waiting in its prepared networks, and their PIDs 1, when it stops"
 assert_empty "$(leftovers)" "the agent removes its prepared networks and its hooks cgroup when it stops: nothing left"
 world_finish

@@ -78,4 +78,19 @@ assert_eq "$(result null)" ok "/dev/null works"
 assert_eq "$(result "done")" 1 "the script ran to its end"
 assert_empty "$(find "$IMG" -newer "$IMG/etc/errt-marker" ! -type d 2>/dev/null)" "the image itself is unchanged"
 assert_empty "$(leftovers)" "nothing is left"
+
+# Through the agent's pool: the PID 1 a waiting launcher made ahead holds
+# the host's system directories, not the image; the start ends it and the
+# launcher makes the session's PID 1 as it does unpooled.
+# With a network, the session's resolv.conf is bound on the image's.
+touch "$IMG/etc/resolv.conf"
+W_CONFIG=$(world_config image-pool "\"image\": \"$IMG\", \"pool\": 1")
+agent_start || exit 1
+errand_run --project "$PROJ" -- sh -c 'read m </etc/errt-marker; echo "marker=$m"; [ -e /usr/bin/env ] && echo host=seen; echo done=1'
+assert_eq "$RUN_RC" 0 "through the agent's pool, a session with sandbox.image ran"
+assert_eq "$(result marker)" errt-image "... in the image"
+assert_empty "$(result host)" "... with nothing of the host's system"
+assert_eq "$(result "done")" 1 "... to its end"
+agent_stop
+assert_empty "$(leftovers)" "nothing is left"
 world_finish
