@@ -209,6 +209,9 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 	req = run_request(argc, argv, &o, cmd, text, config_path);
 	/* The daemon runs the session when it is there; else this process does. */
 	ac = agent_connect(cfg.run_dir);
+	/* An agent that refuses this user was named already, with the fix. */
+	if (!ac && (errno == EACCES || errno == EPERM))
+		exit(EXIT_ERRAND);
 	if (!ac && geteuid() != 0)
 		refuse("run: no errand-agent runs, and the embedded agent needs root to "
 		       "make the session's cgroup, network and BPF programs; run errandctl "

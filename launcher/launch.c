@@ -821,10 +821,11 @@ int main(int argc, char **argv)
 	if (a.userns_fd >= 0)
 		close(a.userns_fd); /* not the project's owner's: not taken */
 	/* Supplementary groups are host gids the user namespace carries along
-	 * unmapped; the session must not keep root's. */
-	if (setgroups(0, NULL) < 0)
+	 * unmapped; the session must not keep root's. (Done already when a
+	 * PID 1 was made ahead: ahead_start.) */
+	if (!ahead.pid && setgroups(0, NULL) < 0)
 		fatal("cannot drop the supplementary groups");
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+	if (!ahead.pid && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fatal("cannot set no_new_privs");
 
 	if (ahead.pid) {

@@ -23,6 +23,11 @@ rc=$?
 assert_eq "$rc" 125 "errandctl as another user: exit 125"
 assert_contains "$out" "refuses this user; run errandctl as root or as a member of group errand" \
 	"... saying who may talk to the agent"
+out=$(setpriv --reuid=errand-session --regid=errand-session --clear-groups \
+	"$ERRANDCTL" --config "$W_CONFIG" run -- true 2>&1)
+rc=$?
+assert_eq "$rc:$(echo "$out" | grep -c .)" 125:1 "errandctl run as another user: exit 125, one line"
+assert_contains "$out" "refuses this user" "... the agent's refusal, not a claim that no agent runs"
 # Past the file's mode, the agent asks the kernel who connected (SO_PEERCRED).
 out=$(python3 - "$SOCK" <<'PY'
 import os, socket, sys
