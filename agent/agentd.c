@@ -111,13 +111,15 @@ struct agent {
 	bool sweeping;
 	bool quit;
 	/* sandbox.pool: networks prepared ahead, taken by start jobs (hence the
-	 * lock), refilled by one job at a time; [1] those without network
-	 * (--egress none), kept once such a session was asked for */
+	 * lock), refilled by POOL_FILL_JOBS jobs at a time; [1] those without
+	 * network (--egress none), kept once such a session was asked for */
 	pthread_mutex_t pool_lock;
+	pthread_cond_t pool_changed; /* an entry was added or a preparation ended */
 	struct session *pool[2][POOL_MAX];
 	size_t n_pool[2];
 	bool pool_none_wanted;
-	bool pool_filling;
+	unsigned pool_filling[2]; /* preparation jobs running, of each kind */
+	unsigned pool_filled[2];  /* preparation jobs ended, of each kind */
 	bool pool_stalled; /* the last preparation failed: again after a start */
 	bool pool_stalled_logged;
 	unsigned pool_gen; /* the configuration's generation: older ones are discarded */
@@ -453,7 +455,10 @@ static void pool_fill_done(void *arg)
 	struct agent *a = j->a;
 	bool kept = false;
 
-	a->pool_filling = false;
+	pthread_mutex_lock(&a->pool_lock);
+	a->pool_filling[j->none]--;
+	a->pool_filled[j->none]++;
+	pthread_mutex_unlock(&a->pool_lock);
 	if (!j->net) {
 		if (!a->pool_stalled_logged)
 			log_warnx("sandbox.pool: cannot prepare a network ahead (sessions make "
@@ -471,48 +476,72 @@ static void pool_fill_done(void *arg)
 		if (!kept)
 			pool_discard(a, j->net);
 	}
+	pthread_cond_broadcast(&a->pool_changed);
 	free(j->text);
 	free(j);
 	pool_fill(a);
 }
 
+/* Preparations run side by side, up to this many: most of one is waiting
+ * for the kernel (an RCU grace period for each map it adds to the program
+ * set's, its namespace's and veth's setup), and concurrent waits share
+ * their grace periods, so starts back to back do not drain the pool faster
+ * than it fills. */
+#define POOL_FILL_JOBS 2
+
 static void pool_fill(struct agent *a)
 {
-	struct pool_job *j;
-	bool net, none;
+	while (!a->quit && !a->pool_stalled &&
+	       a->pool_filling[0] + a->pool_filling[1] < POOL_FILL_JOBS) {
+		struct pool_job *j;
+		bool net, none;
 
-	pthread_mutex_lock(&a->pool_lock);
-	net = a->cfg.network != NETWORK_NONE && a->n_pool[0] < a->cfg.pool_size;
-	none = (a->pool_none_wanted || a->cfg.network == NETWORK_NONE) &&
-	       a->n_pool[1] < a->cfg.pool_size;
-	pthread_mutex_unlock(&a->pool_lock);
-	if (a->quit || a->pool_filling || a->pool_stalled || (!net && !none))
-		return;
-	j = calloc(1, sizeof(*j));
-	if (!j || !(j->text = strdup(a->config_text))) {
-		free(j);
-		return;
-	}
-	j->a = a;
-	j->gen = a->pool_gen;
-	j->none = !net;
-	a->pool_filling = true;
-	if (loop_job(a->loop, pool_fill_work, pool_fill_done, j)) {
-		a->pool_filling = false;
-		free(j->text);
-		free(j);
+		pthread_mutex_lock(&a->pool_lock);
+		net = a->cfg.network != NETWORK_NONE &&
+		      a->n_pool[0] + a->pool_filling[0] < a->cfg.pool_size;
+		none = (a->pool_none_wanted || a->cfg.network == NETWORK_NONE) &&
+		       a->n_pool[1] + a->pool_filling[1] < a->cfg.pool_size;
+		pthread_mutex_unlock(&a->pool_lock);
+		if (!net && !none)
+			return;
+		j = calloc(1, sizeof(*j));
+		if (!j || !(j->text = strdup(a->config_text))) {
+			free(j);
+			return;
+		}
+		j->a = a;
+		j->gen = a->pool_gen;
+		j->none = !net;
+		pthread_mutex_lock(&a->pool_lock);
+		a->pool_filling[j->none]++;
+		pthread_mutex_unlock(&a->pool_lock);
+		if (loop_job(a->loop, pool_fill_work, pool_fill_done, j)) {
+			pthread_mutex_lock(&a->pool_lock);
+			a->pool_filling[j->none]--;
+			pthread_mutex_unlock(&a->pool_lock);
+			free(j->text);
+			free(j);
+			return;
+		}
 	}
 }
 
-/* From a start job's thread. */
+/* From a start job's thread. An empty pool whose preparations are under
+ * way: the start waits for those (any of them that fills the pool), which
+ * are further along than one it would begin now, and makes its own only if
+ * none does. */
 static struct session *pool_take(void *arg, bool none)
 {
 	struct agent *a = arg;
 	struct session *net = NULL;
+	unsigned until;
 
 	pthread_mutex_lock(&a->pool_lock);
 	if (none)
 		a->pool_none_wanted = true;
+	until = a->pool_filled[none] + a->pool_filling[none];
+	while (!a->n_pool[none] && (int)(until - a->pool_filled[none]) > 0)
+		pthread_cond_wait(&a->pool_changed, &a->pool_lock);
 	if (a->n_pool[none])
 		net = a->pool[none][--a->n_pool[none]];
 	pthread_mutex_unlock(&a->pool_lock);
@@ -633,7 +662,8 @@ static void start_done(void *arg)
 			  session_id(s));
 		session_stop(s);
 	}
-	log_info("session %s started", session_id(s));
+	log_info("session %s started%s", session_id(s),
+		 session_net_prepared(s) ? " in a network prepared ahead" : "");
 	if (c->gone) {
 		/* errandctl run went away: the session goes on. */
 		rc = session_take_status(s);
@@ -1402,6 +1432,7 @@ int main(int argc, char **argv)
 	}
 	probe_start(&a);
 	pthread_mutex_init(&a.pool_lock, NULL);
+	pthread_cond_init(&a.pool_changed, NULL);
 	pool_fill(&a);
 	a.next_sweep_ns = boottime_ns() + SWEEP_INTERVAL_NS;
 	/* Asked again at each session's start: a route that comes later counts. */

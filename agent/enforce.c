@@ -736,10 +736,12 @@ static void outer_op_task(void *arg)
  * default, the eleven threads of each prepared network overflowed its cache
  * of stacks, and every unmap of one took the agent's memory lock for
  * writing and interrupted each CPU to flush it, stalling the session
- * starting meanwhile (its launcher's exec waits for that lock). A refill's
- * inserts and a teardown's deletes at once: twice a session's maps kept. */
+ * starting meanwhile (its launcher's exec waits for that lock). Two refills'
+ * inserts and two teardowns' deletes at once, as starts back to back have
+ * them: four times a session's maps kept (fewer made threads that ended with
+ * their op, a dozen thread starts and ends a session). */
 #define OUTER_OP_STACK (64 * 1024)
-static struct workers outer_workers = WORKERS_INIT(OUTER_OP_STACK, 2 * I_MAX);
+static struct workers outer_workers = WORKERS_INIT(OUTER_OP_STACK, 4 * I_MAX);
 
 /* 0, or the first op's error (its index in *failed). */
 static int outer_ops(struct outer_op *ops, size_t n, size_t *failed)

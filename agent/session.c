@@ -80,6 +80,7 @@ struct session {
 	json_t *gaps;	     /* what this host did not enforce when it started */
 	const char *project; /* in request */
 	bool embedded;	     /* an errandctl run's own agent: events go to its stderr */
+	bool net_prepared;   /* it took a network prepared ahead (sandbox.pool) */
 	bool json;	     /* events as JSON lines */
 	struct state *st;    /* state.db; NULL when it cannot be opened */
 	char id[SESSION_ID_LEN + 1];
@@ -2123,6 +2124,7 @@ static bool session_net_take(struct session *s, struct session *n)
 	s->have_cgroup = n->have_cgroup;
 	s->enf = n->enf;
 	n->enf = NULL;
+	s->net_prepared = true;
 	session_release(n);
 	/* the paths are the same, of the same id */
 	return session_paths(s) == 0;
@@ -2710,6 +2712,11 @@ int session_take_status(struct session *s)
 bool session_output_relayed(const struct session *s)
 {
 	return s->out.started;
+}
+
+bool session_net_prepared(const struct session *s)
+{
+	return s->net_prepared;
 }
 
 int session_status(const struct session *s)

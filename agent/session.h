@@ -94,6 +94,8 @@ int session_status(const struct session *s);
 /* Whether its stdout and stderr go through an output relay (agent/outscrub.h):
  * then it ends, for session_ended_fn, once the relay has written everything. */
 bool session_output_relayed(const struct session *s);
+/* Whether it took a network prepared ahead (sandbox.pool). */
+bool session_net_prepared(const struct session *s);
 const char *session_record_dir(const struct session *s);
 const struct errand_config *session_config(const struct session *s);
 

@@ -260,6 +260,22 @@ sed -i 's|"pool": 1|"pool": 2|' "$W_CONFIG"
 ctl reload >/dev/null
 assert_eq "$(wait_prepared 2 | grep -c .)" 2 "control: two prepared again"
 
+# A start that finds the pool empty while the pool's refill is under way
+# waits for that network rather than making one of its own: with one
+# prepared at a time, sessions back to back (each the moment the one before
+# returned, while its refill runs) all start in prepared networks.
+sed -i 's|"pool": 2|"pool": 1|' "$W_CONFIG"
+ctl reload >/dev/null
+assert_eq "$(wait_prepared 1 | grep -c .)" 1 "control: one prepared"
+before=$(grep -c 'started in a network prepared ahead' "$AGENT_LOG")
+for _ in 1 2 3 4 5 6; do
+	in_host "$ERRANDCTL" --config "$W_CONFIG" run -- true
+done
+assert_eq "$(($(grep -c 'started in a network prepared ahead' "$AGENT_LOG") - before))" 6 "six sessions back to back with sandbox.pool 1 each start in a prepared network (waiting for the one being prepared)"
+sed -i 's|"pool": 1|"pool": 2|' "$W_CONFIG"
+ctl reload >/dev/null
+assert_eq "$(wait_prepared 2 | grep -c .)" 2 "control: two prepared again"
+
 # The hooks' static keys stay on while the agent runs: its programs stay
 # attached to an empty cgroup of its own beside the sessions'.
 hooks=$W_CG/$W/hooks
