@@ -815,6 +815,42 @@ static struct sess_cfg session_cfg_of(const struct enforce_params *p, uint64_t s
  * meanwhile, so a set replaced in between is never written through a
  * closed descriptor. No program runs for the session yet: no link is
  * attached to its cgroup nor to its veth. */
+static int set_replaced(const char *bpf_dir, char *err, size_t errlen)
+{
+	snprintf(err, errlen,
+		 "the program set under %s was replaced while the session was added to it; start "
+		 "the session again",
+		 bpf_dir);
+	return -EAGAIN;
+}
+
+/* The session's veth, once its maps are in the set: its ifindex and
+ * addresses in its config (the mode still none: enforce_unpin finds the
+ * veth's key through it), the session's key under the ifindex in tc_sess,
+ * and its tc filters. Under set_lock, ps the set's. */
+static int prepare_veth_locked(struct enforce *e, const struct progset *ps,
+			       const struct enforce_params *p, char *err, size_t errlen)
+{
+	struct sess_cfg cfg = session_cfg_of(p, ps->hash);
+	__u32 zero = 0, ifindex = (__u32)p->host_ifindex;
+	__u64 key = p->cgroup_id;
+	int rc;
+
+	cfg.mode = EGRESS_MODE_NONE;
+	if (bpf_map_update_elem(e->fd[I_CONFIG], &zero, &cfg, BPF_ANY) ||
+	    bpf_map_update_elem(ps->tc_sess, &ifindex, &key, BPF_ANY)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot add the session's veth: %s", strerror(-rc));
+		return rc;
+	}
+	rc = link_tc_one(ps->prog[P_TC_IN], p, BPF_TC_INGRESS, "tc_ingress", "backstop", err,
+			 errlen);
+	if (!rc)
+		rc = link_tc_one(ps->prog[P_TC_OUT], p, BPF_TC_EGRESS, "tc_egress", "flow guard",
+				 err, errlen);
+	return rc;
+}
+
 static int prepare_locked(struct enforce *e, const struct enforce_params *p, char *err,
 			  size_t errlen)
 {
@@ -823,8 +859,8 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, cha
 	struct progset *ps;
 	struct sess_cfg cfg;
 	__u64 key = p->cgroup_id;
-	__u32 zero = 0, ifindex = (__u32)p->host_ifindex;
-	int outer[I_MAX], tc_sess;
+	__u32 zero = 0;
+	int outer[I_MAX];
 
 	parent_dir(p->pin_dir, bpf_dir, sizeof(bpf_dir));
 	if (!(ps = set_get(bpf_dir, err, errlen)))
@@ -837,12 +873,9 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, cha
 	cfg.mode = EGRESS_MODE_NONE;
 	for (int i = 0; i < I_MAX; i++)
 		outer[i] = fcntl(ps->outer[i], F_DUPFD_CLOEXEC, 3);
-	tc_sess = fcntl(ps->tc_sess, F_DUPFD_CLOEXEC, 3);
 	for (int i = 0; i < I_MAX && !rc; i++)
 		if (outer[i] < 0)
 			rc = -errno;
-	if (!rc && tc_sess < 0)
-		rc = -errno;
 	if (rc)
 		snprintf(err, errlen, "cannot hold the program set's maps: %s", strerror(-rc));
 	pthread_mutex_unlock(&set_lock);
@@ -885,23 +918,12 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, cha
 			snprintf(err, errlen, "cannot add the session to the %s map: %s",
 				 inners[bad].outer, strerror(-rc));
 	}
-	if (!rc && ifindex && bpf_map_update_elem(tc_sess, &ifindex, &key, BPF_ANY)) {
-		rc = -errno;
-		snprintf(err, errlen, "cannot add the session's veth: %s", strerror(-rc));
-	}
 	for (int i = 0; i < I_MAX; i++)
 		if (outer[i] >= 0)
 			close(outer[i]);
-	if (tc_sess >= 0)
-		close(tc_sess);
 	pthread_mutex_lock(&set_lock);
-	if (!rc && e->set_gen != set_gen) {
-		rc = -EAGAIN;
-		snprintf(err, errlen,
-			 "the program set under %s was replaced while the session was added to "
-			 "it; start the session again",
-			 bpf_dir);
-	}
+	if (!rc && e->set_gen != set_gen)
+		rc = set_replaced(bpf_dir, err, errlen);
 	/* Its links and tc filters too (set_gen unchanged: ps is still the
 	 * set's), so a start from the pool only verifies them: their attach
 	 * takes the cgroup core's and rtnetlink's locks, a netlink socket a
@@ -913,11 +935,7 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, cha
 	if (!rc)
 		rc = link_cgroup(ps, p, err, errlen);
 	if (!rc && p->host_ifindex)
-		rc = link_tc_one(ps->prog[P_TC_IN], p, BPF_TC_INGRESS, "tc_ingress", "backstop",
-				 err, errlen);
-	if (!rc && p->host_ifindex)
-		rc = link_tc_one(ps->prog[P_TC_OUT], p, BPF_TC_EGRESS, "tc_egress", "flow guard",
-				 err, errlen);
+		rc = prepare_veth_locked(e, ps, p, err, errlen);
 	e->prepared = !rc;
 	return rc;
 }
@@ -995,6 +1013,26 @@ struct enforce *enforce_prepare(const struct enforce_params *p, char *err, size_
 		return NULL;
 	}
 	return e;
+}
+
+int enforce_prepare_veth(struct enforce *e, const struct enforce_params *p, char *err,
+			 size_t errlen)
+{
+	char bpf_dir[PATH_MAX];
+	struct progset *ps;
+	int rc;
+
+	parent_dir(p->pin_dir, bpf_dir, sizeof(bpf_dir));
+	pthread_mutex_lock(&set_lock);
+	if (!(ps = set_get(bpf_dir, err, errlen)))
+		rc = -errno;
+	else if (ps->hash != e->set_hash || e->set_gen != set_gen)
+		rc = set_replaced(bpf_dir, err, errlen);
+	else
+		rc = prepare_veth_locked(e, ps, p, err, errlen);
+	e->prepared = e->prepared && !rc;
+	pthread_mutex_unlock(&set_lock);
+	return rc;
 }
 
 /* A prepared session of the set this process serves now; one of an older

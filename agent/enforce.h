@@ -54,9 +54,15 @@ void enforce_hooks_release(void);
  * under the session's key, with nothing attached yet: what a start would
  * otherwise wait for (each insertion into the set waits for an RCU grace
  * period), done ahead for sandbox.pool. Needs p's pin_dir, cgroup_id,
- * host_ifindex and addresses. NULL with errno set and one line in err;
- * nothing is left pinned. */
+ * and host_ifindex and addresses unless enforce_prepare_veth adds them
+ * (host_ifindex 0: the veth may not be there yet). NULL with errno set and
+ * one line in err; nothing is left pinned. */
 struct enforce *enforce_prepare(const struct enforce_params *p, char *err, size_t errlen);
+/* The session's veth (p's host_ifindex and addresses) for a prepared e made
+ * without it: its key for tc and its tc filters. 0 or -errno with one line
+ * in err; what it added goes with enforce_unpin. */
+int enforce_prepare_veth(struct enforce *e, const struct enforce_params *p, char *err,
+			 size_t errlen);
 /* Makes the session's maps (or takes prepared's, made by enforce_prepare
  * with the same pin_dir, cgroup and veth, unless the program set changed
  * since: then they are removed and made afresh), fills them, attaches,

@@ -58,6 +58,7 @@
 #include "agent/session.h"
 #include "agent/state.h"
 #include "agent/stdio.h"
+#include "agent/workers.h"
 #include "broker/registry.h"
 #include "lib/await.h"
 #include "lib/escape.h"
@@ -2318,28 +2319,71 @@ static int session_configure(struct session *s, const char *text, const char *pa
 
 /* The session's maps, in the program set under its cgroup's key ahead of
  * its start: each insertion waits for a grace period of the kernel's. */
-static int session_net_maps(struct session *n)
-{
-	struct enforce_params ep = {
-		.pin_dir = n->pin_dir,
-		.cgroup_path = n->cgroup_path,
-		.host_ifindex = n->link.host_ifindex,
-		.sess4 = n->link.sess4,
-		.gw4 = n->link.gw4,
-	};
+/* A prepared network's maps go into the program set (each insertion waits
+ * for an RCU grace period) in a thread of their own while this one makes its
+ * namespace and veth; the veth's part of them (tc) follows. A kept thread:
+ * one made and ended for each entry would have its stack unmapped each time
+ * (enforce.c says what that costs). */
+static struct workers net_maps_workers = WORKERS_INIT(256 * 1024, 2);
+
+struct net_maps_job {
+	struct enforce_params ep;
+	struct enforce *enf;
+	int rc;
+	bool done;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
 	char err[512];
+};
+
+static void net_maps_work(void *arg)
+{
+	struct net_maps_job *j = arg;
+
+	setpriority(PRIO_PROCESS, (id_t)gettid(), 10); /* the pool's, off the starts' path */
+	j->enf = enforce_prepare(&j->ep, j->err, sizeof(j->err));
+	j->rc = j->enf ? 0 : -errno;
+	pthread_mutex_lock(&j->mu);
+	j->done = true;
+	pthread_cond_signal(&j->cond);
+	pthread_mutex_unlock(&j->mu);
+}
+
+static int session_net_build(struct session *n)
+{
+	struct net_maps_job j = {
+		.ep = {.pin_dir = n->pin_dir, .cgroup_path = n->cgroup_path},
+		.mu = PTHREAD_MUTEX_INITIALIZER,
+		.cond = PTHREAD_COND_INITIALIZER,
+	};
 	int rc;
 
-	if ((rc = cgroup_id(n->cgroup_path, &ep.cgroup_id)))
+	if ((rc = cgroup_id(n->cgroup_path, &j.ep.cgroup_id)))
 		return session_fail(n, rc, "cannot read the id of cgroup %s: %s", n->cgroup_path,
 				    strerror(-rc));
+	if (workers_run(&net_maps_workers, net_maps_work, &j))
+		net_maps_work(&j); /* no thread for it: here, first */
+	rc = session_netns(n);
+	pthread_mutex_lock(&j.mu);
+	while (!j.done)
+		pthread_cond_wait(&j.cond, &j.mu);
+	pthread_mutex_unlock(&j.mu);
+	n->enf = j.enf;
+	if (rc)
+		return rc;
+	if (j.rc)
+		return session_fail(n, j.rc, "%s", j.err);
+	if (!n->have_veth)
+		return 0;
+	j.ep.host_ifindex = n->link.host_ifindex;
+	j.ep.sess4 = n->link.sess4;
+	j.ep.gw4 = n->link.gw4;
 	if (n->link.v6) {
-		memcpy(ep.gw6, n->link.gw6, 16);
-		memcpy(ep.sess6, n->link.sess6, 16);
+		memcpy(j.ep.gw6, n->link.gw6, 16);
+		memcpy(j.ep.sess6, n->link.sess6, 16);
 	}
-	n->enf = enforce_prepare(&ep, err, sizeof(err));
-	if (!n->enf)
-		return session_fail(n, -errno, "%s", err);
+	if ((rc = enforce_prepare_veth(n->enf, &j.ep, j.err, sizeof(j.err))))
+		return session_fail(n, rc, "%s", j.err);
 	return 0;
 }
 
@@ -2361,8 +2405,7 @@ struct session *session_net_prepare(const char *config_text, const char *config_
 		snprintf(err, errlen, "sessions have no network here: nothing to prepare");
 		goto fail;
 	}
-	if ((rc = session_claim(n)) || (rc = session_cgroup(n)) || (rc = session_netns(n)) ||
-	    (rc = session_net_maps(n))) {
+	if ((rc = session_claim(n)) || (rc = session_cgroup(n)) || (rc = session_net_build(n))) {
 		snprintf(err, errlen, "%s", n->err);
 		session_teardown(n);
 		goto fail;
