@@ -483,10 +483,10 @@ static void pool_fill_done(void *arg)
 }
 
 /* Preparations run side by side, up to this many: most of one is waiting
- * for the kernel (an RCU grace period for each map it adds to the program
- * set's, its namespace's and veth's setup), and concurrent waits share
- * their grace periods, so starts back to back do not drain the pool faster
- * than it fills. */
+ * for the kernel (the grace period of each insertion of its maps into the
+ * program set, its namespace's and veth's setup), and waits side by side
+ * share their grace periods, so starts back to back do not drain the pool
+ * faster than it fills. */
 #define POOL_FILL_JOBS 2
 
 static void pool_fill(struct agent *a)

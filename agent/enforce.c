@@ -807,14 +807,7 @@ static struct sess_cfg session_cfg_of(const struct enforce_params *p, uint64_t s
 	return cfg;
 }
 
-/* The session's maps, made, pinned and put into the set under its key.
- * Called with set_lock held, which it gives up around the insertions: each
- * waits for an RCU grace period (why sandbox.pool does this ahead of a
- * start), and a pool refill holding the lock through them made the next
- * start's attach wait too. The set's outer maps are held by duplicates
- * meanwhile, so a set replaced in between is never written through a
- * closed descriptor. No program runs for the session yet: no link is
- * attached to its cgroup nor to its veth. */
+/* -EAGAIN with why in err: the set changed while a session was added. */
 static int set_replaced(const char *bpf_dir, char *err, size_t errlen)
 {
 	snprintf(err, errlen,
@@ -851,6 +844,14 @@ static int prepare_veth_locked(struct enforce *e, const struct progset *ps,
 	return rc;
 }
 
+/* The session's maps, made, pinned and put into the set under its key.
+ * Called with set_lock held, which it gives up around the insertions: each
+ * waits for an RCU grace period (why sandbox.pool does this ahead of a
+ * start), and a pool refill holding the lock through them made the next
+ * start's attach wait too. The set's outer maps are held by duplicates
+ * meanwhile, so a set replaced in between is never written through a
+ * closed descriptor. No program runs for the session yet: no link is
+ * attached to its cgroup nor to its veth. */
 static int prepare_locked(struct enforce *e, const struct enforce_params *p, char *err,
 			  size_t errlen)
 {
