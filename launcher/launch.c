@@ -636,16 +636,27 @@ static void ahead_start(struct ahead *h, int await_fd)
 	int sv[2];
 	pid_t pid;
 
+	int mnt;
+
 	if (reap_block_signals() < 0 || ns_enter_netns(h->netns) < 0 || setgroups(0, NULL) < 0 ||
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return;
+	mnt = mounts_shed_netns_dir(h->netns);
 	pid = ns_clone_session();
 	if (pid == 0) {
 		close(sv[0]);
 		close(await_fd);
 		session_init_ahead(sv[1]);
 	}
+	/* Back where the agent is (a start that cannot use this PID 1 clones
+	 * its own from there): the copy goes with the last process in it. */
+	if (mnt >= 0 && setns(mnt, CLONE_NEWNS) < 0) {
+		log_warn("cannot return to the agent's mount namespace");
+		_exit(LAUNCH_EXIT_FAIL);
+	}
+	if (mnt >= 0)
+		close(mnt);
 	close(sv[1]);
 	if (pid < 0) {
 		close(sv[0]);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,6 +529,33 @@ int mounts_prepare(const char *image)
 	if ((r = proc()) < 0)
 		return r;
 	return dev_nodes_links();
+}
+
+int mounts_shed_netns_dir(const char *netns)
+{
+	const char *slash = strrchr(netns, '/');
+	char dir[PATH_MAX];
+	int back;
+
+	if (!slash || slash == netns || (size_t)(slash - netns) >= sizeof(dir))
+		return -EINVAL;
+	memcpy(dir, netns, (size_t)(slash - netns));
+	dir[slash - netns] = '\0';
+	back = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	if (back < 0)
+		return -errno;
+	/* Private first: the directory is a shared mount, and an unmount in a
+	 * copy still of its peer group would unmount it on the host too. */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		int r = -errno;
+
+		if (setns(back, CLONE_NEWNS) < 0)
+			r = -errno;
+		close(back);
+		return r;
+	}
+	umount2(dir, MNT_DETACH); /* not a mount of its own: nothing to shed */
+	return back;
 }
 
 int mounts_finish(const struct launch_args *a)

@@ -30,23 +30,26 @@ prepared_none() {
 		[[ "$links" == *": eh$id@"* ]] || echo "$id"
 	done
 }
-wait_prepared_none() {
-	local n=0
-	while [ "$(prepared_none | wc -l)" != "$1" ] && [ $n -lt 100 ]; do
-		sleep 0.1
+# wait_prepared N (wait_prepared_none N): until N are prepared (10 s at
+# most), the same ones twice 0.2 s apart (a reload's discards and refills
+# overlap); prints them.
+wait_listing() {
+	local n=0 now again
+	while [ $n -lt 50 ]; do
+		now=$("$1")
+		if [ "$(echo "$now" | grep -c .)" = "$2" ]; then
+			sleep 0.2
+			again=$("$1")
+			[ "$again" = "$now" ] && break
+		else
+			sleep 0.2
+		fi
 		n=$((n + 1))
 	done
-	prepared_none
+	"$1"
 }
-# wait_prepared N: until N are prepared (10 s at most); prints them.
-wait_prepared() {
-	local n=0
-	while [ "$(prepared | wc -l)" != "$1" ] && [ $n -lt 100 ]; do
-		sleep 0.1
-		n=$((n + 1))
-	done
-	prepared
-}
+wait_prepared() { wait_listing prepared "$1"; }
+wait_prepared_none() { wait_listing prepared_none "$1"; }
 # The programs attached to a prepared entry's cgroup, and its config's mode
 # (struct sess_cfg: a u32 at byte 24; 0 is none).
 cgroup_progs() { bpftool -j cgroup show "$(find "$W_CG/$W" -type d -name "$1" | head -n 1)" 2>/dev/null | python3 -c "import json,sys; t=sys.stdin.read().strip(); print(len(json.loads(t)) if t else 0)"; }
@@ -95,6 +98,12 @@ assert_eq "$(readlink "/proc/$pid1/ns/net")" "$(readlink "/proc/$launcher/ns/net
 assert_match "$(awk '{ print $1, $2, $3 }' "/proc/$pid1/uid_map" 2>/dev/null)" "^0 $(id -u errand-session 2>/dev/null || echo 65534) 1$" "... root there as the session's account, mapped already"
 assert_eq "$(awk '$5 == "/newroot/proc" && $(NF - 2) == "proc"' "/proc/$pid1/mountinfo" 2>/dev/null | grep -c .)" 1 "... the system part of its root mounted already (the new root's own /proc)"
 assert_eq "$(awk '/^Uid:/ { print $2 }' "/proc/$pid1/status")" "$(id -u errand-session 2>/dev/null || echo 65534)" "... running as that account"
+# The agent's netns files, one mount a session, are not in PID 1's copy of
+# the host's mounts (its launcher shed their directory before the clone),
+# and the host still has every one.
+assert_eq "$(grep -c " /oldroot/run/$W/netns/" "/proc/$pid1/mountinfo")" 0 "... holding none of the agent's network namespace files, one mount a session"
+assert_eq "$(grep -c " /run/$W/netns/$first " /proc/self/mountinfo)" 1 "control: the host still has the prepared network's namespace file mounted"
+assert_eq "$(readlink "/proc/$launcher/ns/mnt")" "$(readlink "/proc/$AGENT_PID/ns/mnt")" "... and the launcher is back in the agent's mount namespace"
 
 errand_run --pin "a.test=$HOST_A:443" --egress a.test:443 -- sh -c \
 	"echo sid=\$ERRAND_SESSION; echo nice=\$(cut -d' ' -f19 /proc/self/stat); sed -En 's/^(SigIgn|SigBlk):[[:space:]]*/\\1=/p' /proc/self/status; $(probe_script pinned "tcp $HOST_A 443" forbidden "tcp $HOST_PRIV 80")"
