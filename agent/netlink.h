@@ -33,7 +33,8 @@ struct session_link {
 void session_link_v6(struct session_link *l, const struct cidr *pool6);
 /* Has the caller's namespace a route for global IPv6 unicast (2000::/3)?
  * Asked of the kernel with an unbound UDP socket's connect, which sends
- * nothing. 1 yes, 0 no. */
+ * nothing; the answer is kept a second (a process asks of one namespace).
+ * 1 yes, 0 no. */
 int netlink_v6_route_out(void);
 /* Is a one of the sessions' link addresses (IPv4 in pool, or its IPv6 form
  * in pool6 above)? Those are refused to every session by their ranges (the

@@ -1606,6 +1606,14 @@ static struct {
 	 * after messages were last lost (a step that holds no address). */
 	struct addr seen[ADDRS_SEEN];
 	uint64_t n_seen, relisted;
+	/* The last listing of this namespace's addresses, made while the
+	 * watch lived (NULL once it ends), and n_seen before it: a start takes
+	 * it and catches up from there, as from a listing of its own, while
+	 * fewer than ADDRS_SEEN / 2 have come since (a listing walks every
+	 * address here: 2 ms of a start with a thousand sessions). */
+	struct addr *listed;
+	int n_listed;
+	uint64_t listed_gen;
 } addrs_watch = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void sessions_on_addrs(void *arg, int fd, uint32_t events);
@@ -1637,8 +1645,55 @@ static void addrs_watch_release(struct session *s)
 	if (--addrs_watch.refs == 0 && !addrs_watch.loop) {
 		netlink_addr_watch_free(addrs_watch.w);
 		addrs_watch.w = NULL;
+		free(addrs_watch.listed);
+		addrs_watch.listed = NULL;
 	}
 	pthread_mutex_unlock(&addrs_watch.lock);
+}
+
+/* self_addrs for a start holding the watch: the watch's last listing when
+ * it is recent enough (the session then catches up from that listing's
+ * point), else a listing of its own, which becomes the last. */
+static int self_addrs_start(struct session *s, struct addr **out)
+{
+	struct addr *all = NULL, *keep;
+	uint64_t gen;
+	int n = 0, k = 0;
+
+	if (!s->addrs_held)
+		return self_addrs(s, out);
+	pthread_mutex_lock(&addrs_watch.lock);
+	gen = addrs_watch.n_seen;
+	if (addrs_watch.listed && addrs_watch.relisted <= addrs_watch.listed_gen &&
+	    gen - addrs_watch.listed_gen <= ADDRS_SEEN / 2 &&
+	    (all = malloc(((size_t)addrs_watch.n_listed + 1) * sizeof(*all)))) {
+		n = addrs_watch.n_listed;
+		memcpy(all, addrs_watch.listed, (size_t)n * sizeof(*all));
+		s->addrs_gen = addrs_watch.listed_gen;
+	}
+	pthread_mutex_unlock(&addrs_watch.lock);
+	if (!all) {
+		n = netlink_self_addrs(&all);
+		if (n < 0)
+			return n;
+		keep = malloc(((size_t)n + 1) * sizeof(*keep));
+		pthread_mutex_lock(&addrs_watch.lock);
+		if (keep && addrs_watch.w) {
+			memcpy(keep, all, (size_t)n * sizeof(*keep));
+			free(addrs_watch.listed);
+			addrs_watch.listed = keep;
+			addrs_watch.n_listed = n;
+			addrs_watch.listed_gen = gen;
+			keep = NULL;
+		}
+		pthread_mutex_unlock(&addrs_watch.lock);
+		free(keep);
+	}
+	for (int i = 0; i < n; i++)
+		if (!self_ignored(s, &all[i]))
+			all[k++] = all[i];
+	*out = all;
+	return k;
 }
 
 /* What the watch brought since the session took hold of it (its listing
@@ -1694,6 +1749,8 @@ static void addrs_watch_detach(struct session *s)
 	if (last) {
 		netlink_addr_watch_free(addrs_watch.w);
 		addrs_watch.w = NULL;
+		free(addrs_watch.listed);
+		addrs_watch.listed = NULL;
 	}
 	pthread_mutex_unlock(&addrs_watch.lock);
 }
@@ -2163,7 +2220,7 @@ static int session_setup(struct session *s, struct session *net)
 				    s->id, strerror(-rc));
 	}
 
-	n_self = self_addrs(s, &s->self);
+	n_self = self_addrs_start(s, &s->self);
 	if (n_self < 0) {
 		return session_fail(s, n_self, "cannot list this namespace's own addresses: %s",
 				    strerror(-n_self));

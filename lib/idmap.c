@@ -3,8 +3,10 @@
  * copy of the tree with MOUNT_ATTR_IDMAP set through it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -125,18 +127,78 @@ int idmap_probe(const char *path, uid_t host, gid_t host_gid)
 	return idmap_set(tree, ns, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U /* Linux 6.8: ids never reused */
+#endif
+
+/* Types found, by mount id: mountinfo is read once a mount, not at each
+ * session's start (with a thousand sessions it holds a thousand netns
+ * mounts, a millisecond a read). Unique ids where the kernel has them;
+ * else a reused id could name an old type, in a message only. */
+#define TYPES_KEPT 16
+static struct {
+	pthread_mutex_t lock;
+	struct {
+		unsigned long long id;
+		char type[32];
+	} e[TYPES_KEPT];
+	unsigned n, next;
+	bool unique; /* the ids kept are unique ones */
+} types = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static bool type_cached(unsigned long long id, bool unique, char *buf, size_t len)
+{
+	bool hit = false;
+
+	pthread_mutex_lock(&types.lock);
+	if (types.unique != unique)
+		types.n = types.next = 0;
+	types.unique = unique;
+	for (unsigned i = 0; i < types.n && !hit; i++)
+		if (types.e[i].id == id)
+			hit = !path_fmt(buf, len, "%s", types.e[i].type);
+	pthread_mutex_unlock(&types.lock);
+	return hit;
+}
+
+static void type_keep(unsigned long long id, const char *type)
+{
+	pthread_mutex_lock(&types.lock);
+	types.e[types.next].id = id;
+	snprintf(types.e[types.next].type, sizeof(types.e[0].type), "%s", type);
+	types.next = (types.next + 1) % TYPES_KEPT;
+	if (types.n < TYPES_KEPT)
+		types.n++;
+	pthread_mutex_unlock(&types.lock);
+}
+
 /* The type's name as mountinfo has it, for the mount path is on. */
 static int mountinfo_type(const char *path, char *buf, size_t len)
 {
 	struct statx stx;
 	char line[4096];
+	unsigned long long want;
+	bool unique;
 	FILE *f;
 	int r = -ENOENT;
 
-	if (statx(AT_FDCWD, path, 0, STATX_MNT_ID, &stx) < 0)
+	if (statx(AT_FDCWD, path, 0, STATX_MNT_ID | STATX_MNT_ID_UNIQUE, &stx) < 0)
 		return -errno;
-	if (!(stx.stx_mask & STATX_MNT_ID))
+	if (!(stx.stx_mask & (STATX_MNT_ID | STATX_MNT_ID_UNIQUE)))
 		return -EOPNOTSUPP;
+	unique = stx.stx_mask & STATX_MNT_ID_UNIQUE;
+	if (type_cached(stx.stx_mnt_id, unique, buf, len))
+		return 0;
+	/* mountinfo names the short id; with the unique one asked for, statx
+	 * gave that instead: the short one is asked for again. */
+	want = stx.stx_mnt_id;
+	if (unique) {
+		struct statx shrt;
+
+		if (statx(AT_FDCWD, path, 0, STATX_MNT_ID, &shrt) < 0)
+			return -errno;
+		want = shrt.stx_mnt_id;
+	}
 	f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return -errno;
@@ -144,7 +206,7 @@ static int mountinfo_type(const char *path, char *buf, size_t len)
 		unsigned long long id;
 		char *sep, *type, *end;
 
-		if (sscanf(line, "%llu", &id) != 1 || id != stx.stx_mnt_id)
+		if (sscanf(line, "%llu", &id) != 1 || id != want)
 			continue;
 		/* "... - TYPE SOURCE OPTIONS" */
 		sep = strstr(line, " - ");
@@ -158,6 +220,8 @@ static int mountinfo_type(const char *path, char *buf, size_t len)
 		r = path_fmt(buf, len, "%s", type);
 	}
 	fclose(f);
+	if (!r)
+		type_keep(stx.stx_mnt_id, buf);
 	return r;
 }
 

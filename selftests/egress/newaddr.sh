@@ -82,4 +82,19 @@ bg_rounds 3 10
 assert_eq "$(bg_result conn)" EPERM "an address gained while the agent was down is refused once it is back"
 assert_match "$(bg_result dns)" "^answer NOERROR addrs= ttl=- " "... and dropped from answers"
 errand_stop
+
+# A start takes the agent's last listing of its addresses while a session
+# holds the watch, and catches up with what the watch brought since: an
+# address gained after one session's start is refused to the next one's.
+in_wan "$IP" addr add 198.18.7.13/32 dev $W_HOSTS_IF
+world_serve wan "$W_DIR/wan13.log" 198.18.7.13:443 || exit 1
+errand_start --egress open -- sleep 60 || exit 1
+errand_run --egress open -- sh -c "$(probe_script before "tcp 198.18.7.13 443")"
+assert_eq "$(result before)" "ok hello 198.18.7.13:443" "control: a session started beside another reaches 198.18.7.13:443, a public host"
+in_host "$IP" addr add 198.18.7.13/32 dev lo
+world_serve host "$W_DIR/host13.log" 198.18.7.13:443 || exit 1
+errand_run --egress open -- sh -c "$(probe_script after "tcp 198.18.7.13 443")"
+assert_eq "$(result after)" EPERM "once the agent's namespace has it, a session started next is refused it (its listing caught up)"
+assert_empty "$(cat "$W_DIR/host13.log")" "... and the host's own server there saw no connection"
+errand_stop
 world_finish
