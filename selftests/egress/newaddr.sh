@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: an address the agent's namespace gains while a session runs is refused at once in that session and in every other running beside it, in the kernel (reason self, even inside treatAsPublic and in open mode) and in DNS answers (dropped, also from the responder's cache), with the embedded agent and with errand-agent alike; one gained while no agent ran is refused once the restarted agent adopts the session.
+# Guarantee: an address the agent's namespace gains while a session runs is refused at once in that session and in every other running beside it, in the kernel (reason self, even inside treatAsPublic and in open mode) and in DNS answers (dropped, also from the responder's cache), with the embedded agent and with errand-agent alike; one gained while no agent ran is refused once the restarted agent adopts the session; one gained after a session's start is refused to the next session started (which may take the agent's last listing of its addresses and catches up from it).
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 120
 . "$(dirname "$0")/../lib/world.sh"
