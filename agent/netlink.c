@@ -657,6 +657,30 @@ int veth_sweep(const char *prefix, int (*keep)(const char *id, void *arg), void 
 
 /* Calls fn for each address of the caller's namespace; stops at fn's first
  * nonzero return and passes it on. */
+/* The address an RTM_NEWADDR message carries (its local one, else its
+ * address): its length (4 or 16) with *family and *bytes set, 0 for a
+ * message that carries none, -1 for one that cannot be parsed. */
+static int newaddr_of(struct nlmsghdr *h, int *family, const void **bytes)
+{
+	struct nlattr *tb[IFA_MAX + 1];
+	struct ifaddrmsg *ifa;
+	struct nlattr *at;
+	int len;
+
+	if (h->nlmsg_type != RTM_NEWADDR)
+		return 0;
+	if (nlmsg_parse(h, sizeof(*ifa), tb, IFA_MAX, NULL) < 0)
+		return -1;
+	ifa = nlmsg_data(h);
+	at = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
+	len = ifa->ifa_family == AF_INET ? 4 : ifa->ifa_family == AF_INET6 ? 16 : 0;
+	if (!at || !len || nla_len(at) != len)
+		return 0;
+	*family = ifa->ifa_family;
+	*bytes = nla_data(at);
+	return len;
+}
+
 /* Each address here, from a dump read message by message: libnl's address
  * cache, which this was, made an object of each and merged it into the
  * cache (2.4 ms a listing with a thousand sessions' addresses, twice a
@@ -677,18 +701,10 @@ struct raw_addrs {
 static int raw_addr_msg(struct nl_msg *msg, void *arg)
 {
 	struct raw_addrs *l = arg;
-	struct nlmsghdr *h = nlmsg_hdr(msg);
-	struct nlattr *tb[IFA_MAX + 1];
-	struct ifaddrmsg *ifa;
-	struct nlattr *at;
-	size_t len;
+	const void *bytes = NULL;
+	int family = 0, len = newaddr_of(nlmsg_hdr(msg), &family, &bytes);
 
-	if (h->nlmsg_type != RTM_NEWADDR || nlmsg_parse(h, sizeof(*ifa), tb, IFA_MAX, NULL) < 0)
-		return NL_OK;
-	ifa = nlmsg_data(h);
-	at = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
-	len = ifa->ifa_family == AF_INET ? 4 : ifa->ifa_family == AF_INET6 ? 16 : 0;
-	if (!at || !len || (size_t)nla_len(at) != len)
+	if (len <= 0)
 		return NL_OK;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 64;
@@ -701,8 +717,8 @@ static int raw_addr_msg(struct nl_msg *msg, void *arg)
 		l->v = v;
 		l->cap = cap;
 	}
-	l->v[l->n].family = ifa->ifa_family;
-	memcpy(l->v[l->n++].b, nla_data(at), len);
+	l->v[l->n].family = family;
+	memcpy(l->v[l->n++].b, bytes, (size_t)len);
 	return NL_OK;
 }
 
@@ -825,22 +841,12 @@ struct netlink_watch {
 static int watch_collect(struct nl_msg *msg, void *arg)
 {
 	struct netlink_watch *w = arg;
-	struct nlmsghdr *h = nlmsg_hdr(msg);
-	struct nlattr *tb[IFA_MAX + 1];
-	struct ifaddrmsg *ifa;
-	struct nlattr *at;
-	size_t len;
+	const void *bytes = NULL;
+	int family = 0, len = newaddr_of(nlmsg_hdr(msg), &family, &bytes);
 
-	if (h->nlmsg_type != RTM_NEWADDR)
-		return NL_OK;
-	if (nlmsg_parse(h, sizeof(*ifa), tb, IFA_MAX, NULL) < 0) {
+	if (len < 0)
 		w->relist = true;
-		return NL_OK;
-	}
-	ifa = nlmsg_data(h);
-	at = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
-	len = ifa->ifa_family == AF_INET ? 4 : ifa->ifa_family == AF_INET6 ? 16 : 0;
-	if (!at || !len || (size_t)nla_len(at) != len)
+	if (len <= 0)
 		return NL_OK;
 	if (w->n == w->cap) {
 		size_t cap = w->cap ? 2 * w->cap : 8;
@@ -856,9 +862,9 @@ static int watch_collect(struct nl_msg *msg, void *arg)
 	memset(&w->got[w->n], 0, sizeof(w->got[0]));
 	if (len == 4) {
 		w->got[w->n].b[10] = w->got[w->n].b[11] = 0xff;
-		memcpy(w->got[w->n].b + 12, nla_data(at), 4);
+		memcpy(w->got[w->n].b + 12, bytes, 4);
 	} else {
-		memcpy(w->got[w->n].b, nla_data(at), 16);
+		memcpy(w->got[w->n].b, bytes, 16);
 	}
 	w->n++;
 	return NL_OK;
