@@ -655,8 +655,6 @@ int veth_sweep(const char *prefix, int (*keep)(const char *id, void *arg), void 
 	return err ? err : count;
 }
 
-/* Calls fn for each address of the caller's namespace; stops at fn's first
- * nonzero return and passes it on. */
 /* The address an RTM_NEWADDR message carries (its local one, else its
  * address): its length (4 or 16) with *family and *bytes set, 0 for a
  * message that carries none, -1 for one that cannot be parsed. */
@@ -681,12 +679,6 @@ static int newaddr_of(struct nlmsghdr *h, int *family, const void **bytes)
 	return len;
 }
 
-/* Each address here, from a dump read message by message: libnl's address
- * cache, which this was, made an object of each and merged it into the
- * cache (2.4 ms a listing with a thousand sessions' addresses, twice a
- * start). A dump that addresses changed under (sessions starting) is read
- * again, as libnl's cache did. fn's first nonzero answer ends it and is
- * returned. */
 struct raw_addr {
 	int family;
 	uint8_t b[16];
@@ -722,6 +714,12 @@ static int raw_addr_msg(struct nl_msg *msg, void *arg)
 	return NL_OK;
 }
 
+/* Calls fn for each address of the caller's namespace; stops at fn's first
+ * nonzero return and passes it on. Read from a dump message by message:
+ * libnl's address cache, which this was, made an object of each and merged
+ * it into the cache (2.4 ms a listing with a thousand sessions' addresses,
+ * twice a start). A dump that addresses changed under (sessions starting)
+ * is read again, as libnl's cache did. */
 static int each_addr(int (*fn)(int family, const void *bytes, void *arg), void *arg)
 {
 	struct raw_addrs l = {0};

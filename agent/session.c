@@ -2374,8 +2374,6 @@ static int session_configure(struct session *s, const char *text, const char *pa
 	return 0;
 }
 
-/* The session's maps, in the program set under its cgroup's key ahead of
- * its start: each insertion waits for a grace period of the kernel's. */
 /* A prepared network's maps go into the program set (each insertion waits
  * for an RCU grace period) in a thread of their own while this one makes its
  * namespace and veth; the veth's part of them (tc) follows. A kept thread:

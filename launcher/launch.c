@@ -633,10 +633,8 @@ static int ahead_args(int argc, char **argv, struct ahead *h)
  * PID 1 made is no error, the start makes one. */
 static void ahead_start(struct ahead *h, int await_fd)
 {
-	int sv[2];
+	int sv[2], mnt;
 	pid_t pid;
-
-	int mnt;
 
 	if (reap_block_signals() < 0 || ns_enter_netns(h->netns) < 0 || setgroups(0, NULL) < 0 ||
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||

@@ -127,14 +127,10 @@ int idmap_probe(const char *path, uid_t host, gid_t host_gid)
 	return idmap_set(tree, ns, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 }
 
-#ifndef STATX_MNT_ID_UNIQUE
-#define STATX_MNT_ID_UNIQUE 0x00004000U /* Linux 6.8: ids never reused */
-#endif
-
 /* Types found, by mount id: mountinfo is read once a mount, not at each
  * session's start (with a thousand sessions it holds a thousand netns
- * mounts, a millisecond a read). Unique ids where the kernel has them;
- * else a reused id could name an old type, in a message only. */
+ * mounts, a millisecond a read). An id reused by a later mount could name
+ * the type of the one before: in a message only. */
 #define TYPES_KEPT 16
 static struct {
 	pthread_mutex_t lock;
@@ -143,17 +139,13 @@ static struct {
 		char type[32];
 	} e[TYPES_KEPT];
 	unsigned n, next;
-	bool unique; /* the ids kept are unique ones */
 } types = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static bool type_cached(unsigned long long id, bool unique, char *buf, size_t len)
+static bool type_cached(unsigned long long id, char *buf, size_t len)
 {
 	bool hit = false;
 
 	pthread_mutex_lock(&types.lock);
-	if (types.unique != unique)
-		types.n = types.next = 0;
-	types.unique = unique;
 	for (unsigned i = 0; i < types.n && !hit; i++)
 		if (types.e[i].id == id)
 			hit = !path_fmt(buf, len, "%s", types.e[i].type);
@@ -177,28 +169,15 @@ static int mountinfo_type(const char *path, char *buf, size_t len)
 {
 	struct statx stx;
 	char line[4096];
-	unsigned long long want;
-	bool unique;
 	FILE *f;
 	int r = -ENOENT;
 
-	if (statx(AT_FDCWD, path, 0, STATX_MNT_ID | STATX_MNT_ID_UNIQUE, &stx) < 0)
+	if (statx(AT_FDCWD, path, 0, STATX_MNT_ID, &stx) < 0)
 		return -errno;
-	if (!(stx.stx_mask & (STATX_MNT_ID | STATX_MNT_ID_UNIQUE)))
+	if (!(stx.stx_mask & STATX_MNT_ID))
 		return -EOPNOTSUPP;
-	unique = stx.stx_mask & STATX_MNT_ID_UNIQUE;
-	if (type_cached(stx.stx_mnt_id, unique, buf, len))
+	if (type_cached(stx.stx_mnt_id, buf, len))
 		return 0;
-	/* mountinfo names the short id; with the unique one asked for, statx
-	 * gave that instead: the short one is asked for again. */
-	want = stx.stx_mnt_id;
-	if (unique) {
-		struct statx shrt;
-
-		if (statx(AT_FDCWD, path, 0, STATX_MNT_ID, &shrt) < 0)
-			return -errno;
-		want = shrt.stx_mnt_id;
-	}
 	f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return -errno;
@@ -206,7 +185,7 @@ static int mountinfo_type(const char *path, char *buf, size_t len)
 		unsigned long long id;
 		char *sep, *type, *end;
 
-		if (sscanf(line, "%llu", &id) != 1 || id != want)
+		if (sscanf(line, "%llu", &id) != 1 || id != stx.stx_mnt_id)
 			continue;
 		/* "... - TYPE SOURCE OPTIONS" */
 		sep = strstr(line, " - ");

@@ -15,13 +15,16 @@ launch() { # launch ARG...: errand-launch, the status pipe on descriptor 8
 
 # A pipe read by cat into a file: what the launcher's PID 1 wrote there.
 exec 8> >(cat >"$W_DIR/status1")
-launch --status-fd 8 -- sh -c 'ls /proc/$$/fd | tr "\n" " " >&2; exit 4' 2>"$W_DIR/err1"
+# Neither a pipeline nor a redirection in the command's shell: while the
+# first command of a pipeline runs the shell holds the pipe's read end, and
+# it keeps a copy of what it redirects; ls would list either.
+launch --status-fd 8 -- sh -c 'ls /proc/$$/fd; exit 4' >"$W_DIR/err1"
 rc=$?
 exec 8>&-
 sleep 0.3
 assert_eq "$rc" 4 "the launcher exits with the command's status"
 assert_eq "$(cat "$W_DIR/status1")" 4 "... and PID 1 wrote it on the status pipe"
-assert_eq "$(cat "$W_DIR/err1")" "0 1 2 " "the command holds stdin, stdout and stderr only (the status pipe stays PID 1's)"
+assert_eq "$(tr '\n' ' ' <"$W_DIR/err1")" "0 1 2 " "the command holds stdin, stdout and stderr only (the status pipe stays PID 1's)"
 
 # A command that leaves a process behind: PID 1 ends it, then says 0
 # (agent/pool proves the order: nothing of the session runs by then).
