@@ -591,6 +591,8 @@ struct start_job {
 	json_t *request;
 	int stdio[3];
 	char err[CONFIG_ERRLEN];
+	char *said; /* the start's statements (session_params.say), lines */
+	size_t said_len;
 	struct session *s;
 	bool ran;
 	struct start_job *next;
@@ -602,7 +604,10 @@ static void start_work(void *arg)
 {
 	struct start_job *j = arg;
 
+	j->p.say = open_memstream(&j->said, &j->said_len);
 	j->s = session_start(&j->p, j->err, sizeof(j->err));
+	if (j->p.say)
+		fclose(j->p.say);
 	agent_trim();
 }
 
@@ -628,6 +633,21 @@ static void start_next(struct agent *a)
 	}
 }
 
+/* A start's statements as the lines run-started carries. */
+static json_t *said_lines(const char *said)
+{
+	json_t *lines = json_array();
+
+	for (const char *l = said; l && *l;) {
+		size_t n = strcspn(l, "\n");
+
+		if (n)
+			json_array_append_new(lines, json_stringn(l, n));
+		l += n + !!l[n];
+	}
+	return lines;
+}
+
 static void start_done(void *arg)
 {
 	struct start_job *j = arg;
@@ -644,6 +664,9 @@ static void start_done(void *arg)
 	for (int i = 0; i < 3; i++)
 		close(j->stdio[i]);
 	c->starting = false;
+	/* In the log as they were said, and to the client with its start. */
+	if (j->said)
+		fputs(j->said, stderr);
 	if (!s) {
 		if (c->gone) {
 			client_free(c);
@@ -675,7 +698,8 @@ static void start_done(void *arg)
 	/* Relayed: its end comes here only once the caller has all its output,
 	 * and the client waits for run-exit instead of the launcher's file. */
 	relayed = served && session_output_relayed(s);
-	started = json_pack("{s:s,s:b}", "session", session_id(s), "relayed", relayed);
+	started = json_pack("{s:s,s:b,s:o}", "session", session_id(s), "relayed", relayed, "said",
+			    said_lines(j->said));
 	fds[0] = session_pidfd(s);
 	/* The status pipe, when the status need not wait for relayed output. */
 	fds[1] = session_take_status(s);
@@ -697,6 +721,7 @@ static void start_done(void *arg)
 out:
 	json_decref(j->request);
 	free(j->config_text);
+	free(j->said);
 	free(j);
 	a->pool_stalled = false;
 	pool_fill(a);

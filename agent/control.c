@@ -91,6 +91,7 @@ static const struct member error_members[] = {{"error", M_LINE, true, 0, 0}, {0}
 static const struct member started_members[] = {
 	{"session", M_ID, true, 0, 0},
 	{"relayed", M_BOOL, false, 0, 0},
+	{"said", M_STRINGS, false, 0, 0},
 	{0},
 };
 static const struct member exit_members[] = {
@@ -112,7 +113,8 @@ static int grant_check(const json_t *payload, char *err, size_t errlen);
 
 /* The maxima: a run carries argv and env, which execve caps near 2 MiB
  * together, so 1 MiB of JSON is room for any sane command; requests naming
- * one session need a few hundred bytes; the agent's lists may be long. */
+ * one session need a few hundred bytes; the agent's lists may be long, and
+ * so may what a start says (a line for each rule and grant). */
 static const struct type_info types[] = {
 	{CONTROL_RUN, "run", 1 * MIB, run_members, NULL},
 	{CONTROL_SESSIONS, "sessions", 64, none_members, NULL},
@@ -126,7 +128,7 @@ static const struct type_info types[] = {
 	{CONTROL_RECEIPTS, "receipts", 256, opt_id_members, NULL},
 	{CONTROL_OK, "ok", 4 * KIB, ok_members, NULL},
 	{CONTROL_ERROR, "error", 4 * KIB, error_members, NULL},
-	{CONTROL_RUN_STARTED, "run-started", 256, started_members, NULL},
+	{CONTROL_RUN_STARTED, "run-started", 64 * KIB, started_members, NULL},
 	{CONTROL_RUN_EXIT, "run-exit", 256, exit_members, NULL},
 	{CONTROL_SESSIONS_REPLY, "sessions-reply", 16 * MIB, sessions_reply_members, NULL},
 	{CONTROL_SHOW_REPLY, "show-reply", 4 * MIB, show_reply_members, NULL},

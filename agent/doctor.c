@@ -794,20 +794,20 @@ static void print_rules(FILE *f, const char *prefix, const struct errand_config 
 	}
 }
 
-static void closed_line(const struct errand_config *cfg)
+static void closed_line(const struct errand_config *cfg, FILE *say)
 {
 	const char *sep = "";
 
-	fprintf(stderr, "errand: closed to the session (hidden by the launcher):");
+	fprintf(say, "errand: closed to the session (hidden by the launcher):");
 	for (size_t i = 0; i < cfg->rules.n; i++) {
 		const struct config_rule *ru = &cfg->rules.v[i];
 
 		if (ru->builtin && ru->kind == RULE_DENY) {
-			fprintf(stderr, "%s %s", sep, ru->path);
+			fprintf(say, "%s %s", sep, ru->path);
 			sep = ",";
 		}
 	}
-	fputc('\n', stderr);
+	fputc('\n', say);
 }
 
 static void print_json(const struct doctor_report *r, const struct errand_config *cfg, FILE *f)
@@ -937,25 +937,26 @@ void doctor_print(const struct doctor_report *r, const struct errand_config *cfg
 		fprintf(f, "  sessions: allowed, fully enforced\n");
 }
 
-static void gate_list(const char *label, const struct config_strv *l, bool names_only)
+static void gate_list(FILE *say, const char *label, const struct config_strv *l,
+		      bool names_only)
 {
 	if (!l->n)
 		return;
-	fprintf(stderr, "errand: %s:", label);
+	fprintf(say, "errand: %s:", label);
 	for (size_t i = 0; i < l->n; i++)
-		fprintf(stderr, "%s %.*s", i ? "," : "",
+		fprintf(say, "%s %.*s", i ? "," : "",
 			names_only ? (int)strcspn(l->v[i], "=") : (int)strlen(l->v[i]), l->v[i]);
-	fputc('\n', stderr);
+	fputc('\n', say);
 }
 
-int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg, char *err,
-		size_t errlen)
+int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg, FILE *say,
+		char *err, size_t errlen)
 {
 	bool refused = false;
 
 	for (size_t i = 0; i < C_COUNT; i++) {
 		if (r->c[i].state == UNAVAILABLE) {
-			fprintf(stderr, "errandctl: unavailable: %s; %s\n", r->c[i].detail,
+			fprintf(say, "errandctl: unavailable: %s; %s\n", r->c[i].detail,
 				r->c[i].fix);
 			if (!refused)
 				snprintf(err, errlen, "unavailable: %s; %s", r->c[i].detail,
@@ -967,7 +968,7 @@ int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg, 
 		if (r->c[i].state != GAP)
 			continue;
 		if (cfg->require_full) {
-			fprintf(stderr,
+			fprintf(say,
 				"errandctl: refused: %s; set sandbox.requireFullEnforcement to "
 				"false "
 				"to run anyway\n",
@@ -979,21 +980,21 @@ int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg, 
 					 r->c[i].detail);
 			refused = true;
 		} else if (!refused) {
-			fprintf(stderr, "errand: gap: %s\n", r->c[i].detail);
+			fprintf(say, "errand: gap: %s\n", r->c[i].detail);
 		}
 	}
 	if (refused)
 		return -EPERM;
-	gate_list("granted to read (sandbox.policyExtra.read)", &cfg->policy_read, false);
-	gate_list("granted to execute (sandbox.policyExtra.execute)", &cfg->policy_exec, false);
-	gate_list("granted WRITABLE outside the project (sandbox.policyExtra.write)",
+	gate_list(say, "granted to read (sandbox.policyExtra.read)", &cfg->policy_read, false);
+	gate_list(say, "granted to execute (sandbox.policyExtra.execute)", &cfg->policy_exec, false);
+	gate_list(say, "granted WRITABLE outside the project (sandbox.policyExtra.write)",
 		  &cfg->policy_write, false);
-	gate_list("sandbox.env sets (values not shown)", &cfg->env, true);
-	print_rules(stderr, "errand: rule: ", cfg, false, r->bpf_lsm);
+	gate_list(say, "sandbox.env sets (values not shown)", &cfg->env, true);
+	print_rules(say, "errand: rule: ", cfg, false, r->bpf_lsm);
 	/* The same at every start unless a Connect allow lifts one (named as
 	 * weakened below): said with -v; doctor always lists them. */
 	if (log_verbose())
-		closed_line(cfg);
+		closed_line(cfg, say);
 	for (size_t i = 0; i < cfg->rules.n; i++) {
 		const struct config_rule *ru = &cfg->rules.v[i];
 		char own[PATH_MAX];
@@ -1006,7 +1007,7 @@ int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg, 
 		if (cfg->run_dir && !path_fmt(own, sizeof(own), "%s/agent.sock", cfg->run_dir))
 			authority |= !strcmp(ru->path, own);
 		if (authority)
-			fprintf(stderr,
+			fprintf(say,
 				"errand: weakened: %s opens a host authority's socket to the "
 				"session\n",
 				ru->text);

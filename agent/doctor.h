@@ -29,13 +29,14 @@ void doctor_report_free(struct doctor_report *r);
 void doctor_print(const struct doctor_report *r, const struct errand_config *cfg, bool json,
 		  FILE *f);
 /* The gate at session start. 0 when sessions may start: each gap, if
- * allowed, printed as "errand: gap: ..." on stderr, and the grants beyond
- * the floor named. -EPERM when refused, each reason one line on stderr:
- * "errandctl: refused: <gap>; set sandbox.requireFullEnforcement to false to
- * run anyway" or "errandctl: unavailable: <what>; <what to do>"; the first reason also in
- * err, for the client. */
-int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg, char *err,
-		size_t errlen);
+ * allowed, said as "errand: gap: ..." on say, with the grants beyond the
+ * floor, the rules and the weakened guarantees. -EPERM when refused, each
+ * reason one line on say: "errandctl: refused: <gap>; set
+ * sandbox.requireFullEnforcement to false to run anyway" or "errandctl:
+ * unavailable: <what>; <what to do>"; the first reason also in err, for the
+ * client. say is the caller's stderr, or what the agent relays to it. */
+int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg, FILE *say,
+		char *err, size_t errlen);
 
 /* The gaps as a JSON array of lines (a session's record keeps them). */
 json_t *doctor_gaps(const struct doctor_report *r);

@@ -2288,23 +2288,24 @@ static enum egress_mode session_mode(const struct errand_config *cfg)
 	return cfg->egress_mode == EGRESS_OPEN ? EGRESS_MODE_OPEN : EGRESS_MODE_RESTRICTED;
 }
 
-static void warn_weakened(const struct errand_config *cfg)
+static void warn_weakened(const struct errand_config *cfg, FILE *say)
 {
 	for (size_t i = 0; i < cfg->n_public; i++) {
 		char a[ADDR_STRLEN];
 		struct addr x = cfg->public_ranges[i].a;
 		bool v4 = addr_is_v4(&x);
 
-		log_warnx("weakened: sandbox.egress.treatAsPublic treats %s/%d as public; sessions "
-			  "may reach it (this host's own addresses stay refused)",
-			  addr_str(&x, a), cfg->public_ranges[i].prefixlen - (v4 ? 96 : 0));
+		fprintf(say,
+			"errand: weakened: sandbox.egress.treatAsPublic treats %s/%d as public; "
+			"sessions may reach it (this host's own addresses stay refused)\n",
+			addr_str(&x, a), cfg->public_ranges[i].prefixlen - (v4 ? 96 : 0));
 	}
 }
 
 /* Each provider's key as the agent will hand it to the session's broker: a
  * file that cannot be read refuses the session now, not with a 502 on its
  * first call; one others may read is named as a weakened guarantee. */
-static int session_keys_check(const struct session *s, char *err, size_t errlen)
+static int session_keys_check(const struct session *s, FILE *say, char *err, size_t errlen)
 {
 	if (s->mode == EGRESS_MODE_NONE)
 		return 0;
@@ -2323,11 +2324,12 @@ static int session_keys_check(const struct session *s, char *err, size_t errlen)
 			return rc;
 		}
 		if (mode & 077)
-			log_warnx("weakened: agent.providers.%s: credentialFile %s is open to "
-				  "%s (mode %04o), not root alone; chmod 0600 it",
-				  p->name, p->credential_file,
-				  mode & 044 ? (mode & 004 ? "every user" : "its group") : "others",
-				  mode);
+			fprintf(say,
+				"errand: weakened: agent.providers.%s: credentialFile %s is open "
+				"to %s (mode %04o), not root alone; chmod 0600 it\n",
+				p->name, p->credential_file,
+				mode & 044 ? (mode & 004 ? "every user" : "its group") : "others",
+				mode);
 	}
 	return 0;
 }
@@ -2483,6 +2485,7 @@ void session_net_discard(struct session *n)
 struct session *session_start(const struct session_params *p, char *err, size_t errlen)
 {
 	static const char *const stdio_names[] = {"stdin", "stdout", "stderr"};
+	FILE *say = p->say ? p->say : stderr;
 	struct session *s, *net;
 	struct doctor_report *rep;
 	char state[PATH_MAX];
@@ -2522,13 +2525,13 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 		log_warnx("%s", err);
 		goto fail;
 	}
-	rc = doctor_gate(rep, s->cfg, err, errlen);
+	rc = doctor_gate(rep, s->cfg, say, err, errlen);
 	s->gaps = doctor_gaps(rep);
 	doctor_report_free(rep);
 	if (rc)
 		goto fail;
-	warn_weakened(s->cfg);
-	if (session_keys_check(s, err, errlen)) {
+	warn_weakened(s->cfg, say);
+	if (session_keys_check(s, say, err, errlen)) {
 		log_warnx("%s", err);
 		goto fail;
 	}

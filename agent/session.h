@@ -27,6 +27,10 @@ struct session_params {
 	const int *stdio;	 /* the command's stdin, stdout, stderr; NULL: this process's */
 	const sigset_t *sigmask; /* the launcher's signal mask; NULL: none blocked */
 	bool embedded;		 /* errandctl's own agent: events to its stderr */
+	/* Where the start's statements go, a line each (gaps, grants, rules,
+	 * weakened guarantees, or why it was refused): the caller's stderr, or
+	 * what the agent relays to its client. NULL: this process's stderr. */
+	FILE *say;
 	struct state *st;	 /* state.db, where the session is recorded; may be NULL */
 	/* A network prepared ahead (session_net_prepare), of the kind asked
 	 * for (none: a session without network, --egress none), from the

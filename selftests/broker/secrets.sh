@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a provider's key kept the natural way (root's, 0600) works end to end: the agent reads it as root and hands it to the session's broker over its registry, and the broker's account cannot open the file, holds it open nowhere, and has the key in no argument, environment, log or file it writes; a key rewritten in place or renamed over is picked up after the provider's 401, and while no agent can be asked the broker keeps the key it has; a file others may read is named at start as a weakened guarantee; one that cannot be read (missing, a directory, empty) refuses the session with 125 and one line naming it, through errand-agent too.
+# Guarantee: a provider's key kept the natural way (root's, 0600) works end to end: the agent reads it as root and hands it to the session's broker over its registry, and the broker's account cannot open the file, holds it open nowhere, and has the key in no argument, environment, log or file it writes; a key rewritten in place or renamed over is picked up after the provider's 401, and while no agent can be asked the broker keeps the key it has; a file others may read is named at start as a weakened guarantee, on errandctl's stderr through errand-agent too; one that cannot be read (missing, a directory, empty) refuses the session with 125 and one line naming it, through errand-agent too.
 # shellcheck disable=SC2016 # $PROV_API_KEY and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/common.sh"
@@ -124,6 +124,12 @@ agent_stop
 W_CONFIG=$W_CONFIG_OK
 AGENT_LOG=$W_DIR/agent2.log
 agent_start || exit 1
+chmod 0644 "$KEY_FILE"
+errand_run -- true
+assert_eq "$RUN_RC" 0 "through errand-agent, a key file others may read still works"
+assert_match "$(cat "$RUN_ERR")" "^errand: weakened: agent\.providers\.prov: credentialFile $KEY_FILE is open to every user \(mode 0644\)" \
+	"... and errandctl's stderr names it as weakened, as an embedded start does"
+chmod 0600 "$KEY_FILE"
 rm -f "$PROJ"/go*
 errand_start --project "$PROJ" -- sh -c "$session_sh" || exit 1
 assert_eq "$(step 1)" 200 "through errand-agent the key works"

@@ -146,7 +146,9 @@ chmod 0666 "$AUTH"
 errand_run --egress none --project "$PROJ" -- sh -c "echo \"auth=\$($P unix-connect $AUTH)\""
 assert_eq "$(result auth)" ok "a Connect allow naming it opens errand's control socket"
 chmod 0600 "$AUTH"
-assert_contains "$(cat "$AGENT_LOG")" "errand: weakened: Connect(unix:$AUTH) opens a host authority's socket" "... named at start as weakened"
+assert_contains "$RUN_STDERR" "errand: weakened: Connect(unix:$AUTH) opens a host authority's socket" "... named at start as weakened, on the errandctl's stderr"
+assert_contains "$RUN_STDERR" "errand: rule: allow Connect(unix:$AUTH)" "... with the rule named, as an embedded start does"
+assert_contains "$(cat "$AGENT_LOG")" "errand: weakened: Connect(unix:$AUTH) opens a host authority's socket" "... and in the agent's log"
 agent_stop
 
 kill "$LISTENER" 2>/dev/null
