@@ -525,13 +525,21 @@ int veth_setup(struct session_link *l, const char *netns_path)
 		return r;
 
 	/* The peer is born inside the session's namespace, so it is never
-	 * visible, even briefly, among the host's links. */
+	 * visible, even briefly, among the host's links. One queue each way
+	 * on both ends, said at birth: a veth is made with a queue per CPU
+	 * and then cut to one in use, and each cut waits for an expedited
+	 * RCU grace period while it holds the RTNL lock, which every other
+	 * start and teardown on the host then waits behind. */
 	veth = rtnl_link_veth_alloc();
 	if (!veth)
 		return -ENOMEM;
 	rtnl_link_set_name(veth, l->host_if);
+	rtnl_link_set_num_tx_queues(veth, 1);
+	rtnl_link_set_num_rx_queues(veth, 1);
 	peer = rtnl_link_veth_get_peer(veth);
 	rtnl_link_set_name(peer, l->sess_if);
+	rtnl_link_set_num_tx_queues(peer, 1);
+	rtnl_link_set_num_rx_queues(peer, 1);
 	rtnl_link_set_ns_fd(peer, nsfd);
 	rtnl_link_put(peer);
 	r = rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL);
