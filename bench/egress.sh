@@ -6,6 +6,8 @@
 # XDP program on the unconfined path's host-side veth, to measure what an XDP
 # stage costs there (bpf/egress.bpf.c says why errand has none).
 # ROUNDS, CONNS and BYTES tune it; the median of the rounds is reported.
+# Last, what errand's programs cost a connection in the kernel, from their
+# run-time statistics over one more session arm.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -13,6 +15,12 @@ ROUNDS=${ROUNDS:-5}
 CONNS=${CONNS:-2000}
 BYTES=${BYTES:-2000000000}
 XDP_OBJ=$ROOT/build/bench/xdp_pass.bpf.o
+BPFSTATS=$ROOT/build/bench/bpfstats
+
+if [ ! -x "$BPFSTATS" ] || [ "$ROOT/bench/bpfstats.c" -nt "$BPFSTATS" ]; then
+	mkdir -p "$(dirname "$BPFSTATS")"
+	cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$BPFSTATS" "$ROOT/bench/bpfstats.c" || exit 1
+fi
 
 world_up >/dev/null
 bare_up
@@ -73,4 +81,53 @@ if [ -s "$W_DIR/rr.xdp" ]; then
 	printf '%-28s %12s %12s %8s\n' "" "Mbit/s" "$bk_xdp" "$(ratio "$bk_xdp" "$bk_bare")"
 else
 	echo "XDP arm not run: $(head -n1 "$W_DIR/xdp.err")"
+fi
+
+# What errand's programs cost a connection in the kernel: one more session
+# rr under BPF run-time statistics (bench/bpfstats.c), each errand program's
+# time and runs read before and after it. Not one of the rounds: the
+# statistics slow every program they time.
+bpf_runs() {
+	bpftool prog show --json 2>/dev/null | python3 -c '
+import json, sys
+for p in json.load(sys.stdin):
+    if p.get("name", "").startswith("errand_"):
+        print(p["id"], p["name"], p.get("run_time_ns", 0), p.get("run_cnt", 0))'
+}
+"$BPFSTATS" >"$W_DIR/bpfstats.out" 2>&1 &
+BPFSTATS_PID=$!
+W_PIDS+=("$BPFSTATS_PID")
+for _ in $(seq 50); do
+	grep -q '^on$' "$W_DIR/bpfstats.out" && break
+	sleep 0.05
+done
+if grep -q '^on$' "$W_DIR/bpfstats.out"; then
+	bpf_runs >"$W_DIR/bpf.before"
+	settle; rr_stats=$(sess rr 198.18.1.10 9102 "$CONNS" | rate)
+	bpf_runs >"$W_DIR/bpf.after"
+	kill "$BPFSTATS_PID"
+	wait "$BPFSTATS_PID" 2>/dev/null
+	echo "errand's programs in the kernel, one more session rr ($CONNS connections, $rr_stats conn/s under the statistics):"
+	python3 - "$W_DIR/bpf.before" "$W_DIR/bpf.after" "$CONNS" <<'PY'
+import sys
+def runs(path):
+    out = {}
+    for line in open(path):
+        pid, name, ns, cnt = line.split()
+        out[pid] = (name, int(ns), int(cnt))
+    return out
+before, after, conns = runs(sys.argv[1]), runs(sys.argv[2]), int(sys.argv[3])
+total = 0
+for pid, (name, ns, cnt) in sorted(after.items(), key=lambda x: x[1][0]):
+    _, ns0, cnt0 = before.get(pid, (name, 0, 0))
+    dns, dcnt = ns - ns0, cnt - cnt0
+    if not dcnt:
+        continue
+    total += dns
+    print("  %-16s %6.2f runs a connection, %5.0f ns a run" % (name, dcnt / conns, dns / dcnt))
+print("  all of them: %.2f us a connection" % (total / conns / 1000))
+PY
+else
+	kill "$BPFSTATS_PID" 2>/dev/null
+	echo "errand's programs in the kernel: not measured: $(head -n1 "$W_DIR/bpfstats.out")"
 fi
