@@ -37,6 +37,7 @@
 #include "agent/session.h"
 #include "agent/state.h"
 #include "egress.h"
+#include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -633,18 +634,35 @@ static void start_next(struct agent *a)
 	}
 }
 
-/* A start's statements as the lines run-started carries. */
+/* A start's statements as the lines run-started carries, each escaped as
+ * the client shows it (printable ASCII: its JSON at most twice its length),
+ * up to CONTROL_SAID_MAX. */
 static json_t *said_lines(const char *said)
 {
 	json_t *lines = json_array();
+	size_t total = 0, more = 0;
 
-	for (const char *l = said; l && *l;) {
+	for (const char *l = said; lines && l && *l;) {
 		size_t n = strcspn(l, "\n");
+		char *shown = n ? malloc(ESC_LEN(n)) : NULL;
 
-		if (n)
-			json_array_append_new(lines, json_stringn(l, n));
+		if (shown) {
+			size_t len = strlen(esc_textn(l, n, shown, ESC_LEN(n)));
+
+			if (total + 2 * len + 4 > CONTROL_SAID_MAX) {
+				more++;
+			} else {
+				total += 2 * len + 4;
+				json_array_append_new(lines, json_string(shown));
+			}
+		}
+		free(shown);
 		l += n + !!l[n];
 	}
+	if (lines && more)
+		json_array_append_new(lines, json_sprintf("errand: and %zu more lines this start "
+							  "said, in errand-agent's log",
+							  more));
 	return lines;
 }
 

@@ -204,9 +204,10 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	/* What the start said (gaps, grants, rules, weakened guarantees), as an
 	 * embedded start says it. */
 	said = json_object_get(m.payload, "said");
-	for (size_t i = 0; i < json_array_size(said); i++)
-		fprintf(stderr, "%s\n",
-			esc_text(json_string_value(json_array_get(said, i)), shown, sizeof(shown)));
+	for (size_t i = 0; i < json_array_size(said); i++) {
+		esc_fputs(json_string_value(json_array_get(said, i)), stderr);
+		fputc('\n', stderr);
+	}
 	control_msg_free(&m);
 	/* The session may run for days: no read timeout from here on. */
 	setsockopt(ac->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
