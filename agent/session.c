@@ -3142,17 +3142,28 @@ struct run_ctx {
  * can wait for them. Without a child, the teardown runs here and now. */
 static void session_end_after(struct session *s)
 {
+	int named[2] = {-1, -1};
 	pid_t pid;
+	char c;
 
 	broker_stop(s);
 	dns_responder_free(s->dns);
 	s->dns = NULL;
 	fflush(stdout);
 	fflush(stderr);
+	/* errandctl returns once the child has its name: whoever waits for a
+	 * session's end finds it as errand-teardown until it is done, never a
+	 * nameless copy of errandctl in the moment before. */
+	if (pipe2(named, O_CLOEXEC))
+		named[0] = named[1] = -1;
 	pid = fork();
 	if (pid == 0) {
-		int fd = open("/dev/null", O_RDWR);
+		int fd;
 
+		prctl(PR_SET_NAME, "errand-teardown");
+		if (named[1] >= 0)
+			close(named[1]);
+		fd = open("/dev/null", O_RDWR);
 		if (fd >= 0) {
 			dup2(fd, STDIN_FILENO);
 			dup2(fd, STDOUT_FILENO);
@@ -3161,10 +3172,16 @@ static void session_end_after(struct session *s)
 				close(fd);
 		}
 		setsid();
-		prctl(PR_SET_NAME, "errand-teardown");
 		session_end(s);
 		_exit(0);
 	}
+	if (named[1] >= 0)
+		close(named[1]);
+	if (pid > 0 && named[0] >= 0)
+		while (read(named[0], &c, 1) < 0 && errno == EINTR)
+			;
+	if (named[0] >= 0)
+		close(named[0]);
 	if (pid < 0)
 		session_end(s);
 	/* Otherwise the session is the child's: what this process holds of it
