@@ -72,8 +72,12 @@ errandctl doctor 2>&1 | sed 's/^/# /'
 check "doctor: memory, cpu and pids limits are no gap under systemd" \
 	grep -q 'memory, cpu and pids delegated by systemd' <<<"$doctor"
 
-# the fork bomb: 200 forks asked for, the pids limit (32) stops them
-out=$(timeout 300 errandctl run --egress none -- perl -e '
+# the fork bomb: 200 forks asked for, the pids limit (32) stops them. Each
+# run below is killed 10 s after its 300 (errandctl relays a TERM to its
+# session): a run that hangs is a failed check, not a VM that says nothing
+# more (one such VM, 2026-12-05, said nothing for its last 19 minutes).
+trace "fork bomb: starting"
+out=$(timeout -k 10 300 errandctl run --egress none -- perl -e '
 	$| = 1; my ($n, $f) = (0, 0);
 	for (1 .. 200) { my $p = fork; if (!defined $p) { $f++; next } if (!$p) { sleep 30; exit 0 } $n++ }
 	print "forked=$n failed=$f\n";' 2>&1)
@@ -85,9 +89,9 @@ check "a fork bomb stops at the pids limit: some forks fail (failed=${failed:-?}
 check "... and fewer than 32 processes were made (forked=${forked:-?})" [ "${forked:-99}" -lt 32 ]
 
 # memory past the limit (64m) is killed; under it, runs
-out=$(timeout 300 errandctl run --egress none -- perl -e '$x = "a" x (16 << 20); print "small ok\n"' 2>&1)
+out=$(timeout -k 10 300 errandctl run --egress none -- perl -e '$x = "a" x (16 << 20); print "small ok\n"' 2>&1)
 eq "$?/$(echo "$out" | grep -c 'small ok')" "0/1" "an allocation under the memory limit (16 MiB of 64) runs"
-out=$(timeout 300 errandctl run --egress none -- perl -e '$x = "a" x (256 << 20); print "big survived\n"' 2>&1)
+out=$(timeout -k 10 300 errandctl run --egress none -- perl -e '$x = "a" x (256 << 20); print "big survived\n"' 2>&1)
 rc=$?
 trace "256 MiB: rc $rc: $(echo "$out" | tail -n 2 | tr '\n' ' ')"
 eq "$rc" 137 "an allocation past the memory limit (256 MiB of 64) is killed (SIGKILL, 137)"
