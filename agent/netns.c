@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,14 +45,25 @@ static int mkdir_p(const char *dir)
 
 /* Makes dir a shared mount point, binding it onto itself when it is not a
  * mount point yet. Shared, so that mount namespaces made later (a session's
- * launcher, say) still see namespace files mounted here after they forked. */
+ * launcher, say) still see namespace files mounted here after they forked.
+ * Under a lock on dir: two preparations side by side (or an agent and an
+ * embedded errandctl) each found it no mount point and each bound it, and
+ * the second bind stacked on the first, so every namespace file mounted
+ * after was mounted twice (once a peer), and a launcher's shedding of the
+ * top one left the other in its session's copy of the host's mounts. */
 static int make_shared(const char *dir)
 {
+	cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	bool bound = false;
+	int err = 0;
 
+	if (fd < 0 || flock(fd, LOCK_EX) < 0) {
+		err = -errno;
+		log_warnx("netns dir %s: lock it: %s", dir, strerror(-err));
+		return err;
+	}
 	while (mount("none", dir, NULL, MS_SHARED | MS_REC, NULL) < 0) {
-		int err = -errno;
-
+		err = -errno;
 		if (err != -EINVAL || bound) {
 			log_warnx("netns dir %s: make it a shared mount: %s", dir, strerror(-err));
 			return err;

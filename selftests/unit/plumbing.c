@@ -12,6 +12,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -366,6 +367,79 @@ static bool is_shared_mount(const char *dir)
 	return shared;
 }
 
+/* How many mounts of /proc/self/mountinfo are at path. */
+static int mounts_at(const char *path)
+{
+	char line[4096];
+	int n = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char mnt[PATH_MAX];
+
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 && strcmp(mnt, path) == 0)
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+#define RACERS 8
+
+struct racer {
+	pthread_barrier_t *go;
+	char path[PATH_MAX];
+	int r;
+};
+
+static void *race_create(void *arg)
+{
+	struct racer *x = arg;
+
+	pthread_barrier_wait(x->go);
+	x->r = netns_create(x->path);
+	return NULL;
+}
+
+/* Namespaces made at once in a directory that is no mount point yet (an
+ * agent's two preparations side by side on a fresh host): the directory is
+ * bound onto itself once, and each namespace file is mounted once. */
+static void test_netns_race(void)
+{
+	char dir[256];
+	struct racer x[RACERS];
+	pthread_t t[RACERS];
+	pthread_barrier_t go;
+	int made = 0, once = 0;
+
+	snprintf(dir, sizeof(dir), "%s/race", run_dir);
+	pthread_barrier_init(&go, NULL, RACERS);
+	for (int i = 0; i < RACERS; i++) {
+		x[i].go = &go;
+		x[i].r = -EIO;
+		snprintf(x[i].path, sizeof(x[i].path), "%s/r%d", dir, i);
+		if (pthread_create(&t[i], NULL, race_create, &x[i]))
+			x[i].path[0] = '\0';
+	}
+	for (int i = 0; i < RACERS; i++) {
+		if (!x[i].path[0])
+			continue;
+		pthread_join(t[i], NULL);
+		made += x[i].r == 0;
+		once += mounts_at(x[i].path) == 1;
+	}
+	pthread_barrier_destroy(&go);
+	check_int("netns_create from eight threads at once", made, RACERS);
+	check_int("... the directory bound onto itself once", mounts_at(dir), 1);
+	check_int("... each namespace file mounted once", once, RACERS);
+	netns_sweep(dir, NULL, NULL);
+	while (umount2(dir, MNT_DETACH) == 0)
+		;
+	rmdir(dir);
+}
+
 static bool test_netns(void)
 {
 	char missing[PATH_MAX + 16];
@@ -406,6 +480,7 @@ static bool test_netns(void)
 	snprintf(missing, sizeof(missing), "%s/missing", ns_dir);
 	check_int("netns_run on a missing path", netns_run(missing, ns_ino_fn, &inside), -ENOENT);
 	check_int("netns_remove of a missing path", netns_remove(missing), 0);
+	test_netns_race();
 
 	return check_int("netns_create the far namespace", netns_create(ns_far), 0);
 }
