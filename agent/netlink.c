@@ -722,39 +722,50 @@ static int raw_addr_msg(struct nl_msg *msg, void *arg)
 	return NL_OK;
 }
 
-/* Calls fn for each address of the caller's namespace; stops at fn's first
- * nonzero return and passes it on. Read from a dump message by message:
- * libnl's address cache, which this was, made an object of each and merged
- * it into the cache (2.4 ms a listing with a thousand sessions' addresses,
- * twice a start). A dump that addresses changed under (sessions starting)
- * is read again, as libnl's cache did. */
-static int each_addr(int (*fn)(int family, const void *bytes, void *arg), void *arg)
+/* One family's addresses of the caller's namespace, appended to l. A dump
+ * that addresses changed under (sessions starting) is read again, as
+ * libnl's cache did. */
+static int list_family(struct raw_addrs *l, int family)
 {
-	struct raw_addrs l = {0};
+	size_t base = l->n;
 	int r = -NLE_DUMP_INTR;
 
 	for (int tries = 0; r == -NLE_DUMP_INTR && tries < 16; tries++) {
 		cleanup_nl_sock struct nl_sock *sk = NULL;
-		struct ifaddrmsg req = {.ifa_family = AF_UNSPEC};
+		struct ifaddrmsg req = {.ifa_family = (unsigned char)family};
 
-		l.n = 0;
-		if ((r = nl_open(&sk)) < 0) {
-			free(l.v);
+		l->n = base;
+		if ((r = nl_open(&sk)) < 0)
 			return r; /* -errno, said */
-		}
-		nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, raw_addr_msg, &l);
+		nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, raw_addr_msg, l);
 		r = nl_send_simple(sk, RTM_GETADDR, NLM_F_DUMP, &req, sizeof(req));
 		if (r >= 0)
 			r = nl_recvmsgs_default(sk);
 	}
-	if (l.oom)
+	if (l->oom)
 		r = -NLE_NOMEM;
 	if (r < 0) {
 		log_warnx("addresses: list: %s", nl_geterror(r));
-		free(l.v);
 		return nlerr(r);
 	}
-	r = 0;
+	return 0;
+}
+
+/* Calls fn for each address of the caller's namespace; stops at fn's first
+ * nonzero return and passes it on. Read from a dump message by message:
+ * libnl's address cache, which this was, made an object of each and merged
+ * it into the cache (2.4 ms a listing with a thousand sessions' addresses,
+ * twice a start). Each family is asked for on its own: a dump of both
+ * (AF_UNSPEC) holds the RTNL lock throughout, so it waited for every veth
+ * another session's preparation or teardown was making or removing, where
+ * kernels since 6.9 list one family's addresses under RCU alone. */
+static int each_addr(int (*fn)(int family, const void *bytes, void *arg), void *arg)
+{
+	struct raw_addrs l = {0};
+	int r = list_family(&l, AF_INET);
+
+	if (!r)
+		r = list_family(&l, AF_INET6);
 	for (size_t i = 0; i < l.n && !r; i++)
 		r = fn(l.v[i].family, l.v[i].b, arg);
 	free(l.v);
