@@ -634,6 +634,24 @@ static void start_next(struct agent *a)
 	}
 }
 
+/* A start's statements in the agent's log, each line escaped whole and
+ * named by its session (many start at once), or as a refused start's. */
+static void said_log(const char *id, const char *said)
+{
+	for (const char *l = said; l && *l;) {
+		size_t n = strcspn(l, "\n");
+		char *shown = n ? malloc(ESC_LEN(n)) : NULL;
+
+		if (shown) {
+			esc_textn(l, n, shown, ESC_LEN(n));
+			fprintf(stderr, "%s: %s%s%s%s\n", log_prog(), id ? "session " : "",
+				id ? id : "", id ? ": " : "a refused start: ", shown);
+		}
+		free(shown);
+		l += n + !!l[n];
+	}
+}
+
 /* A start's statements as the lines run-started carries, each escaped as
  * the client shows it (printable ASCII: its JSON at most twice its length),
  * up to CONTROL_SAID_MAX. */
@@ -683,8 +701,7 @@ static void start_done(void *arg)
 		close(j->stdio[i]);
 	c->starting = false;
 	/* In the log as they were said, and to the client with its start. */
-	if (j->said)
-		fputs(j->said, stderr);
+	said_log(s ? session_id(s) : NULL, j->said);
 	if (!s) {
 		if (c->gone) {
 			client_free(c);

@@ -21,6 +21,11 @@ bool log_verbose(void)
 	return verbose;
 }
 
+const char *log_prog(void)
+{
+	return prog;
+}
+
 /* A line names what sessions control (names, paths): escaped whole, so none
  * of their bytes can forge a line or drive the operator's terminal. Each
  * call uses its own buffers: the agent logs from job threads too. */

@@ -9,6 +9,8 @@
 
 void log_init(const char *progname, bool verbose);
 bool log_verbose(void);
+/* The name each line starts with (log_init's). */
+const char *log_prog(void);
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

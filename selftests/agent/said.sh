@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: through errand-agent, what a start states (each gap, the grants beyond the floor, the variables sandbox.env sets, the rules, each weakened guarantee) reaches errandctl's stderr as an embedded start says it, each line escaped, and the agent's log keeps it too; a start that states more than the answer carries (a sandbox.env of thousands of names) still runs, its client told how many lines only the agent's log has.
+# Guarantee: through errand-agent, what a start states (each gap, the grants beyond the floor, the variables sandbox.env sets, the rules, each weakened guarantee) reaches errandctl's stderr as an embedded start says it, each line escaped, and the agent's log keeps it too, each line named by its session; a start that states more than the answer carries (a sandbox.env of thousands of names) still runs, its client told how many lines only the agent's log has.
 # selftests-timeout: 120
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -21,8 +21,10 @@ assert_eq "$RUN_RC" 0 "through errand-agent, the session runs"
 assert_eq "$(result one)" 1 "... with sandbox.env"
 assert_eq "$(grep '^errand: ' "$RUN_ERR")" "$embedded" \
 	"... and errandctl's stderr holds the same statements, line for line, as the embedded start's"
-assert_contains "$(cat "$AGENT_LOG")" "errand: sandbox.env sets (values not shown): SAID_ONE, SAID_TWO" \
-	"... which the agent's log keeps too"
+started=$(sed -n 's/^errand-agent: session \([^ ]*\) started.*/\1/p' "$AGENT_LOG" | tail -n 1)
+assert_match "$started" "^[0-9a-z]+$" "... as the session the agent's log says started"
+assert_eq "$(grep -c "^errand-agent: session $started: errand: sandbox.env sets (values not shown): SAID_ONE, SAID_TWO\$" "$AGENT_LOG")" 1 \
+	"... whose statements the agent's log keeps too, each named by that session"
 
 # More than run-started carries: four hundred long names (what the
 # launcher's command line holds) make one line of about 80 KiB, more than
