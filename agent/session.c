@@ -82,6 +82,7 @@ struct session {
 	const char *project; /* in request */
 	bool embedded;	     /* an errandctl run's own agent: events go to its stderr */
 	bool net_prepared;   /* it took a network prepared ahead (sandbox.pool) */
+	bool record_ahead;   /* its record directory and files were made with it */
 	bool json;	     /* events as JSON lines */
 	struct state *st;    /* state.db; NULL when it cannot be opened */
 	char id[SESSION_ID_LEN + 1];
@@ -533,6 +534,18 @@ static const char *mode_name(enum egress_mode m)
 	return m == EGRESS_MODE_NONE ? "none" : m == EGRESS_MODE_OPEN ? "open" : "restricted";
 }
 
+/* The session's resolv.conf: its gateway, where its DNS responder is. */
+static int record_resolv(struct session *s)
+{
+	char a[ADDR_STRLEN], path[PATH_MAX], line[64];
+	struct addr gw;
+	int rc = path_fmt(path, sizeof(path), "%s/resolv.conf", s->record_dir);
+
+	addr_from_v4(&gw, s->link.gw4);
+	snprintf(line, sizeof(line), "nameserver %s\n", addr_str(&gw, a));
+	return rc ? rc : write_file(path, line, 0644);
+}
+
 /* The record directory says exactly what the session was given. It is 0711
  * so the launcher, already in the session's user namespace, can reach the
  * resolv.conf it binds; the policy itself stays 0600. */
@@ -586,7 +599,7 @@ static int session_record(struct session *s)
 	json_decref(root);
 	if (!text)
 		return -ENOMEM;
-	rc = mkdir_p(s->record_dir, 0711);
+	rc = s->record_ahead ? 0 : mkdir_p(s->record_dir, 0711);
 	if (!rc) {
 		rc = path_fmt(path, sizeof(path), "%s/policy.json", s->record_dir);
 		if (!rc)
@@ -597,17 +610,39 @@ static int session_record(struct session *s)
 		rc = write_file(path, s->config_text ? s->config_text : "{}", 0600);
 	if (!rc && !(rc = path_fmt(path, sizeof(path), "%s/request.json", s->record_dir)))
 		rc = write_json(path, s->request);
-	if (!rc && s->have_veth) {
-		struct addr gw;
-		char line[64];
-
-		addr_from_v4(&gw, s->link.gw4);
-		snprintf(line, sizeof(line), "nameserver %s\n", addr_str(&gw, a));
-		rc = path_fmt(path, sizeof(path), "%s/resolv.conf", s->record_dir);
-		if (!rc)
-			rc = write_file(path, line, 0644);
-	}
+	if (!rc && s->have_veth && !s->record_ahead)
+		rc = record_resolv(s);
 	return rc;
+}
+
+/* A prepared network's record directory, made with it: the directory, its
+ * resolv.conf whole and the files a start fills in, empty. Their inodes
+ * were a third of the agent's part of a pooled start (0.45 of 1.35 ms,
+ * uprobes, on ext4); a start now only writes into them. */
+static int session_record_ahead(struct session *n)
+{
+	static const char *const names[] = {"policy.json", "config.json", "request.json"};
+	char path[PATH_MAX];
+	int rc = mkdir_p(n->record_dir, 0711);
+
+	for (size_t i = 0; !rc && i < sizeof(names) / sizeof(names[0]); i++) {
+		int fd;
+
+		if ((rc = path_fmt(path, sizeof(path), "%s/%s", n->record_dir, names[i])))
+			break;
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0)
+			rc = -errno;
+		else
+			close(fd);
+	}
+	if (!rc && n->have_veth)
+		rc = record_resolv(n);
+	if (rc)
+		return session_fail(n, rc, "cannot make its record under %s: %s", n->record_dir,
+				    strerror(-rc));
+	n->record_ahead = true;
+	return 0;
 }
 
 /* The owner, in the policy column of state.db: an agent adopts a session
@@ -2183,6 +2218,7 @@ static bool session_net_take(struct session *s, struct session *n)
 	s->enf = n->enf;
 	n->enf = NULL;
 	s->net_prepared = true;
+	s->record_ahead = n->record_ahead;
 	session_release(n);
 	/* the paths are the same, of the same id */
 	return session_paths(s) == 0;
@@ -2462,7 +2498,8 @@ struct session *session_net_prepare(const char *config_text, const char *config_
 		snprintf(err, errlen, "sessions have no network here: nothing to prepare");
 		goto fail;
 	}
-	if ((rc = session_claim(n)) || (rc = session_cgroup(n)) || (rc = session_net_build(n))) {
+	if ((rc = session_claim(n)) || (rc = session_cgroup(n)) || (rc = session_net_build(n)) ||
+	    (rc = session_record_ahead(n))) {
 		snprintf(err, errlen, "%s", n->err);
 		session_teardown(n);
 		goto fail;

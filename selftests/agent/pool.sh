@@ -1,19 +1,20 @@
 #!/bin/bash
-# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth and address, the pool's NAT, a cgroup, and the session's maps already in the program set with its hooks and backstop attached under a config that refuses everything (mode none) until its start, holding its own id's lock, so no sweep takes it); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); a start that finds the pool empty while entries are being made takes one of those rather than making its own; --egress none takes none of them, but once asked for, sessions without network get prepared namespaces of their own (lo alone, no veth, cgroup and maps ready), taken whole and never reused, where the session still has no network; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops. Each prepared network has a launcher started ahead, waiting in its cgroup with the session's PID 1 it made ahead (none of the agent's network namespace files among that PID 1's mounts, the host keeping every one), which its session's start hands the command line and the caller's stdio to (no exec on the start), runs the session at the agent's priority and returns its status, and ends with it, or when the agent stops or is killed. While it runs it keeps its nine hooks attached to an empty cgroup of its own (no process in it), so a start never turns the kernel's hook keys on; an agent killed leaves that cgroup empty and the next one sweeps it.
+# Guarantee: errand-agent keeps sandbox.pool networks prepared ahead (each a fresh network namespace with its veth and address, the pool's NAT, a cgroup, and the session's maps already in the program set with its hooks and backstop attached under a config that refuses everything (mode none) until its start, holding its own id's lock, so no sweep takes it, and its record directory made ahead: resolv.conf whole, the files its start fills in empty); a session with a network takes one whole, is enforced in it exactly as in one of its own (the pinned host reached, a forbidden host refused), and it is never used again (gone with its session, replaced by a fresh one); a start that finds the pool empty while entries are being made takes one of those rather than making its own; --egress none takes none of them, but once asked for, sessions without network get prepared namespaces of their own (lo alone, no veth, cgroup and maps ready), taken whole and never reused, where the session still has no network; a reload that changes the address pool replaces them; one that cannot be prepared leaves nothing behind and sessions still start; sandbox.pool 0 prepares none; and the agent removes them when it stops. Each prepared network has a launcher started ahead, waiting in its cgroup with the session's PID 1 it made ahead (none of the agent's network namespace files among that PID 1's mounts, the host keeping every one), which its session's start hands the command line and the caller's stdio to (no exec on the start), runs the session at the agent's priority and returns its status, and ends with it, or when the agent stops or is killed. While it runs it keeps its nine hooks attached to an empty cgroup of its own (no process in it), so a start never turns the kernel's hook keys on; an agent killed leaves that cgroup empty and the next one sweeps it.
 # selftests-timeout: 150
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
 W_CONFIG=$(world_config pool '"pool": 2, "addressPool": "10.213.0.0/24"')
 ctl() { in_host "$ERRANDCTL" --config "$W_CONFIG" "$@"; }
-# Prepared networks: netns files with no session record, with their veth
-# (prepared_none: those without, for sessions without network).
+# Prepared networks: netns files whose record has no policy yet (made
+# ahead, empty until a start fills it in), with their veth (prepared_none:
+# those without, for sessions without network).
 prepared_all() {
 	local f id
 	for f in /run/"$W"/netns/*; do
 		[ -e "$f" ] || continue
 		id=${f##*/}
-		[ -d "$W_DIR/state/sessions/$id" ] || echo "$id"
+		[ -s "$W_DIR/state/sessions/$id/policy.json" ] || echo "$id"
 	done | sort
 }
 prepared() {
@@ -63,6 +64,13 @@ first=$(echo "$pool" | head -n 1)
 assert_match "$(veth_of "$first")" "^10\.213\.0\.[0-9]+/30$" "a prepared network has its veth with an address of the pool"
 assert_contains "$(in_host nft list tables)" "errand-pool-10.213.0.0-24" "... and the pool's NAT table"
 assert_eq "$([ -e "/run/$W/sessions/$first.lock" ] && echo held)" held "... and its id's lock"
+rec=$W_DIR/state/sessions/$first
+assert_eq "$(stat -c '%a' "$rec" 2>&1)" 711 "... and its record directory, made ahead"
+gw=$(veth_of "$first")
+assert_eq "$(cat "$rec/resolv.conf" 2>&1)" "nameserver ${gw%/30}" \
+	"... with its resolv.conf naming the gateway, its DNS responder"
+assert_eq "$(for f in policy config request; do stat -c '%s %a' "$rec/$f.json" 2>&1; done | sort -u)" "0 600" \
+	"... and the files its start fills in, empty, 0600"
 assert_eq "$(find "$W_CG/$W" -type d -name "$first" | grep -c .)" 1 "... and its cgroup"
 assert_eq "$([ -e "/sys/fs/bpf/$W/$first/config" ] && echo pinned)" pinned "... and its maps, in the program set already"
 assert_eq "$(ls "/sys/fs/bpf/$W/$first" | grep -c 'connect4\|tc_ingress')" 2 "... its hooks and backstop attached already"
@@ -114,6 +122,10 @@ assert_eq "$(result nice)" 0 "... its command at the agent's priority, not the p
 assert_eq "$(result SigIgn)" 0000000000000000 "the command ignores no signal (the agent's ignored SIGPIPE is not passed on)"
 assert_eq "$(result SigBlk)" 0000000000000000 "... and blocks none"
 assert_contains "$pool" "$sid" "it took a prepared network (its id is one of them)"
+assert_contains "$(cat "$W_DIR/state/sessions/$sid/policy.json" 2>&1)" "\"session\": \"$sid\"" \
+	"... whose record its start filled in (policy.json)"
+assert_contains "$(cat "$W_DIR/state/sessions/$sid/request.json" 2>&1)" "a.test" "... and request.json"
+assert_contains "$(cat "$W_DIR/state/sessions/$sid/config.json" 2>&1)" "10.213.0.0/24" "... and config.json"
 assert_eq "$(result pinned)" "ok hello $HOST_A:443" "in the prepared network, the pinned host is reached"
 assert_eq "$(result forbidden)" EPERM "... and a private address is refused"
 # A fresh host: the agent makes paths.bpf and loads the set at its start,

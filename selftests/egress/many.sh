@@ -18,8 +18,8 @@ agent_start || { world_finish; exit 1; }
 
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$AGENT_PID/status" 2>/dev/null; }
 # started sessions: each has its record's policy; the agent's prepared pool
-# entries (links attached already) have none yet
-sessions_live() { find "$W_DIR/state/sessions" -mindepth 2 -maxdepth 2 -name policy.json 2>/dev/null | wc -l; }
+# entries (links attached already) have the file made ahead, still empty
+sessions_live() { find "$W_DIR/state/sessions" -mindepth 2 -maxdepth 2 -name policy.json -size +0 2>/dev/null | wc -l; }
 probed() { grep -l '^other=' "$W_DIR"/many*.out 2>/dev/null | wc -l; }
 # sessions that probed or ended without
 settled() { for i in $(seq 1 "$N"); do grep -q '^other=' "$W_DIR/many$i.out" 2>/dev/null || [ -e "$W_DIR/many$i.rc" ] && echo; done | wc -l; }
