@@ -19,6 +19,10 @@ assert_eq "$(sets)" "$own " "... which it loaded no second time"
 
 # Session A as an older build would have left it: its set under another
 # hash, its config naming that hash. A set nobody uses lies beside it.
+# The session before's teardown (errandctl's child, after its status)
+# is done first: renamed under it, its set's pins were not where it took
+# its key out (the key then stayed in the renamed set's tc_sess).
+teardown_wait
 old=00000000000000aa
 mv "$P/$own" "$P/$old"
 cur=$(bpftool -j map lookup pinned "/sys/fs/bpf/$W/$A/config" key 0 0 0 0)

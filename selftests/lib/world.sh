@@ -129,6 +129,8 @@
 #   agent_kill9                    kill -9 of the agent (its sessions run on)
 #   agent_stop                     SIGTERM, and waits for it to end
 #   agent_sock                     prints the agent's socket path
+#   teardown_wait                  until no errand-teardown child (errandctl's,
+#                                  after it returned) of this world is left
 #   leftovers                      prints errand objects of this world that
 #                                  remain (netns files, cgroups, bpffs dirs,
 #                                  eh* links, errand-* nft tables); empty = none
@@ -864,10 +866,11 @@ pool_ready() {
 	return 1
 }
 
-leftovers() {
-	local f p n=0 busy=1
-	# errandctl hands CMD's status back first and removes the session in a
-	# child (errand-teardown): what is left is what remains after it.
+# errandctl hands CMD's status back first and removes the session in a
+# child (errand-teardown): teardown_wait waits (15 s at most) until no
+# such child of this world is left.
+teardown_wait() {
+	local p n=0 busy=1
 	while [ -n "$busy" ] && [ $n -lt 300 ]; do
 		busy=
 		for p in $(pgrep -x errand-teardown); do
@@ -876,6 +879,12 @@ leftovers() {
 		[ -n "$busy" ] && sleep 0.05
 		n=$((n + 1))
 	done
+}
+
+leftovers() {
+	local f
+	# what is left is what remains after the teardowns
+	teardown_wait
 	for f in /run/"$W"/netns/*; do
 		[ -e "$f" ] && echo "netns file $f"
 	done
