@@ -1,8 +1,9 @@
 /* The session's root, built by its PID 1 inside its user and mount
  * namespaces: a tmpfs holding the host's system directories (or an image's
  * entries) read-only, the project, state and policy paths, a fresh /proc, a
- * minimal /dev, sized tmpfs on /tmp and /dev/shm; then pivot_root into it and
- * detach the host's root, so nothing else of the host is reachable at all.
+ * minimal /dev, sized tmpfs on /tmp and /dev/shm; then the host's root
+ * detached and the new one entered, so nothing else of the host is reachable
+ * at all.
  * Landlock (landlock.c) is the second wall, over the same paths. */
 #include <dirent.h>
 #include <errno.h>
@@ -21,8 +22,9 @@
 #include "lib/log.h"
 #include "lib/util.h"
 
-/* The scaffolding, after bubblewrap: a tmpfs on /tmp becomes the root for a
- * moment, with the host's root below it at OLD and the session's at NEW. */
+/* The scaffolding, after bubblewrap: a tmpfs on /tmp becomes the root (a
+ * pivot made ahead, see session_init_ahead), with the host's root below it at
+ * OLD and the session's at NEW. */
 #define STAGE "/tmp"
 #define OLD "/oldroot"
 #define NEW "/newroot"
@@ -501,19 +503,39 @@ static int stage(void)
 	return tmpfs(NEW, 0755, ROOT_SIZE, 0);
 }
 
-/* Into the new root; the old one, the host's, is detached whole. */
+/* Into the new root, without pivot_root: it looks at every task of the host
+ * for those whose root or cwd is the old root (a millisecond and more of a
+ * start with a thousand sessions running), and only this one is in it. The
+ * host's root is detached whole first; the new root is moved over the
+ * staging tmpfs and entered with chroot. A mount over its parent's own root
+ * is climbed past, so '..' at the session's root, chrooted or not, stays
+ * there (launcher/view); the tmpfs below, reached by no path, is left empty
+ * and read-only all the same. */
 static int enter(void)
 {
+	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+	cleanup_close int stage = -1;
+
 	if (set_attr(NEW, 0, MOUNT_ATTR_RDONLY) < 0)
 		return -errno;
+	if (umount2(OLD, MNT_DETACH) < 0)
+		return fail("detach", "the host's root");
+	if (rmdir(OLD) < 0)
+		return fail("remove", OLD);
+	if ((stage = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return fail("open", "the staging root");
 	if (chdir(NEW) < 0)
 		return fail("change to", NEW);
-	if (syscall(SYS_pivot_root, ".", ".") < 0)
-		return fail("pivot_root into", "the session's root");
-	if (umount2(".", MNT_DETACH) < 0)
-		return fail("detach", "the host's root");
+	if (mount(".", "/", NULL, MS_MOVE, NULL) < 0)
+		return fail("move the session's root onto", "/");
+	if (chroot(".") < 0)
+		return fail("enter", "the session's root");
 	if (chdir("/") < 0)
 		return fail("change to", "/");
+	if (unlinkat(stage, NEW + 1, AT_REMOVEDIR) < 0)
+		return fail("remove", NEW);
+	if (mount_setattr(stage, "", AT_EMPTY_PATH, &ro, sizeof(ro)) < 0)
+		return fail("make read-only", "the staging root");
 	return 0;
 }
 

@@ -113,19 +113,28 @@ assert_eq "$(grep -c " /oldroot/run/$W/netns/" "/proc/$pid1/mountinfo")" 0 "... 
 assert_eq "$(grep -c " /run/$W/netns/$first " /proc/self/mountinfo)" 1 "control: the host still has the prepared network's namespace file mounted"
 assert_eq "$(readlink "/proc/$launcher/ns/mnt")" "$(readlink "/proc/$AGENT_PID/ns/mnt")" "... and the launcher is back in the agent's mount namespace"
 
-errand_run --pin "a.test=$HOST_A:443" --egress a.test:443 -- sh -c \
-	"echo sid=\$ERRAND_SESSION; echo nice=\$(cut -d' ' -f19 /proc/self/stat); sed -En 's/^(SigIgn|SigBlk):[[:space:]]*/\\1=/p' /proc/self/status; $(probe_script pinned "tcp $HOST_A 443" forbidden "tcp $HOST_PRIV 80")"
-sid=$(result sid)
+# The session waits, once it has said what it found, for the record to be
+# read: the agent removes the record with the session, after errandctl
+# returned.
+errand_start --pin "a.test=$HOST_A:443" --egress a.test:443 -- sh -c \
+	"echo sid=\$ERRAND_SESSION; echo nice=\$(cut -d' ' -f19 /proc/self/stat); sed -En 's/^(SigIgn|SigBlk):[[:space:]]*/\\1=/p' /proc/self/status; $(probe_script pinned "tcp $HOST_A 443" forbidden "tcp $HOST_PRIV 80") $(bg_wait_sh)"
+sid=$SESSION
+bg_wait '^waiting=1'
+assert_contains "$(cat "$W_DIR/state/sessions/$sid/policy.json" 2>&1)" "\"session\": \"$sid\"" \
+	"the session's start filled in the record made ahead (policy.json)"
+assert_contains "$(cat "$W_DIR/state/sessions/$sid/request.json" 2>&1)" "a.test" "... and request.json"
+assert_contains "$(cat "$W_DIR/state/sessions/$sid/config.json" 2>&1)" "10.213.0.0/24" "... and config.json"
+bg_go
+wait "$BG_PID"
+RUN_RC=$?
+BG_PID=
+RUN_OUT=$BG_OUT
 assert_eq "$RUN_RC" 0 "a session starts through the agent"
 assert_eq "$(result nice)" 0 "... its command at the agent's priority, not the pool's (nice 10) its PID 1 was made at"
 # The agent ignores SIGPIPE; its launcher waited with that reset ahead.
 assert_eq "$(result SigIgn)" 0000000000000000 "the command ignores no signal (the agent's ignored SIGPIPE is not passed on)"
 assert_eq "$(result SigBlk)" 0000000000000000 "... and blocks none"
 assert_contains "$pool" "$sid" "it took a prepared network (its id is one of them)"
-assert_contains "$(cat "$W_DIR/state/sessions/$sid/policy.json" 2>&1)" "\"session\": \"$sid\"" \
-	"... whose record its start filled in (policy.json)"
-assert_contains "$(cat "$W_DIR/state/sessions/$sid/request.json" 2>&1)" "a.test" "... and request.json"
-assert_contains "$(cat "$W_DIR/state/sessions/$sid/config.json" 2>&1)" "10.213.0.0/24" "... and config.json"
 assert_eq "$(result pinned)" "ok hello $HOST_A:443" "in the prepared network, the pinned host is reached"
 assert_eq "$(result forbidden)" EPERM "... and a private address is refused"
 # A fresh host: the agent makes paths.bpf and loads the set at its start,
