@@ -854,10 +854,11 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 	rc = upstream_check(cfg, err, errlen);
 	if (rc)
 		goto fail;
-	/* The worker starts at the session's first turn in the loop, once its
-	 * launcher runs: its exec and start (the agent's binary, a couple of
-	 * milliseconds of CPU) no longer hold the launcher's exec back nor take
-	 * a CPU from it. A query sent before then waits in the bound socket. */
+	/* The worker starts when the session first asks (a datagram or a
+	 * connection waiting on one of the bound sockets, which it then reads):
+	 * its exec and start, the agent's binary and a millisecond and a half
+	 * of CPU, are not a start's, and a session that never resolves a name
+	 * (a build step, a command without network) never has one. */
 	r->respawn_ns = 0;
 	return r;
 fail:
@@ -942,6 +943,14 @@ void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, 
 	if (r->chan >= 0) {
 		if (*n < max)
 			fds[(*n)++] = (struct pollfd){.fd = r->chan, .events = POLLIN};
+		return;
+	}
+	/* No worker yet: the agent only waits for the session's first query,
+	 * and reads none of it. */
+	if (!r->started) {
+		for (int k = 0; k < DNS_SOCKS; k++)
+			if (r->listen[k] >= 0 && *n < max)
+				fds[(*n)++] = (struct pollfd){.fd = r->listen[k], .events = POLLIN};
 		return;
 	}
 	uint64_t now = boottime_ns();
@@ -1114,6 +1123,16 @@ static void chan_process(struct dns_responder *r)
 	}
 }
 
+/* A query waits on one of the bound sockets. */
+static bool asked(const struct dns_responder *r, const struct pollfd *fds, int n)
+{
+	for (int j = 0; j < n; j++)
+		for (int k = 0; k < DNS_SOCKS; k++)
+			if (r->listen[k] >= 0 && fds[j].fd == r->listen[k] && fds[j].revents)
+				return true;
+	return false;
+}
+
 void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, int n)
 {
 	char err[256];
@@ -1123,6 +1142,8 @@ void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, in
 	for (int j = 0; j < n && r->chan >= 0; j++)
 		if (fds[j].fd == r->chan && fds[j].revents)
 			chan_process(r);
+	if (r->chan < 0 && !r->started && !asked(r, fds, n))
+		return;
 	if (r->chan < 0 && boottime_ns() >= r->respawn_ns) {
 		if (worker_spawn(r, err, sizeof(err))) {
 			r->respawn_ns = boottime_ns() + (uint64_t)DNS_RESPAWN_MAX_MS * 1000000ull;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a session's DNS is parsed, answered and resolved upstream by a worker process of its own (the agent's binary exec'd again, sharing none of the agent's memory), running as errand-dns with no capabilities, no_new_privs, a seccomp filter and no descriptor but sockets; a fully compromised worker (its channel to the agent taken over) gets programmed only what the session's policy admits: a name the session may not resolve, a forbidden address (10.x, 169.254.169.254, v4-mapped in AAAA, a pinned one), the host's own address or the gateway, more addresses than dns.maxAddresses, more names than dns.maxWildcardNames, a flag, or a malformed message are refused (the last ends the worker), and a pinned entry is never overwritten; while no worker runs the session's DNS gets no answer, the agent starts a new one, and a worker dies with its agent.
+# Guarantee: a session's DNS is parsed, answered and resolved upstream by a worker process of its own (the agent's binary exec'd again, sharing none of the agent's memory), running as errand-dns with no capabilities, no_new_privs, a seccomp filter and no descriptor but sockets, started at the session's first query (none before); a fully compromised worker (its channel to the agent taken over) gets programmed only what the session's policy admits: a name the session may not resolve, a forbidden address (10.x, 169.254.169.254, v4-mapped in AAAA, a pinned one), the host's own address or the gateway, more addresses than dns.maxAddresses, more names than dns.maxWildcardNames, a flag, or a malformed message are refused (the last ends the worker), and a pinned entry is never overwritten; while no worker runs the session's DNS gets no answer, the agent starts a new one, and a worker dies with its agent.
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/../lib/world.sh"
@@ -28,13 +28,18 @@ dead() { case $(awk '/^State:/ { print $2 }' "/proc/$1/status" 2>/dev/null) in "
 show() { "$ERRANDCTL" --config "$W_CONFIG" show "$SESSION" 2>&1; }
 
 errand_start --egress api.test --egress '*.wild.test' --egress pub.test --pin "pub.test=$PIN" \
-	--egress pin10.test --pin "pin10.test=$PIN10" -- sh -c "$(session_ns_sh)"'echo "ns=$NS"; P='"$PROBE"'
+	--egress pin10.test --pin "pin10.test=$PIN10" -- sh -c "$(bg_wait_sh)$(session_ns_sh)"'echo "ns=$NS"; P='"$PROBE"'
 while :; do
 	echo "udp=$($P dns $NS api.test --timeout 1 2>&1 | tail -n 1)"
 	echo "b=$($P tcp '"$HOST_B"' 443 --timeout 1 2>&1 | tail -n 1)"
 	echo round
 	sleep 0.2
 done' || exit 1
+# Until the session's first query, no worker: a session that never resolves
+# a name has none.
+bg_wait '^waiting=1' && sleep 0.5
+assert_eq "$(worker_of "$AGENT_PID" | wc -l)" 0 "no DNS worker runs for a session that has not asked yet"
+bg_go
 bg_rounds 1 20
 GW=$(bg_result ns)
 assert_match "$(bg_result udp)" "^answer NOERROR addrs=$HOST_A " "control: the session's DNS is answered"
