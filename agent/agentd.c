@@ -543,8 +543,13 @@ static struct session *pool_take(void *arg, bool none)
 	until = a->pool_filled[none] + a->pool_filling[none];
 	while (!a->n_pool[none] && (int)(until - a->pool_filled[none]) > 0)
 		pthread_cond_wait(&a->pool_changed, &a->pool_lock);
-	if (a->n_pool[none])
-		net = a->pool[none][--a->n_pool[none]];
+	/* The oldest: its maps' insertions into the program set, which return
+	 * a grace period after they took effect, are the likeliest over. */
+	if (a->n_pool[none]) {
+		net = a->pool[none][0];
+		memmove(a->pool[none], a->pool[none] + 1,
+			--a->n_pool[none] * sizeof(a->pool[none][0]));
+	}
 	pthread_mutex_unlock(&a->pool_lock);
 	return net;
 }

@@ -59,6 +59,10 @@ struct enforce {
 	uint64_t set_hash;
 	unsigned set_gen; /* set_gen when prepared */
 	int fd[I_MAX_PREPARED];
+	/* A prepared session's insertions into the set, under way: each
+	 * returns a grace period after it took effect (outer_start). Waited
+	 * for before the maps are attached, unpinned or closed. */
+	struct outer_batch *inserts;
 };
 
 #define ENFORCE_FULL_RECHECK_NS 1000000000ull
@@ -697,19 +701,23 @@ static int on_event(void *ctx, void *data, size_t size)
 /* An update or delete of a map-in-map returns only after an RCU grace period
  * (the kernel waits for programs that may still use the old value): one
  * after another, a session's eleven cost 100 ms and more. Each in a thread
- * of its own (kept in outer_workers between sessions), the waits overlap. */
-struct outer_batch {
-	pthread_mutex_t mu;
-	pthread_cond_t done;
-	size_t pending;
-};
-
+ * of its own (kept in outer_workers between sessions), the waits overlap. A
+ * batch holds the ops and the descriptors they name until outer_wait. */
 struct outer_op {
 	int map;
 	__u64 key;
 	int value; /* an inner map's fd; -1: delete the key */
 	int rc;
 	struct outer_batch *batch;
+};
+
+struct outer_batch {
+	pthread_mutex_t mu;
+	pthread_cond_t done;
+	size_t pending;
+	size_t n;
+	struct outer_op ops[I_MAX];
+	bool close_maps; /* the ops' map descriptors are the batch's to close */
 };
 
 static void outer_op_run(struct outer_op *op)
@@ -743,33 +751,72 @@ static void outer_op_task(void *arg)
 #define OUTER_OP_STACK (64 * 1024)
 static struct workers outer_workers = WORKERS_INIT(OUTER_OP_STACK, 4 * I_MAX);
 
+static void outer_start(struct outer_batch *b, const struct outer_op *ops, size_t n)
+{
+	pthread_mutex_init(&b->mu, NULL);
+	pthread_cond_init(&b->done, NULL);
+	b->n = n < I_MAX ? n : I_MAX;
+	b->pending = 1;
+	for (size_t i = 0; i < b->n; i++) {
+		b->ops[i] = ops[i];
+		b->ops[i].batch = b;
+		pthread_mutex_lock(&b->mu);
+		b->pending++;
+		pthread_mutex_unlock(&b->mu);
+		/* No thread for it: done here, as the last resort. */
+		if (workers_run(&outer_workers, outer_op_task, &b->ops[i]))
+			outer_op_task(&b->ops[i]);
+	}
+	pthread_mutex_lock(&b->mu);
+	b->pending--;
+	pthread_mutex_unlock(&b->mu);
+}
+
 /* 0, or the first op's error (its index in *failed). */
+static int outer_wait(struct outer_batch *b, size_t *failed)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&b->mu);
+	while (b->pending)
+		pthread_cond_wait(&b->done, &b->mu);
+	pthread_mutex_unlock(&b->mu);
+	pthread_cond_destroy(&b->done);
+	pthread_mutex_destroy(&b->mu);
+	for (size_t i = 0; i < b->n; i++) {
+		if (b->ops[i].rc && !rc) {
+			*failed = i;
+			rc = b->ops[i].rc;
+		}
+		if (b->close_maps)
+			close(b->ops[i].map);
+	}
+	return rc;
+}
+
 static int outer_ops(struct outer_op *ops, size_t n, size_t *failed)
 {
-	struct outer_batch b = {
-		.mu = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER, .pending = 1};
+	struct outer_batch b = {};
 
-	n = n < I_MAX ? n : I_MAX;
-	for (size_t i = 0; i < n; i++) {
-		ops[i].batch = &b;
-		pthread_mutex_lock(&b.mu);
-		b.pending++;
-		pthread_mutex_unlock(&b.mu);
-		/* No thread for it: done here, as the last resort. */
-		if (workers_run(&outer_workers, outer_op_task, &ops[i]))
-			outer_op_task(&ops[i]);
-	}
-	pthread_mutex_lock(&b.mu);
-	b.pending--;
-	while (b.pending)
-		pthread_cond_wait(&b.done, &b.mu);
-	pthread_mutex_unlock(&b.mu);
-	for (size_t i = 0; i < n; i++)
-		if (ops[i].rc) {
-			*failed = i;
-			return ops[i].rc;
-		}
-	return 0;
+	outer_start(&b, ops, n);
+	return outer_wait(&b, failed);
+}
+
+/* The prepared session's insertions done: 0, or why one failed. */
+static int inserts_wait(struct enforce *e, char *err, size_t errlen)
+{
+	size_t bad = 0;
+	int rc;
+
+	if (!e->inserts)
+		return 0;
+	rc = outer_wait(e->inserts, &bad);
+	if (rc)
+		snprintf(err, errlen, "cannot add the session to the %s map: %s",
+			 inners[bad].outer, strerror(-rc));
+	free(e->inserts);
+	e->inserts = NULL;
+	return rc;
 }
 
 /* <paths.bpf> from <paths.bpf>/<id>. */
@@ -852,7 +899,7 @@ static int prepare_veth_locked(struct enforce *e, const struct progset *ps,
  * meanwhile, so a set replaced in between is never written through a
  * closed descriptor. No program runs for the session yet: no link is
  * attached to its cgroup nor to its veth. */
-static int prepare_locked(struct enforce *e, const struct enforce_params *p, char *err,
+static int prepare_locked(struct enforce *e, const struct enforce_params *p, bool wait, char *err,
 			  size_t errlen)
 {
 	char bpf_dir[PATH_MAX], path[PATH_MAX];
@@ -908,20 +955,27 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, cha
 			snprintf(err, errlen, "cannot pin map %s: %s", path, strerror(-rc));
 		}
 	}
-	/* Into the set under the session's key, all at once. */
+	/* Into the set under the session's key, all at once; the batch closes
+	 * the set's maps held for it. A prepared network does not wait for
+	 * the grace periods: its start does, if they are not over yet. */
+	if (!rc && !(e->inserts = calloc(1, sizeof(*e->inserts)))) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+	}
 	if (!rc) {
 		struct outer_op ops[I_MAX];
-		size_t bad = 0;
 
 		for (int i = 0; i < I_MAX; i++)
 			ops[i] = (struct outer_op){.map = outer[i], .key = key, .value = e->fd[i]};
-		if ((rc = outer_ops(ops, I_MAX, &bad)))
-			snprintf(err, errlen, "cannot add the session to the %s map: %s",
-				 inners[bad].outer, strerror(-rc));
+		e->inserts->close_maps = true;
+		outer_start(e->inserts, ops, I_MAX);
+		if (wait)
+			rc = inserts_wait(e, err, errlen);
+	} else {
+		for (int i = 0; i < I_MAX; i++)
+			if (outer[i] >= 0)
+				close(outer[i]);
 	}
-	for (int i = 0; i < I_MAX; i++)
-		if (outer[i] >= 0)
-			close(outer[i]);
 	pthread_mutex_lock(&set_lock);
 	if (!rc && e->set_gen != set_gen)
 		rc = set_replaced(bpf_dir, err, errlen);
@@ -1005,9 +1059,12 @@ struct enforce *enforce_prepare(const struct enforce_params *p, char *err, size_
 	}
 	enforce_init(e);
 	pthread_mutex_lock(&set_lock);
-	rc = prepare_locked(e, p, err, errlen);
+	rc = prepare_locked(e, p, false, err, errlen);
 	pthread_mutex_unlock(&set_lock);
 	if (rc) {
+		char ignored[8];
+
+		inserts_wait(e, ignored, sizeof(ignored)); /* before the keys are taken out */
 		enforce_unpin(p->pin_dir);
 		enforce_free(e);
 		errno = -rc;
@@ -1052,10 +1109,11 @@ struct enforce *enforce_attach(const struct enforce_params *p, struct enforce *p
 			       size_t errlen)
 {
 	struct enforce *e = prepared;
-	int rc = 0;
+	int rc = e ? inserts_wait(e, err, errlen) : 0;
 
 	pthread_mutex_lock(&set_lock);
-	if (e && !prepared_current(e, p->pin_dir)) {
+	if (e && (rc || !prepared_current(e, p->pin_dir))) {
+		rc = 0;
 		enforce_unpin(p->pin_dir);
 		enforce_free(e);
 		e = NULL;
@@ -1069,7 +1127,7 @@ struct enforce *enforce_attach(const struct enforce_params *p, struct enforce *p
 			return NULL;
 		}
 		enforce_init(e);
-		rc = prepare_locked(e, p, err, errlen);
+		rc = prepare_locked(e, p, true, err, errlen);
 	}
 	if (!rc)
 		rc = attach_locked(e, p, err, errlen);
@@ -1248,8 +1306,11 @@ int enforce_events_suppressed(struct enforce *e, const char *pin_dir, uint64_t *
 
 void enforce_free(struct enforce *e)
 {
+	char ignored[8];
+
 	if (!e)
 		return;
+	inserts_wait(e, ignored, sizeof(ignored)); /* its maps are still named there */
 	ring_buffer__free(e->rb);
 	if (e->allow_fd >= 0)
 		close(e->allow_fd);
