@@ -611,6 +611,7 @@ static void start_work(void *arg)
 	struct start_job *j = arg;
 
 	j->p.say = open_memstream(&j->said, &j->said_len);
+	j->p.say_buf = j->p.say ? &j->said : NULL;
 	j->s = session_start(&j->p, j->err, sizeof(j->err));
 	if (j->p.say)
 		fclose(j->p.say);
@@ -655,38 +656,6 @@ static void said_log(const char *id, const char *said)
 		free(shown);
 		l += n + !!l[n];
 	}
-}
-
-/* A start's statements as the lines run-started carries, each escaped as
- * the client shows it (printable ASCII: its JSON at most twice its length),
- * up to CONTROL_SAID_MAX. */
-static json_t *said_lines(const char *said)
-{
-	json_t *lines = json_array();
-	size_t total = 0, more = 0;
-
-	for (const char *l = said; lines && l && *l;) {
-		size_t n = strcspn(l, "\n");
-		char *shown = n ? malloc(ESC_LEN(n)) : NULL;
-
-		if (shown) {
-			size_t len = strlen(esc_textn(l, n, shown, ESC_LEN(n)));
-
-			if (total + 2 * len + 4 > CONTROL_SAID_MAX) {
-				more++;
-			} else {
-				total += 2 * len + 4;
-				json_array_append_new(lines, json_string(shown));
-			}
-		}
-		free(shown);
-		l += n + !!l[n];
-	}
-	if (lines && more)
-		json_array_append_new(lines, json_sprintf("errand: and %zu more lines this start "
-							  "said, in errand-agent's log",
-							  more));
-	return lines;
 }
 
 static void start_done(void *arg)
@@ -738,8 +707,9 @@ static void start_done(void *arg)
 	/* Relayed: its end comes here only once the caller has all its output,
 	 * and the client waits for run-exit instead of the launcher's file. */
 	relayed = served && session_output_relayed(s);
-	started = json_pack("{s:s,s:b,s:o}", "session", session_id(s), "relayed", relayed, "said",
-			    said_lines(j->said));
+	/* The statements are not in it: its command's stderr had them first
+	 * (session_params.say_buf). */
+	started = json_pack("{s:s,s:b}", "session", session_id(s), "relayed", relayed);
 	fds[0] = session_pidfd(s);
 	/* The status pipe, when the status need not wait for relayed output. */
 	fds[1] = session_take_status(s);

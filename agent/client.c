@@ -165,7 +165,6 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 {
 	const int stdio[3] = {0, 1, 2};
 	struct control_msg m = {};
-	json_t *said;
 	char err[512], id[CONTROL_ID_MAX + 1], shown[ESC_LEN(1024)];
 	int fds[CONTROL_FDS_MAX], nfds = 0, pidfd = -1, status_fd = -1, sfd, status;
 	struct timeval none = {}, start = {.tv_sec = RUN_START_TIMEOUT_S};
@@ -201,13 +200,6 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 		status_fd = fds[1];
 	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(m.payload, "session")));
 	relayed = json_is_true(json_object_get(m.payload, "relayed"));
-	/* What the start said (gaps, grants, rules, weakened guarantees), as an
-	 * embedded start says it. */
-	said = json_object_get(m.payload, "said");
-	for (size_t i = 0; i < json_array_size(said); i++) {
-		esc_fputs(json_string_value(json_array_get(said, i)), stderr);
-		fputc('\n', stderr);
-	}
 	control_msg_free(&m);
 	/* The session may run for days: no read timeout from here on. */
 	setsockopt(ac->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));

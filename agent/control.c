@@ -91,7 +91,6 @@ static const struct member error_members[] = {{"error", M_LINE, true, 0, 0}, {0}
 static const struct member started_members[] = {
 	{"session", M_ID, true, 0, 0},
 	{"relayed", M_BOOL, false, 0, 0},
-	{"said", M_STRINGS, false, 0, 0},
 	{0},
 };
 static const struct member exit_members[] = {

@@ -97,10 +97,6 @@ int control_read(int fd, struct control_msg *out, char *err, size_t errlen);
  * itself without blocking. */
 int control_header(const uint8_t hdr[CONTROL_HEADER_LEN], uint16_t *type, uint32_t *length,
 		   char *err, size_t errlen);
-/* What run-started's said lines may take of its 64 KiB, their JSON
- * included: a start that said more sends this much and a line saying how
- * many more the agent's log has. */
-#define CONTROL_SAID_MAX (48 * 1024)
 /* Descriptors passed along a frame (SCM_RIGHTS): the command's stdin,
  * stdout and stderr with run; the launcher's pidfd with run-started. */
 #define CONTROL_FDS_MAX 3

@@ -77,6 +77,7 @@ struct session {
 	const struct errand_config *cfg; /* &config */
 	bool have_config;
 	char *config_text;   /* what config was parsed from, kept in the record */
+	char *said;	     /* the start's statements, for the launcher (--say); lines */
 	json_t *request;     /* the run request */
 	json_t *gaps;	     /* what this host did not enforce when it started */
 	const char *project; /* in request */
@@ -793,6 +794,7 @@ static void session_release(struct session *s)
 	strv_free(s->broker_env);
 	strv_free(s->secret_env);
 	free(s->config_text);
+	free(s->said);
 	free(s);
 }
 
@@ -1309,6 +1311,16 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 			return -ENAMETOOLONG;
 		args[n++] = "--ca-bundle";
 		args[n++] = bundle;
+	}
+	for (char *l = s->said, *nl; l && *l; l = nl) {
+		if ((nl = strchr(l, '\n')))
+			*nl++ = '\0';
+		if (n + 2 >= LAUNCH_ARGS_MAX - 4)
+			return session_fail(s, -E2BIG, "session %s: too much to say of it", s->id);
+		args[n++] = "--say";
+		args[n++] = l;
+		if (!nl)
+			break;
 	}
 	/* Confinement first: the session's own --env come after and win. */
 	rc = confine_launch_args(s->cfg, s->project, state, args, &n, LAUNCH_ARGS_MAX - 4,
@@ -2570,6 +2582,12 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 	warn_weakened(s->cfg, say);
 	if (session_keys_check(s, say, err, errlen)) {
 		log_warnx("%s", err);
+		goto fail;
+	}
+	/* All said: the command's stderr gets it first. */
+	if (p->say_buf && !fflush(say) && *p->say_buf && **p->say_buf &&
+	    !(s->said = strdup(*p->say_buf))) {
+		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
 	if (secrets_check(s->cfg, err, errlen)) {

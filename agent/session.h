@@ -31,6 +31,11 @@ struct session_params {
 	 * weakened guarantees, or why it was refused): the caller's stderr, or
 	 * what the agent relays to its client. NULL: this process's stderr. */
 	FILE *say;
+	/* say's buffer (open_memstream's), or NULL: read once the start has
+	 * said everything and handed to the launcher, whose command's stderr
+	 * gets the lines before the command's own. Whoever relays say to the
+	 * caller then leaves them out of a start that succeeded. */
+	char *const *say_buf;
 	struct state *st;	 /* state.db, where the session is recorded; may be NULL */
 	/* A network prepared ahead (session_net_prepare), of the kind asked
 	 * for (none: a session without network, --egress none), from the

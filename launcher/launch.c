@@ -62,6 +62,7 @@ enum opt {
 	OPT_RULE_ALLOW,
 	OPT_MASK,
 	OPT_STATUS_FD,
+	OPT_SAY,
 };
 
 enum opt_kind {
@@ -118,6 +119,8 @@ static const struct {
 	[OPT_STATUS_FD] = {"--status-fd", "FD",
 			   "a pipe for the exit status once the session's processes have ended",
 			   NUMBER},
+	[OPT_SAY] = {"--say", "LINE", "a line the command's stderr gets before the command runs",
+		     MULTI},
 };
 
 #define HOSTNAME_MAX 64 /* the kernel's limit for sethostname() */
@@ -323,6 +326,8 @@ static struct launch_list *list_of(struct launch_args *a, int o)
 		return &a->rule_allow;
 	case OPT_MASK:
 		return &a->mask;
+	case OPT_SAY:
+		return &a->say;
 	}
 	return NULL;
 }
@@ -342,7 +347,8 @@ static int parse_args(int argc, char **argv, struct launch_args *a)
 	const char *val[ARRAY_SIZE(opts)] = {NULL};
 	struct launch_list *lists[] = {&a->env,		&a->policy_read, &a->policy_write,
 				       &a->policy_exec, &a->path_extra,	 &a->block,
-				       &a->hold,	&a->rule_allow,	 &a->mask};
+				       &a->hold,	&a->rule_allow,	 &a->mask,
+				       &a->say};
 	uint64_t num[ARRAY_SIZE(opts)] = {0};
 	bool dashdash = false;
 	char **block;

@@ -71,6 +71,10 @@ struct launch_args {
 	struct launch_list mask; /* --mask PATH: hidden wherever a grant reaches it */
 	struct launch_list hold; /* --hold-fd FD: sockets held while the session runs, and
 				  * never passed to it (the session's DNS sockets) */
+	/* --say LINE: what errand says of the session (its gaps, weakened
+	 * guarantees), written escaped to the command's stderr by the process
+	 * about to exec it, so the command's own lines come after */
+	struct launch_list say;
 
 	/* --requester UID: who asked for the session; default the caller. */
 	uid_t requester;
