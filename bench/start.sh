@@ -8,7 +8,10 @@
 # hyperfine run. All run from the world's agent namespace, so each pays the
 # same nsenter. RUNS tunes it; PAUSE=SECONDS waits that long before each
 # run, so the agent's refill and teardown of the run before are done (back
-# to back, the default, each start shares two CPUs with them).
+# to back, the default, each start shares two CPUs with them). Each arm
+# begins a second after the last one's runs, once their teardowns are done:
+# bwrap binds the whole mount tree, and a namespace file of the embedded
+# arm's last session unmounted meanwhile failed its run.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -39,7 +42,7 @@ for _ in $(seq 1 100); do
 	sleep 0.05
 done
 in_ns() { echo "nsenter --net=/run/netns/$W-$1"; }
-hyperfine -N ${HF_ARGS:-} ${PAUSE:+--prepare "sleep $PAUSE"} --warmup 3 --runs "$RUNS" --export-markdown "$W_DIR/start.md" \
+hyperfine -N ${HF_ARGS:-} ${PAUSE:+--prepare "sleep $PAUSE"} --cleanup "sleep 1" --warmup 3 --runs "$RUNS" --export-markdown "$W_DIR/start.md" \
 	-n "errandctl run -- /bin/true (agent, pool)" "$(in_ns host) $ERRANDCTL run --config $pool_cfg -- /bin/true" \
 	-n "errandctl run -- /bin/true (agent, no pool)" "$(in_ns np) $ERRANDCTL run --config $nopool_cfg -- /bin/true" \
 	-n "errandctl run --egress none -- /bin/true (agent)" "$(in_ns host) $ERRANDCTL run --config $pool_cfg --egress none -- /bin/true" \
