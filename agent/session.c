@@ -1316,7 +1316,10 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		if ((nl = strchr(l, '\n')))
 			*nl++ = '\0';
 		if (n + 2 >= LAUNCH_ARGS_MAX - 4)
-			return session_fail(s, -E2BIG, "session %s: too much to say of it", s->id);
+			return session_fail(s, -E2BIG,
+					    "session %s: what its start states does not fit on the "
+					    "launcher's command line; set fewer names in sandbox.env",
+					    s->id);
 		args[n++] = "--say";
 		args[n++] = l;
 		if (!nl)
