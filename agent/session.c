@@ -639,6 +639,11 @@ static int session_record_ahead(struct session *n)
 	}
 	if (!rc && n->have_veth)
 		rc = record_resolv(n);
+	/* Its state directory, the session's own, which the launcher finds
+	 * made (a directory fewer on the start's path). */
+	if (!rc && !(rc = path_fmt(path, sizeof(path), "%s/work", n->record_dir)) &&
+	    (mkdir(path, 0700) || chown(path, n->cfg->uid, n->cfg->gid)))
+		rc = -errno;
 	if (rc)
 		return session_fail(n, rc, "cannot make its record under %s: %s", n->record_dir,
 				    strerror(-rc));
