@@ -674,7 +674,8 @@ static void start_done(void *arg)
 	for (int i = 0; i < 3; i++)
 		close(j->stdio[i]);
 	c->starting = false;
-	/* In the log as they were said, and to the client with its start. */
+	/* In the log as they were said (the client's command had them on its
+	 * stderr from the launcher). */
 	said_log(s ? session_id(s) : NULL, j->said);
 	if (!s) {
 		if (c->gone) {

@@ -1317,9 +1317,11 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		args[n++] = "--ca-bundle";
 		args[n++] = bundle;
 	}
-	for (char *l = s->said, *nl; l && *l; l = nl) {
+	for (char *l = s->said, *nl; l; l = nl) {
 		if ((nl = strchr(l, '\n')))
 			*nl++ = '\0';
+		if (!*l)
+			continue;
 		if (n + 2 >= LAUNCH_ARGS_MAX - 4)
 			return session_fail(s, -E2BIG,
 					    "session %s: what its start states does not fit on the "
@@ -1327,8 +1329,6 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 					    s->id);
 		args[n++] = "--say";
 		args[n++] = l;
-		if (!nl)
-			break;
 	}
 	/* Confinement first: the session's own --env come after and win. */
 	rc = confine_launch_args(s->cfg, s->project, state, args, &n, LAUNCH_ARGS_MAX - 4,
@@ -2593,8 +2593,7 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 		goto fail;
 	}
 	/* All said: the command's stderr gets it first. */
-	if (p->say_buf && !fflush(say) && *p->say_buf && **p->say_buf &&
-	    !(s->said = strdup(*p->say_buf))) {
+	if (p->say_buf && (fflush(say) || (*p->say_buf && !(s->said = strdup(*p->say_buf))))) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
