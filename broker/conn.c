@@ -412,9 +412,16 @@ int conn_answer_body(struct conn *c, http_body_fn fn, int (*drain)(void *ctx), v
 			return 0;
 		if (rc < 0)
 			return rc;
-		if ((drain && (rc = drain(ctx))) || (rc = conn_flush(&c->out)))
+		if (drain && (rc = drain(ctx)))
 			return rc;
-		ssize_t n = conn_up_fill(c, CONN_ANSWER_MS);
+		/* a pause of the upstream sends what is held, then waits */
+		ssize_t n = c->out.len ? conn_up_fill(c, CONN_HOLD_MS) : -ETIMEDOUT;
+
+		if (n == -ETIMEDOUT) {
+			if ((rc = conn_flush(&c->out)))
+				return rc;
+			n = conn_up_fill(c, CONN_ANSWER_MS);
+		}
 
 		if (n == 0)
 			return http_parse_eof(c->resp) == HTTP_DONE ? 0 : -ECONNRESET;

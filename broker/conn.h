@@ -21,6 +21,7 @@
 #define CONN_BUF 65536
 #define CONN_IO_MS 30000      /* a request or an answer part way through, either side */
 #define CONN_ANSWER_MS 300000 /* an upstream thinking (model calls are slow) */
+#define CONN_HOLD_MS 1	      /* what an answer has for the session, while more may follow */
 
 /* Bytes on their way to one side, sent when the buffer is full or flushed. */
 struct conn_out {
@@ -105,8 +106,11 @@ int conn_read_answer_head(struct conn *c, bool head_request, bool *any);
  * *close_after when the connection must close after the body. 0 or -errno. */
 int conn_answer_head_end(struct conn *c, bool body, bool *chunked, bool *close_after);
 /* Parses the answer's body into fn(ctx, ...) as it arrives; drain(ctx), when
- * set, before each flush to the session. 0 at the body's end, or -errno:
- * fn's, drain's, the session's or the upstream's. */
+ * set, before each wait for more. What the session is owed goes out when the
+ * upstream pauses (nothing more within CONN_HOLD_MS), so a head and the body
+ * written right after it travel as one: one TLS record, one wakeup of the
+ * session, instead of two. 0 at the body's end, or -errno: fn's, drain's,
+ * the session's or the upstream's. */
 int conn_answer_body(struct conn *c, http_body_fn fn, int (*drain)(void *ctx), void *ctx);
 
 #endif

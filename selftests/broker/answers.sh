@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a provider's redirect reaches the session as sent and is never followed; a compressed answer with a body is 502; an answer declaring more than 64 MiB is 502, and one streaming past 64 MiB is cut there, while 64 MiB exactly passes.
+# Guarantee: a provider's redirect reaches the session as sent and is never followed; a compressed answer with a body is 502; an answer declaring more than 64 MiB is 502, and one streaming past 64 MiB is cut there, while 64 MiB exactly passes; what the provider sent before a pause reaches the session during the pause.
 . "$(dirname "$0")/common.sh"
 
 broker_world
@@ -31,4 +31,13 @@ c /providers/prov/huge-stream >/dev/null
 assert_le "$(stat -c %s "$W_DIR/body")" 67108864 "an answer streaming past 64 MiB is cut there"
 assert_match "$(cat "$W_DIR/curl.err")" 'curl: \(18\)|transfer closed' "the cut shows as a transfer that ended early"
 assert_contains "$(cat "$BROKER_LOG")" "streamed past 64 MiB; cut" "the log says it was cut"
+# The provider sends a line, pauses two seconds, sends another: the first
+# must not wait in the broker for the second.
+in_host curl -sSN --max-time 30 --interface "$SESS_A" -H "x-api-key: $S1" \
+	"http://$BROKER_ADDR:$BROKER_PORT/providers/prov/trickle" 2>"$W_DIR/curl.err" |
+	while IFS= read -r l; do echo "$(date +%s%N) $l"; done >"$W_DIR/trickle"
+assert_eq "$(cut -d' ' -f2 "$W_DIR/trickle" | tr '\n' ' ')" "first second " "a trickling answer arrives whole"
+t1=$(awk '$2 == "first" { print $1 }' "$W_DIR/trickle")
+t2=$(awk '$2 == "second" { print $1 }' "$W_DIR/trickle")
+assert_ge $(((${t2:-0} - ${t1:-${t2:-0}}) / 1000000)) 1000 "its first line reaches the session during the provider's pause (ms before the second)"
 world_finish

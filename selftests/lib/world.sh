@@ -262,6 +262,12 @@ assert_le() {
 	return 1
 }
 
+assert_ge() {
+	if [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -ge "$2" ]; then _ok "$3"; return 0; fi
+	_notok "$3: actual $(_q "$1"), expected a number no less than $2"
+	return 1
+}
+
 world_finish() {
 	echo "# $W_OK ok, $W_FAIL not ok"
 	[ "$W_FAIL" -eq 0 ]

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a session's connections to a secret's host go to its broker in the kernel (getpeername still shows the host's address), which serves TLS with a certificate of the session's own CA (trusted through SSL_CERT_FILE, CURL_CA_BUNDLE and the rest; its key root's 0600, unreachable inside), puts the value on the wire where the session wrote the placeholder (request line percent-encoded, headers, Basic credentials) toward that secret's hosts only, turns the value back into the placeholder in the answer (also across TLS records), refuses Host != SNI (421), a server name no secret names, and upgrades (501), and leaves no value in errand's output.
+# Guarantee: a session's connections to a secret's host go to its broker in the kernel (getpeername still shows the host's address), which serves TLS with a certificate of the session's own CA (trusted through SSL_CERT_FILE, CURL_CA_BUNDLE and the rest; its key root's 0600, unreachable inside), puts the value on the wire where the session wrote the placeholder (request line percent-encoded, headers, Basic credentials) toward that secret's hosts only, turns the value back into the placeholder in the answer (also across TLS records), relays what the host sent before a pause during the pause, refuses Host != SNI (421), a server name no secret names, and upgrades (501), and leaves no value in errand's output.
 # shellcheck disable=SC2016 # $TOK_A and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/common.sh"
@@ -21,6 +21,8 @@ echo "plainsni=$('"$c"' -o /dev/null -w "%{http_code}" --resolve plain.test:443:
 echo "ka=$('"$c"' -o /dev/null -o /dev/null -w "%{http_code}/%{num_connects} " -H "X-Ka: $TOK_A" https://sec.test/ka1 https://sec.test/ka2)"
 echo "h10=$('"$c"' --http1.0 -H "X-H10: $TOK_A" https://sec.test/h10 | grep "^X-H10")"
 echo "cakey=$(cat '"$W_DIR"'/state/sessions/*/ca.key 2>&1 | head -c 60)"'
+sh+='
+'"$c"' -N https://sec.test/trickle | while IFS= read -r l; do echo "trickle_$l=$(date +%s%N)"; done'
 sh+='
 echo "priv=$('"$c"' -o /dev/null -w "%{http_code}" --resolve priv.test:443:'"$SEC_ADDR"' -H "X-P: $TOK_C" https://priv.test/priv)"'
 errand_run --project "$PROJ" --secret TOK_A=a@sec.test --secret TOK_B=b@sec2.test --secret TOK_C=a@priv.test -- sh -c "$sh"
@@ -44,6 +46,9 @@ assert_not_contains "$(echo_log)" "header X-Token: $VALUE_A" "A's value never go
 BASIC=$(printf 'me:%s' "$VALUE_A" | base64 -w0)
 assert_contains "$(echo_log)" "header Authorization: Basic $BASIC" "Basic credentials carry the value"
 assert_eq "$(result split)" "before-$PH_A-after" "a value split across TLS records comes back as the placeholder"
+t1=$(result trickle_first)
+t2=$(result trickle_second)
+assert_ge $(((${t2:-0} - ${t1:-${t2:-0}}) / 1000000)) 1000 "what the host sent before a two-second pause reaches the session during it (ms before the rest)"
 assert_eq "$(result front)" 421 "Host other than the SNI: 421"
 assert_eq "$(result ws)" 501 "a WebSocket upgrade: 501"
 assert_eq "$(result ka)" "200/1 200/0 " "two calls on one kept-alive connection"

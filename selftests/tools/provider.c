@@ -248,6 +248,16 @@ static int answer_split(struct client *c, struct req *r, size_t at)
 	return putf(c, "0\r\n\r\n");
 }
 
+/* A line, a pause of two seconds, another line: what a relay has of an
+ * answer must reach its client during the pause. */
+static int answer_trickle(struct client *c)
+{
+	if (putf(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nfirst\n\r\n"))
+		return -1;
+	sleep(2);
+	return putf(c, "7\r\nsecond\n\r\n0\r\n\r\n");
+}
+
 static int answer_stream(struct client *c, uint64_t total)
 {
 	static char block[65536];
@@ -314,6 +324,8 @@ static int answer(struct client *c, struct req *r)
 	if (strstr(t, "/key-header"))
 		return putf(c, "HTTP/1.1 200 OK\r\nX-Echo: key=%s;\r\nContent-Length: 2\r\n\r\nok",
 			    r->key);
+	if (strstr(t, "/trickle"))
+		return answer_trickle(c);
 	if (strstr(t, "/split") && q && sscanf(q, "?at=%zu", &at) == 1)
 		return answer_split(c, r, at);
 	if (strstr(t, "/unauthorized"))
