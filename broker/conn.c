@@ -1,18 +1,18 @@
 /* The connection both of errand-broker's relays serve a session on: its two
- * sides through the connection's own ring, each read and write under a
+ * sides through its fiber's ring calls, each read and write under a
  * deadline, and what goes upstream wiped from memory once it is sent (it
  * holds keys and secrets' values). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/mem.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "broker/conn.h"
+#include "broker/fiber.h"
 #include "broker/ring.h"
 
 static int peer_addr(int fd, struct addr *out)
@@ -34,7 +34,6 @@ static int conn_init(struct conn *c, int fd)
 	int one = 1, rc;
 
 	c->cl.fd = fd;
-	c->cl.ring = &c->ring;
 	c->up.fd = -1;
 	c->link.client_fd = fd;
 	c->link.upstream_fd = -1;
@@ -42,7 +41,7 @@ static int conn_init(struct conn *c, int fd)
 	c->up_out.to = &c->up;
 	c->up_out.wipe = true;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if ((rc = peer_addr(fd, &c->link.peer)) || (rc = ring_setup(&c->ring))) {
+	if ((rc = peer_addr(fd, &c->link.peer))) {
 		close(fd);
 		return rc;
 	}
@@ -51,7 +50,6 @@ static int conn_init(struct conn *c, int fd)
 	if (!c->req || !c->resp) {
 		http_parser_free(c->req);
 		http_parser_free(c->resp);
-		io_uring_queue_exit(&c->ring);
 		close(fd);
 		return -ENOMEM;
 	}
@@ -64,26 +62,19 @@ void conn_fini(struct conn *c)
 	conn_up_drop(c);
 	sessions_link_del(&c->link); /* before the close: the number may be reused */
 	upstream_close(&c->cl);
-	io_uring_queue_exit(&c->ring);
 	http_parser_free(c->req);
 	http_parser_free(c->resp);
 }
 
-int conn_start(struct conn *c, int fd, void *(*fn)(void *), void *arg)
+int conn_start(struct conn *c, int fd, void (*fn)(void *arg), void *arg)
 {
-	pthread_attr_t attr;
-	pthread_t t;
 	int rc;
 
 	if ((rc = conn_init(c, fd)))
 		return rc;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&t, &attr, fn, arg);
-	pthread_attr_destroy(&attr);
-	if (rc)
+	if ((rc = fiber_start(fn, arg)))
 		conn_fini(c);
-	return -rc;
+	return rc;
 }
 
 /* ---- output to either side --------------------------------------------- */
@@ -321,7 +312,7 @@ int conn_up_open(struct conn *c, const struct upstream_env *env, const struct ro
 		return 0;
 	if (c->up_route)
 		conn_up_drop(c);
-	st = upstream_open(&c->up, env, r, &c->ring, on_upstream_fd, c, why, whylen);
+	st = upstream_open(&c->up, env, r, on_upstream_fd, c, why, whylen);
 	if (st) {
 		sessions_link_upstream(&c->link, -1);
 		return st;

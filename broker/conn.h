@@ -1,4 +1,4 @@
-/* One session connection as errand-broker serves it, on a thread of its own:
+/* One session connection as errand-broker serves it, as a fiber (fiber.h):
  * the session's side and the upstream's, each with its buffers, the HTTP
  * parsers of both, and the steps the provider relay and the intercepted hosts
  * share (a request's head read, its body passed on, the answer's head read
@@ -6,7 +6,6 @@
 #ifndef ERRAND_BROKER_CONN_H
 #define ERRAND_BROKER_CONN_H
 
-#include <liburing.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -33,7 +32,6 @@ struct conn_out {
 };
 
 struct conn {
-	struct io_uring ring;
 	struct upstream cl;	      /* the session's side: plain, or a TLS server */
 	struct upstream up;	      /* the upstream's, open when up_route is set */
 	const struct route *up_route; /* whose host up is open to, NULL when closed */
@@ -48,11 +46,11 @@ struct conn {
 };
 
 /* Readies c, zeroed by the caller and never moved after, for the accepted
- * session connection fd (the peer's address, the ring, the parsers, the link
- * by which a stopped session's connections are cut) and runs fn(arg) on a
- * detached thread, which then owns c and ends it with conn_fini(). 0, or
- * -errno with fd closed and nothing left in c to free. */
-int conn_start(struct conn *c, int fd, void *(*fn)(void *), void *arg);
+ * session connection fd (the peer's address, the parsers, the link by which
+ * a stopped session's connections are cut) and runs fn(arg) as a fiber,
+ * which then owns c and ends it with conn_fini(). 0, or -errno with fd
+ * closed and nothing left in c to free. */
+int conn_start(struct conn *c, int fd, void (*fn)(void *arg), void *arg);
 /* Closes both sides and frees what conn_start made (not c itself). */
 void conn_fini(struct conn *c);
 

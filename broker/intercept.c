@@ -1,7 +1,7 @@
-/* Intercepted secret hosts. See intercept.h. One thread a connection, as the
+/* Intercepted secret hosts. See intercept.h. One fiber a connection, as the
  * provider relay: the session's side is a TLS server over the accepted
- * socket, the host's a TLS client dialled by name; both through the
- * connection's own io_uring with deadlines. The ClientHello is BoringSSL's
+ * socket, the host's a TLS client dialled by name; both through the ring
+ * calls with deadlines. The ClientHello is BoringSSL's
  * to parse: the broker only reads the SNI it found. */
 #include <errno.h>
 #include <fcntl.h>
@@ -963,7 +963,7 @@ static void iconn_free(struct iconn *c)
 	free(c);
 }
 
-static void *iconn_main(void *arg)
+static void iconn_main(void *arg)
 {
 	struct iconn *c = arg;
 	const char *sni;
@@ -977,7 +977,7 @@ static void *iconn_main(void *arg)
 			  addr_str(&c->io.link.peer, a));
 		goto out;
 	}
-	rc = upstream_accept(&c->io.cl, server_ctx, c->io.cl.fd, &c->io.ring, HANDSHAKE_MS);
+	rc = upstream_accept(&c->io.cl, server_ctx, c->io.cl.fd, HANDSHAKE_MS);
 	if (rc) {
 		blog_debug("session=%s intercept: the TLS handshake failed (%s); a server name "
 			   "that is no secret's host is not served",
@@ -998,7 +998,6 @@ static void *iconn_main(void *arg)
 		;
 out:
 	iconn_free(c);
-	return NULL;
 }
 
 void intercept_start(int fd)

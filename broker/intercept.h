@@ -29,7 +29,7 @@ int intercept_init(const struct errand_config *cfg, const struct upstream_env *e
 /* A secret's value for one more of its hosts (a registry "secret" message).
  * Writes the answer into reply. 0 or -errno. */
 int intercept_secret_add(const struct broker_msg *m, char *reply, size_t len);
-/* Serves one intercepted connection on a thread of its own, which owns fd. */
+/* Serves one intercepted connection as a fiber of its own, which owns fd. */
 void intercept_start(int fd);
 
 #endif

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "broker/conn.h"
+#include "broker/fiber.h"
 #include "broker/http.h"
 #include "broker/journal.h"
 #include "broker/relay.h"
@@ -354,6 +355,11 @@ static int relay_head(struct rconn *c, struct call *k)
 	return conn_answer_head_end(&c->io, body, &k->chunked_out, &k->close_after);
 }
 
+static void reread_run(void *route)
+{
+	route_key_reread(route, RELAY_REREAD_MS);
+}
+
 /* Relays the answer's body. 0, -EFBIG when it streamed past the cap (cut),
  * -EPIPE when the session hung up, another -errno when the provider failed. */
 static int relay_body(struct rconn *c, struct call *k)
@@ -426,8 +432,9 @@ static void forward_answer(struct rconn *c, struct call *k)
 	}
 	if (k->status == 401)
 		/* the key may have been rotated: the agent reads the file again, before
-		 * the session learns of the 401 and calls again */
-		route_key_reread(k->route, RELAY_REREAD_MS);
+		 * the session learns of the 401 and calls again (waited for on a
+		 * thread of its own, not the fiber's) */
+		fiber_offload(reread_run, (void *)k->route);
 	rc = relay_head(c, k);
 	if (!rc)
 		rc = relay_body(c, k);
@@ -605,14 +612,13 @@ static void rconn_free(struct rconn *c)
 	free(c);
 }
 
-static void *rconn_main(void *arg)
+static void rconn_main(void *arg)
 {
 	struct rconn *c = arg;
 
 	while (serve_call(c))
 		;
 	rconn_free(c);
-	return NULL;
 }
 
 void relay_start(struct broker *b, int fd)

@@ -1,4 +1,4 @@
-/* errand-broker's provider relay: one thread a session connection, reading
+/* errand-broker's provider relay: one fiber a session connection, reading
  * its calls, checking stand-in, path and capabilities, calling the provider
  * with the real key and relaying the answer scrubbed of it. */
 #ifndef ERRAND_BROKER_RELAY_H
@@ -21,8 +21,8 @@ struct broker {
 	struct upstream_env env;
 };
 
-/* Serves the session connection fd on a thread of its own, which owns fd
- * from here on (and closes it right away when the thread cannot start). */
+/* Serves the session connection fd as a fiber of its own, which owns fd
+ * from here on (and closes it right away when the fiber cannot start). */
 void relay_start(struct broker *b, int fd);
 
 #endif

@@ -1,7 +1,8 @@
 /* Resolve, judge, dial, verify: the broker's only way out. c-ares runs on a
- * channel of its own per lookup; TLS runs over a BIO pair whose network side
- * the connection's ring reads and writes, so the deadlines hold in the
- * handshake too. */
+ * channel of its own per lookup, on a helper thread (its poll would hold up
+ * every connection of the fiber's thread); TLS runs over a BIO pair whose
+ * network side the connection's ring calls read and write, so the deadlines
+ * hold in the handshake too. */
 #include <ares.h>
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "broker/fiber.h"
 #include "broker/ring.h"
 #include "broker/upstream.h"
 #include "lib/addr.h"
@@ -92,9 +94,9 @@ static void lookup_run(ares_channel ch, struct lookup *l, int64_t deadline)
 	}
 }
 
-/* 0 with the name's addresses, or the status to answer and why. */
-static int resolve(const struct upstream_env *env, const char *host, struct lookup *l, char *why,
-		   size_t whylen)
+/* 0 with the name's addresses, or the status to answer and why. Blocks. */
+static int resolve_here(const struct upstream_env *env, const char *host, struct lookup *l,
+			char *why, size_t whylen)
 {
 	struct ares_options opts = {.timeout = 1500, .tries = 3};
 	struct ares_addrinfo_hints hints = {.ai_family = AF_UNSPEC};
@@ -130,6 +132,31 @@ static int resolve(const struct upstream_env *env, const char *host, struct look
 		return 502;
 	}
 	return 0;
+}
+
+struct resolve_job {
+	const struct upstream_env *env;
+	const char *host;
+	struct lookup *l;
+	char *why;
+	size_t whylen;
+	int status;
+};
+
+static void resolve_job_run(void *arg)
+{
+	struct resolve_job *j = arg;
+
+	j->status = resolve_here(j->env, j->host, j->l, j->why, j->whylen);
+}
+
+static int resolve(const struct upstream_env *env, const char *host, struct lookup *l, char *why,
+		   size_t whylen)
+{
+	struct resolve_job j = {env, host, l, why, whylen, 502};
+
+	fiber_offload(resolve_job_run, &j);
+	return j.status;
 }
 
 static void sockaddr_of(const struct addr *a, uint16_t port, struct sockaddr_storage *ss,
@@ -193,7 +220,7 @@ static int dial(struct upstream *u, const struct upstream_env *env, const struct
 		if (on_fd)
 			on_fd(ctx, fd);
 		sockaddr_of(&l->addrs[i], p->port, &ss, &len);
-		rc = ring_connect(u->ring, fd, (struct sockaddr *)&ss, len, (int)left);
+		rc = ring_connect(fd, (struct sockaddr *)&ss, len, (int)left);
 		if (!rc) {
 			u->fd = fd;
 			return 0;
@@ -221,7 +248,7 @@ static int net_flush(struct upstream *u, int timeout_ms)
 	int n, rc;
 
 	while ((n = BIO_read(u->net, buf, sizeof(buf))) > 0)
-		if ((rc = ring_send_all(u->ring, u->fd, buf, (size_t)n, timeout_ms)))
+		if ((rc = ring_send_all(u->fd, buf, (size_t)n, timeout_ms)))
 			return rc;
 	return 0;
 }
@@ -237,7 +264,7 @@ static int net_fill(struct upstream *u, int timeout_ms)
 		room = sizeof(buf);
 	if (!room)
 		return -ENOBUFS;
-	n = ring_recv(u->ring, u->fd, buf, room, timeout_ms);
+	n = ring_recv(u->fd, buf, room, timeout_ms);
 	if (n <= 0) {
 		if (n == 0)
 			BIO_shutdown_wr(u->net);
@@ -252,7 +279,12 @@ static int tls_step(struct upstream *u, int (*step)(SSL *, void *, int), void *b
 		    int timeout_ms)
 {
 	for (;;) {
-		int n = step(u->ssl, buf, len), err, rc;
+		int n, err, rc;
+
+		/* the thread's error queue is every fiber's on it: only this
+		 * step's errors may count */
+		ERR_clear_error();
+		n = step(u->ssl, buf, len);
 
 		err = n > 0 ? SSL_ERROR_NONE : SSL_get_error(u->ssl, n);
 		if ((rc = net_flush(u, timeout_ms)))
@@ -330,8 +362,7 @@ static int tls_start(struct upstream *u, const struct route *r, int64_t deadline
 }
 
 int upstream_open(struct upstream *u, const struct upstream_env *env, const struct route *r,
-		  struct io_uring *ring, void (*on_fd)(void *ctx, int fd), void *ctx, char *why,
-		  size_t whylen)
+		  void (*on_fd)(void *ctx, int fd), void *ctx, char *why, size_t whylen)
 {
 	struct lookup l = {0};
 	int64_t start;
@@ -339,7 +370,6 @@ int upstream_open(struct upstream *u, const struct upstream_env *env, const stru
 
 	memset(u, 0, sizeof(*u));
 	u->fd = -1;
-	u->ring = ring;
 	u->route = r;
 	if (r->p->host_literal) {
 		addr_parse(r->p->host, &l.addrs[0]);
@@ -357,14 +387,13 @@ int upstream_open(struct upstream *u, const struct upstream_env *env, const stru
 	return 0;
 }
 
-int upstream_accept(struct upstream *u, SSL_CTX *ctx, int fd, struct io_uring *ring, int timeout_ms)
+int upstream_accept(struct upstream *u, SSL_CTX *ctx, int fd, int timeout_ms)
 {
 	BIO *inner = NULL;
 	int rc;
 
 	memset(u, 0, sizeof(*u));
 	u->fd = fd;
-	u->ring = ring;
 	u->ssl = SSL_new(ctx);
 	if (!u->ssl || !BIO_new_bio_pair(&inner, TLS_BIO_BUF, &u->net, TLS_BIO_BUF))
 		return -ENOMEM;
@@ -378,7 +407,7 @@ int upstream_accept(struct upstream *u, SSL_CTX *ctx, int fd, struct io_uring *r
 ssize_t upstream_read(struct upstream *u, void *buf, size_t len, int timeout_ms)
 {
 	if (!u->ssl)
-		return ring_recv(u->ring, u->fd, buf, len, timeout_ms);
+		return ring_recv(u->fd, buf, len, timeout_ms);
 	return tls_step(u, do_read, buf, (int)(len > INT32_MAX ? INT32_MAX : len), timeout_ms);
 }
 
@@ -387,7 +416,7 @@ int upstream_write(struct upstream *u, const void *buf, size_t len, int timeout_
 	const uint8_t *p = buf;
 
 	if (!u->ssl)
-		return ring_send_all(u->ring, u->fd, buf, len, timeout_ms);
+		return ring_send_all(u->fd, buf, len, timeout_ms);
 	while (len) {
 		int chunk = len > NET_CHUNK ? NET_CHUNK : (int)len;
 		int n = tls_step(u, do_write, (void *)p, chunk, timeout_ms);

@@ -6,7 +6,6 @@
 #ifndef ERRAND_BROKER_UPSTREAM_H
 #define ERRAND_BROKER_UPSTREAM_H
 
-#include <liburing.h>
 #include <openssl/ssl.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,7 +21,6 @@ struct upstream {
 	int fd; /* -1 when closed */
 	SSL *ssl;
 	BIO *net; /* the network side of ssl's BIO pair */
-	struct io_uring *ring;
 	const struct route *route;
 };
 
@@ -36,13 +34,11 @@ struct upstream_env {
  * set, is told the descriptor before the dial (so a stopped session can cut
  * it). */
 int upstream_open(struct upstream *u, const struct upstream_env *env, const struct route *r,
-		  struct io_uring *ring, void (*on_fd)(void *ctx, int fd), void *ctx, char *why,
-		  size_t whylen);
+		  void (*on_fd)(void *ctx, int fd), void *ctx, char *why, size_t whylen);
 /* The session's side of an intercepted connection: u is readied on the
  * accepted fd (which u then holds) as a TLS server of ctx, and the handshake
  * run within timeout_ms. 0 or -errno (-EPROTO: the handshake failed). */
-int upstream_accept(struct upstream *u, SSL_CTX *ctx, int fd, struct io_uring *ring,
-		    int timeout_ms);
+int upstream_accept(struct upstream *u, SSL_CTX *ctx, int fd, int timeout_ms);
 /* Bytes read (0 at the end of the stream), or -errno; -ETIMEDOUT past timeout_ms. */
 ssize_t upstream_read(struct upstream *u, void *buf, size_t len, int timeout_ms);
 /* 0 or -errno. */

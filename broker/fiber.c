@@ -1,0 +1,380 @@
+/* Fibers for errand-broker's connections (fiber.h). Each thread loops: run
+ * every fiber whose operation is over until it waits again, then submit what
+ * they asked for and wait for the next completions. A fiber's entries carry
+ * its address (its timeout's with the low bit set); the thread's eventfd
+ * read, which says fibers were handed to it, carries INBOX. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "broker/blog.h"
+#include "broker/fiber.h"
+
+#define RING_SQ 256
+#define RING_CQ 4096 /* two entries at most a fiber waiting; more overflow, kept */
+#define TAG_TIMEOUT 1u
+#define INBOX 2u
+#define GUARD 4096
+
+struct worker;
+
+struct fiber {
+	ucontext_t uc;
+	uint8_t *stack;
+	void (*fn)(void *arg);
+	void *arg;
+	struct worker *w;
+	struct fiber *next;
+	int res;     /* the operation's result */
+	int pending; /* its completions still to come */
+	bool timed_out;
+	bool done;
+};
+
+struct worker {
+	pthread_t thread;
+	struct io_uring ring;
+	ucontext_t sched;
+	int efd;
+	uint64_t efd_val;
+	pthread_mutex_t mu;
+	struct fiber *inbox, *inbox_tail; /* under mu: handed over, not yet run */
+	struct fiber *ready, *ready_tail;
+};
+
+static struct worker workers[FIBER_THREADS_MAX];
+static int n_workers;
+static int start_err;
+static atomic_uint next_worker;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static __thread struct fiber *current;
+
+static void ready_push(struct worker *w, struct fiber *f)
+{
+	f->next = NULL;
+	if (w->ready_tail)
+		w->ready_tail->next = f;
+	else
+		w->ready = f;
+	w->ready_tail = f;
+}
+
+static struct io_uring_sqe *sqe_get(struct io_uring *ring)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+
+	if (!sqe) {
+		io_uring_submit(ring);
+		sqe = io_uring_get_sqe(ring);
+	}
+	return sqe;
+}
+
+static void inbox_arm(struct worker *w)
+{
+	struct io_uring_sqe *sqe = sqe_get(&w->ring);
+
+	if (!sqe) { /* the ring refuses submissions: nothing would run anyway */
+		blog_warnx("broker thread: its ring takes no more entries");
+		return;
+	}
+	io_uring_prep_read(sqe, w->efd, &w->efd_val, sizeof(w->efd_val), 0);
+	io_uring_sqe_set_data64(sqe, INBOX);
+}
+
+static void inbox_take(struct worker *w)
+{
+	struct fiber *f, *next;
+
+	pthread_mutex_lock(&w->mu);
+	f = w->inbox;
+	w->inbox = w->inbox_tail = NULL;
+	pthread_mutex_unlock(&w->mu);
+	for (; f; f = next) {
+		next = f->next;
+		ready_push(w, f);
+	}
+	inbox_arm(w);
+}
+
+static void complete(struct worker *w, const struct io_uring_cqe *cqe)
+{
+	uint64_t d = io_uring_cqe_get_data64(cqe);
+	struct fiber *f = (struct fiber *)(uintptr_t)(d & ~(uint64_t)TAG_TIMEOUT);
+
+	if (d == INBOX) {
+		inbox_take(w);
+		return;
+	}
+	if (d & TAG_TIMEOUT) {
+		if (cqe->res == -ETIME)
+			f->timed_out = true;
+	} else {
+		f->res = cqe->res;
+	}
+	if (--f->pending == 0)
+		ready_push(w, f);
+}
+
+static void fiber_free(struct fiber *f)
+{
+	munmap(f->stack, FIBER_STACK);
+	free(f);
+}
+
+/* Back to the thread's loop, through uc_link, when fn returns. */
+static void fiber_entry(void)
+{
+	struct fiber *f = current;
+
+	f->fn(f->arg);
+	f->done = true;
+}
+
+static void run(struct worker *w, struct fiber *f)
+{
+	current = f;
+	swapcontext(&w->sched, &f->uc);
+	current = NULL;
+	if (f->done)
+		fiber_free(f);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	inbox_arm(w);
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		unsigned head, seen = 0;
+		struct fiber *f;
+
+		while ((f = w->ready)) {
+			w->ready = f->next;
+			if (!w->ready)
+				w->ready_tail = NULL;
+			run(w, f);
+		}
+		io_uring_submit_and_wait(&w->ring, 1);
+		io_uring_for_each_cqe(&w->ring, head, cqe)
+		{
+			seen++;
+			complete(w, cqe);
+		}
+		io_uring_cq_advance(&w->ring, seen);
+	}
+	return NULL;
+}
+
+static int worker_init(struct worker *w)
+{
+	struct io_uring_params p = {.flags = IORING_SETUP_CQSIZE, .cq_entries = RING_CQ};
+	int rc;
+
+	pthread_mutex_init(&w->mu, NULL);
+	w->efd = eventfd(0, EFD_CLOEXEC);
+	if (w->efd < 0)
+		return -errno;
+	if ((rc = io_uring_queue_init_params(RING_SQ, &w->ring, &p))) {
+		close(w->efd);
+		return rc;
+	}
+	if ((rc = pthread_create(&w->thread, NULL, worker_main, w))) {
+		io_uring_queue_exit(&w->ring);
+		close(w->efd);
+		return -rc;
+	}
+	pthread_detach(w->thread);
+	return 0;
+}
+
+static void workers_start(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int want = cpus < 1 ? 1 : cpus > FIBER_THREADS_MAX ? FIBER_THREADS_MAX : (int)cpus;
+
+	for (int i = 0; i < want; i++) {
+		int rc = worker_init(&workers[n_workers]);
+
+		if (rc) {
+			start_err = rc;
+			blog_warnx("broker thread %d of %d cannot start: %s", i + 1, want,
+				   strerror(-rc));
+			break;
+		}
+		n_workers++;
+	}
+}
+
+/* Its own function: getcontext returns twice as far as the compiler knows,
+ * though here it never does (makecontext replaces what it saved). */
+static int context_make(struct fiber *f, ucontext_t *link)
+{
+	if (getcontext(&f->uc))
+		return -1;
+	f->uc.uc_stack.ss_sp = f->stack;
+	f->uc.uc_stack.ss_size = FIBER_STACK;
+	f->uc.uc_link = link;
+	makecontext(&f->uc, fiber_entry, 0);
+	return 0;
+}
+
+static struct fiber *fiber_new(struct worker *w, void (*fn)(void *arg), void *arg)
+{
+	struct fiber *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	f->stack = mmap(NULL, FIBER_STACK, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (f->stack == MAP_FAILED) {
+		free(f);
+		return NULL;
+	}
+	/* the lowest page faults instead of running into another mapping */
+	if (mprotect(f->stack, GUARD, PROT_NONE) || context_make(f, &w->sched)) {
+		fiber_free(f);
+		return NULL;
+	}
+	f->fn = fn;
+	f->arg = arg;
+	f->w = w;
+	return f;
+}
+
+int fiber_start(void (*fn)(void *arg), void *arg)
+{
+	uint64_t one = 1;
+	struct worker *w;
+	struct fiber *f;
+
+	pthread_once(&once, workers_start);
+	if (!n_workers)
+		return start_err ? start_err : -EAGAIN;
+	w = &workers[atomic_fetch_add(&next_worker, 1) % (unsigned)n_workers];
+	f = fiber_new(w, fn, arg);
+	if (!f)
+		return -ENOMEM;
+	pthread_mutex_lock(&w->mu);
+	if (w->inbox_tail)
+		w->inbox_tail->next = f;
+	else
+		w->inbox = f;
+	w->inbox_tail = f;
+	pthread_mutex_unlock(&w->mu);
+	/* the counter only grows: a failed write would mean 2^64 - 1 unread */
+	if (write(w->efd, &one, sizeof(one)) != sizeof(one))
+		blog_warnx("broker thread: cannot wake it: %s", strerror(errno));
+	return 0;
+}
+
+struct io_uring_sqe *fiber_sqe(void)
+{
+	struct io_uring *ring;
+
+	if (!current)
+		return NULL;
+	ring = &current->w->ring;
+	if (io_uring_sq_space_left(ring) < 2)
+		io_uring_submit(ring);
+	if (io_uring_sq_space_left(ring) < 2)
+		return NULL;
+	return io_uring_get_sqe(ring);
+}
+
+/* Lets the thread run others until f's pending completions are in. */
+static void fiber_park(struct fiber *f, int pending)
+{
+	f->pending = pending;
+	f->timed_out = false;
+	f->res = 0;
+	swapcontext(&f->uc, &f->w->sched);
+}
+
+int fiber_io(struct io_uring_sqe *sqe, int timeout_ms)
+{
+	struct __kernel_timespec ts = {
+		.tv_sec = timeout_ms / 1000,
+		.tv_nsec = (long long)(timeout_ms % 1000) * 1000000,
+	};
+	struct fiber *f = current;
+	struct io_uring_sqe *t = io_uring_get_sqe(&f->w->ring); /* fiber_sqe left room */
+
+	/* ts stays on this stack until the thread submits it, which is before
+	 * this fiber runs again */
+	sqe->flags |= IOSQE_IO_LINK;
+	io_uring_sqe_set_data64(sqe, (uintptr_t)f);
+	io_uring_prep_link_timeout(t, &ts, 0);
+	io_uring_sqe_set_data64(t, (uintptr_t)f | TAG_TIMEOUT);
+	fiber_park(f, 2);
+	if (f->timed_out && (f->res == -ECANCELED || f->res == -EINTR))
+		return -ETIMEDOUT;
+	return f->res;
+}
+
+struct offload {
+	void (*fn)(void *arg);
+	void *arg;
+	int efd;
+};
+
+static void *offload_main(void *arg)
+{
+	struct offload *o = arg;
+	int efd = o->efd; /* o is the fiber's, gone once it has been woken */
+	uint64_t one = 1;
+
+	o->fn(o->arg);
+	if (write(efd, &one, sizeof(one)) != sizeof(one))
+		blog_warnx("broker: a helper thread cannot say it is done: %s", strerror(errno));
+	return NULL;
+}
+
+void fiber_offload(void (*fn)(void *arg), void *arg)
+{
+	struct offload o = {fn, arg, -1};
+	struct io_uring_sqe *sqe;
+	pthread_attr_t attr;
+	pthread_t t;
+	uint64_t val;
+	int rc = -1;
+
+	if (!current || !(sqe = fiber_sqe())) {
+		fn(arg);
+		return;
+	}
+	o.efd = eventfd(0, EFD_CLOEXEC);
+	if (o.efd >= 0) {
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&t, &attr, offload_main, &o);
+		pthread_attr_destroy(&attr);
+	}
+	if (rc) {
+		/* the entry is taken: a no-op goes in instead */
+		io_uring_prep_nop(sqe);
+		io_uring_sqe_set_data64(sqe, (uintptr_t)current);
+		fiber_park(current, 1);
+		if (o.efd >= 0)
+			close(o.efd);
+		fn(arg);
+		return;
+	}
+	io_uring_prep_read(sqe, o.efd, &val, sizeof(val), 0);
+	io_uring_sqe_set_data64(sqe, (uintptr_t)current);
+	fiber_park(current, 1);
+	/* never closed under a helper still to write: its write is waited for */
+	if (current->res != (int)sizeof(val))
+		while (read(o.efd, &val, sizeof(val)) < 0 && errno == EINTR)
+			;
+	close(o.efd);
+}
