@@ -121,7 +121,7 @@ struct agent {
 	bool pool_none_wanted;
 	unsigned pool_filling[2]; /* preparation jobs running, of each kind */
 	unsigned pool_filled[2];  /* preparation jobs ended, of each kind */
-	bool pool_stalled; /* the last preparation failed: again after a start */
+	bool pool_stalled;	  /* the last preparation failed: again after a start */
 	bool pool_stalled_logged;
 	unsigned pool_gen; /* the configuration's generation: older ones are discarded */
 };

@@ -937,8 +937,7 @@ void doctor_print(const struct doctor_report *r, const struct errand_config *cfg
 		fprintf(f, "  sessions: allowed, fully enforced\n");
 }
 
-static void gate_list(FILE *say, const char *label, const struct config_strv *l,
-		      bool names_only)
+static void gate_list(FILE *say, const char *label, const struct config_strv *l, bool names_only)
 {
 	if (!l->n)
 		return;
@@ -986,7 +985,8 @@ int doctor_gate(const struct doctor_report *r, const struct errand_config *cfg, 
 	if (refused)
 		return -EPERM;
 	gate_list(say, "granted to read (sandbox.policyExtra.read)", &cfg->policy_read, false);
-	gate_list(say, "granted to execute (sandbox.policyExtra.execute)", &cfg->policy_exec, false);
+	gate_list(say, "granted to execute (sandbox.policyExtra.execute)", &cfg->policy_exec,
+		  false);
 	gate_list(say, "granted WRITABLE outside the project (sandbox.policyExtra.write)",
 		  &cfg->policy_write, false);
 	gate_list(say, "sandbox.env sets (values not shown)", &cfg->env, true);

@@ -812,8 +812,8 @@ static int inserts_wait(struct enforce *e, char *err, size_t errlen)
 		return 0;
 	rc = outer_wait(e->inserts, &bad);
 	if (rc)
-		snprintf(err, errlen, "cannot add the session to the %s map: %s",
-			 inners[bad].outer, strerror(-rc));
+		snprintf(err, errlen, "cannot add the session to the %s map: %s", inners[bad].outer,
+			 strerror(-rc));
 	free(e->inserts);
 	e->inserts = NULL;
 	return rc;

@@ -1059,7 +1059,7 @@ struct launch_child {
 	const sigset_t *mask;
 	int lock_fd;
 	int userns_fd;
-	int await_fd; /* errand-launch --await's socket; -1: none */
+	int await_fd;  /* errand-launch --await's socket; -1: none */
 	int status_fd; /* the status pipe's write end; -1: none */
 	int held[DNS_SOCKS];
 	bool setsid;
@@ -1118,8 +1118,8 @@ static void await_spawn(struct session *n)
 {
 	char launcher[PATH_MAX], fdarg[16], uid[16], gid[16];
 	/* What its PID 1, made ahead, needs before the session is known. */
-	const char *args[] = {launcher, "--await", fdarg, "--netns", n->netns_path,
-			      "--uid",	uid,	   "--gid",  gid,	   NULL};
+	const char *args[] = {launcher, "--await", fdarg,   "--netns", n->netns_path,
+			      "--uid",	uid,	   "--gid", gid,       NULL};
 	struct launch_child lc = {.lock_fd = n->lock_fd,
 				  .userns_fd = -1,
 				  .status_fd = -1,
@@ -1271,8 +1271,9 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		int p[2];
 
 		if (pipe2(p, O_CLOEXEC) < 0)
-			return session_fail(s, -errno, "session %s: cannot make its status pipe: %s",
-					    s->id, strerror(errno));
+			return session_fail(s, -errno,
+					    "session %s: cannot make its status pipe: %s", s->id,
+					    strerror(errno));
 		status_rd = p[0];
 		status_wr = p[1];
 		snprintf(statusfd, sizeof(statusfd), "%d", status_wr);
@@ -1323,10 +1324,11 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		if (!*l)
 			continue;
 		if (n + 2 >= LAUNCH_ARGS_MAX - 4)
-			return session_fail(s, -E2BIG,
-					    "session %s: what its start states does not fit on the "
-					    "launcher's command line; set fewer names in sandbox.env",
-					    s->id);
+			return session_fail(
+				s, -E2BIG,
+				"session %s: what its start states does not fit on the "
+				"launcher's command line; set fewer names in sandbox.env",
+				s->id);
 		args[n++] = "--say";
 		args[n++] = l;
 	}

@@ -36,7 +36,7 @@ struct session_params {
 	 * gets the lines before the command's own. Whoever relays say to the
 	 * caller then leaves them out of a start that succeeded. */
 	char *const *say_buf;
-	struct state *st;	 /* state.db, where the session is recorded; may be NULL */
+	struct state *st; /* state.db, where the session is recorded; may be NULL */
 	/* A network prepared ahead (session_net_prepare), of the kind asked
 	 * for (none: a session without network, --egress none), from the
 	 * thread that starts it; the session takes it whole or tears it down.

@@ -345,10 +345,9 @@ static int check_abs(const char *opt, const char *v)
 static int parse_args(int argc, char **argv, struct launch_args *a)
 {
 	const char *val[ARRAY_SIZE(opts)] = {NULL};
-	struct launch_list *lists[] = {&a->env,		&a->policy_read, &a->policy_write,
-				       &a->policy_exec, &a->path_extra,	 &a->block,
-				       &a->hold,	&a->rule_allow,	 &a->mask,
-				       &a->say};
+	struct launch_list *lists[] = {
+		&a->env,   &a->policy_read, &a->policy_write, &a->policy_exec, &a->path_extra,
+		&a->block, &a->hold,	    &a->rule_allow,   &a->mask,	       &a->say};
 	uint64_t num[ARRAY_SIZE(opts)] = {0};
 	bool dashdash = false;
 	char **block;
