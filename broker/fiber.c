@@ -18,8 +18,10 @@
 #include "broker/blog.h"
 #include "broker/fiber.h"
 
-#define RING_SQ 256
-#define RING_CQ 4096 /* two entries at most a fiber waiting; more overflow, kept */
+/* A ring for every thread of every session's broker: kept small (its entries
+ * are kernel memory). Completions past the CQ's 128 wait in the kernel's
+ * overflow list until the thread reaps, none lost (IORING_FEAT_NODROP). */
+#define RING_SQ 64
 #define TAG_TIMEOUT 1u
 #define INBOX 2u
 #define GUARD 4096
@@ -177,14 +179,13 @@ static void *worker_main(void *arg)
 
 static int worker_init(struct worker *w)
 {
-	struct io_uring_params p = {.flags = IORING_SETUP_CQSIZE, .cq_entries = RING_CQ};
 	int rc;
 
 	pthread_mutex_init(&w->mu, NULL);
 	w->efd = eventfd(0, EFD_CLOEXEC);
 	if (w->efd < 0)
 		return -errno;
-	if ((rc = io_uring_queue_init_params(RING_SQ, &w->ring, &p))) {
+	if ((rc = io_uring_queue_init(RING_SQ, &w->ring, 0))) {
 		close(w->efd);
 		return rc;
 	}

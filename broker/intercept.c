@@ -1,8 +1,8 @@
 /* Intercepted secret hosts. See intercept.h. One fiber a connection, as the
  * provider relay: the session's side is a TLS server over the accepted
  * socket, the host's a TLS client dialled by name; both through the ring
- * calls with deadlines. The ClientHello is BoringSSL's
- * to parse: the broker only reads the SNI it found. */
+ * calls with deadlines. The ClientHello is BoringSSL's to parse: the broker
+ * only reads the SNI it found. */
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/base64.h>
