@@ -148,14 +148,14 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 }
 
 /* The request errandctl run sends: its flags as strings, checked here the
- * way the agent will check them, so bad input is refused before anything is
- * made, whichever agent runs the session. */
+ * way the agent will check them (applied to cfg, the configuration loaded
+ * once), so bad input is refused before anything is made, whichever agent
+ * runs the session. */
 static json_t *run_request(int argc, char **argv, struct run_opts *o, int cmd,
-			   const char *config_text, const char *config_path)
+			   struct errand_config *cfg)
 {
 	char err[CONFIG_ERRLEN], project[PATH_MAX], image[PATH_MAX];
 	json_t *req = json_object(), *args = json_array();
-	struct errand_config cfg;
 
 	if (!req || !args)
 		refuse("out of memory");
@@ -177,10 +177,8 @@ static json_t *run_request(int argc, char **argv, struct run_opts *o, int cmd,
 		json_object_set_new(req, "image", req_string("--image", image));
 	if (o->json)
 		json_object_set_new(req, "json", json_true());
-	if (config_load_text(config_text, config_path, &cfg, err, sizeof(err)) ||
-	    request_apply(&cfg, req, err, sizeof(err)))
+	if (request_apply(cfg, req, err, sizeof(err)))
 		refuse("%s", err);
-	config_free(&cfg);
 	return req;
 }
 
@@ -206,7 +204,7 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 	if (config_read_text(config_path, o.config_path != NULL, &text, err, sizeof(err)) ||
 	    config_load_text(text, config_path, &cfg, err, sizeof(err)))
 		refuse("%s", err);
-	req = run_request(argc, argv, &o, cmd, text, config_path);
+	req = run_request(argc, argv, &o, cmd, &cfg);
 	/* The daemon runs the session when it is there; else this process does. */
 	ac = agent_connect(cfg.run_dir);
 	/* An agent that refuses this user was named already, with the fix. */
