@@ -13,7 +13,6 @@
 #include <linux/capability.h>
 
 #include "launcher/launch.h"
-#include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -138,10 +137,6 @@ void exec_command(const struct launch_args *a)
 	if (drop_file_caps() < 0)
 		_exit(LAUNCH_EXIT_FAIL);
 	env = build_env(a);
-	for (size_t i = 0; i < a->say.n; i++) {
-		esc_fputs(a->say.v[i], stderr);
-		fputc('\n', stderr);
-	}
 	fflush(stderr);
 	cloexec_all();
 	if (seccomp_apply(a) < 0)

@@ -25,6 +25,7 @@
 
 #include "launcher/launch.h"
 #include "lib/await.h"
+#include "lib/escape.h"
 #include "lib/landlock.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -772,6 +773,18 @@ int launch_args_pid1(int argc, char **argv, struct launch_args *a)
 	return 0;
 }
 
+/* What the start states (--say) goes to the command's stderr first, as
+ * the session is taken, so a step that fails after it (the namespaces, the
+ * mounts, Landlock) leaves them said before its own line. */
+static void say_all(const struct launch_args *a)
+{
+	for (size_t i = 0; i < a->say.n; i++) {
+		esc_fputs(a->say.v[i], stderr);
+		fputc('\n', stderr);
+	}
+	fflush(stderr);
+}
+
 int main(int argc, char **argv)
 {
 	struct ahead ahead = {.sock = -1};
@@ -817,6 +830,7 @@ int main(int argc, char **argv)
 	a.term = getenv("TERM");
 	if (!ahead_fits(&ahead, &a))
 		ahead_end(&ahead);
+	say_all(&a);
 
 	/* Before any child exists, so no signal meant for it is lost. */
 	if (reap_block_signals() < 0)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: through errand-agent, what a start states (each gap, the grants beyond the floor, the variables sandbox.env sets, the rules, each weakened guarantee) reaches errandctl's stderr as an embedded start says it, each line escaped, before the command's first line (the process about to exec the command writes them), and the agent's log keeps it too, each line named by its session; a start that states a line of 80 KiB (a sandbox.env of hundreds of long names) runs, the line whole on errandctl's stderr.
+# Guarantee: through errand-agent, what a start states (each gap, the grants beyond the floor, the variables sandbox.env sets, the rules, each weakened guarantee) reaches errandctl's stderr as an embedded start says it, each line escaped, before the command's first line (the launcher writes them as it takes the session, so a launcher that fails after that, its namespaces say, leaves them on stderr before its own line), and the agent's log keeps it too, each line named by its session; a start that states a line of 80 KiB (a sandbox.env of hundreds of long names) runs, the line whole on errandctl's stderr.
 # selftests-timeout: 120
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -64,5 +64,22 @@ assert_contains "$(cat "$AGENT_LOG")" "SAID_0399_$pad" "... as the agent's log d
 assert_contains "$(cat "$RUN_ERR")" "errand: weakened: sandbox.egress.treatAsPublic treats" \
 	"... and the other lines"
 agent_stop
+
+# A launcher that fails once it has the session (its network namespace is
+# gone): the statements are on stderr all the same, before its own line.
+launcher_setup said
+PROJ=$W_DIR/project
+mkdir -p "$PROJ"
+"$ROOT/build/bin/errand-launch" --session "$W-s" --cgroup "$LCG" --netns "$W_DIR/no-such-netns" \
+	--uid "$S_UID" --gid "$S_GID" --project "$PROJ" --say "errand: weakened: a statement" \
+	-- sh -c 'echo errt-ran' >"$W_DIR/fail.out" 2>"$W_DIR/fail.err"
+rc=$?
+assert_eq "$rc" 125 "a launcher that cannot enter the session's network namespace exits 125"
+assert_eq "$(head -n 1 "$W_DIR/fail.err")" "errand: weakened: a statement" \
+	"... with the start's statement first on its stderr"
+assert_eq "$(sed -n 2p "$W_DIR/fail.err" | grep -c "no-such-netns")" 1 "... then the line naming what failed"
+assert_empty "$(cat "$W_DIR/fail.out")" "... and the command never ran"
+ip netns del "$W-said"
+rmdir "$LCG" 2>/dev/null
 assert_empty "$(leftovers)" "nothing is left"
 world_finish
