@@ -217,6 +217,7 @@ static int prog_id(int fd, __u32 *id)
 }
 
 static int pin_open(const char *pin_dir, const char *name, char *err, size_t errlen);
+static int session_cfg(const char *pin_dir, struct sess_cfg *cfg);
 
 /* The object's identity: FNV-1a over the ELF the skeleton carries. A changed
  * object is another set, pinned beside the old one. */
@@ -468,11 +469,23 @@ int enforce_preload(const char *bpf_dir, char *err, size_t errlen)
 	return rc;
 }
 
+/* A session without network has the maps its refusals use alone (its
+ * settings, its events, its counters): every other one is for what it may
+ * reach, and its programs refuse as if each were empty when it is not
+ * there (policy.h). Eight maps fewer to make, pin, put into the set and
+ * take out again a session. */
+static bool inner_used(int i, enum egress_mode mode)
+{
+	return mode != EGRESS_MODE_NONE || i == I_CONFIG || i == I_EVENTS || i == I_COUNTERS;
+}
+
 static int fill_session(int fd[I_MAX], const struct enforce_params *p, char *err, size_t errlen)
 {
 	__u8 one = 1;
 	int rc;
 
+	if (p->mode == EGRESS_MODE_NONE)
+		return 0; /* none of these maps was made: inner_used */
 	if ((rc = fill_ranges(fd[I_PUBLIC4], fd[I_PUBLIC6], p->public_ranges, p->n_public))) {
 		snprintf(err, errlen, "cannot fill the treat-as-public ranges map: %s",
 			 strerror(-rc));
@@ -930,6 +943,8 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, boo
 	for (int i = 0; i < I_MAX && !rc; i++) {
 		LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = inners[i].flags);
 
+		if (!inner_used(i, p->mode))
+			continue;
 		e->fd[i] = bpf_map_create(inners[i].type, inners[i].pin, inners[i].key,
 					  inners[i].value, inners[i].max, &o);
 		if (e->fd[i] < 0) {
@@ -949,6 +964,8 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, boo
 	/* The config pin first: whatever fails after it, enforce_unpin finds
 	 * the session's keys in the set through it. */
 	for (int i = 0; i < I_MAX && !rc; i++) {
+		if (e->fd[i] < 0)
+			continue;
 		snprintf(path, sizeof(path), "%s/%s", p->pin_dir, inners[i].pin);
 		if (bpf_obj_pin(e->fd[i], path)) {
 			rc = -errno;
@@ -964,11 +981,17 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, boo
 	}
 	if (!rc) {
 		struct outer_op ops[I_MAX];
+		size_t n = 0;
 
-		for (int i = 0; i < I_MAX; i++)
-			ops[i] = (struct outer_op){.map = outer[i], .key = key, .value = e->fd[i]};
+		for (int i = 0; i < I_MAX; i++) {
+			if (e->fd[i] >= 0)
+				ops[n++] = (struct outer_op){
+					.map = outer[i], .key = key, .value = e->fd[i]};
+			else
+				close(outer[i]);
+		}
 		e->inserts->close_maps = true;
-		outer_start(e->inserts, ops, I_MAX);
+		outer_start(e->inserts, ops, n);
 		if (wait)
 			rc = inserts_wait(e, err, errlen);
 	} else {
@@ -1252,6 +1275,8 @@ int enforce_self_add(struct enforce *e, const struct addr *a)
 	struct lpm6_key k;
 	__u8 one = 1;
 
+	if (e->self_fd < 0)
+		return 0; /* a session without network refuses every address alike */
 	return bpf_map_update_elem(e->self_fd, self_key_of(e->self_trie, &k, a), &one, BPF_ANY)
 		       ? -errno
 		       : 0;
@@ -1363,7 +1388,9 @@ static unsigned allow_count(const struct enforce *e)
 struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 {
 	struct enforce *e = calloc(1, sizeof(*e));
+	struct sess_cfg cfg;
 	int rc = -ENOMEM;
+	bool none;
 
 	if (!e) {
 		snprintf(err, errlen, "out of memory");
@@ -1381,8 +1408,12 @@ struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 		}
 		close(fd);
 	}
+	/* A session without network has neither an allow map nor an
+	 * own-address map (inner_used). */
+	none = session_cfg(pin_dir, &cfg) == 0 && cfg.mode == EGRESS_MODE_NONE;
 	e->allow_fd = pin_open(pin_dir, "allow", err, errlen);
-	if (e->allow_fd < 0 || (e->events_fd = pin_open(pin_dir, "events", err, errlen)) < 0) {
+	if ((e->allow_fd < 0 && !(none && errno == ENOENT)) ||
+	    (e->events_fd = pin_open(pin_dir, "events", err, errlen)) < 0) {
 		rc = -errno;
 		goto fail;
 	}
@@ -1396,7 +1427,8 @@ struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 		goto fail;
 	}
 	/* The agent adds the host's new addresses to it while the session runs. */
-	if ((e->self_fd = pin_open(pin_dir, "self_addrs", err, errlen)) < 0) {
+	if ((e->self_fd = pin_open(pin_dir, "self_addrs", err, errlen)) < 0 &&
+	    !(none && errno == ENOENT)) {
 		rc = -errno;
 		goto fail;
 	}
@@ -1612,9 +1644,9 @@ static int session_cfg(const char *pin_dir, struct sess_cfg *cfg)
 /* Takes the session's keys out of its set's maps: its inner maps go when
  * their pins do, and its veth's ifindex, which the kernel may give another
  * device, names no session. */
-static void set_remove(const char *bpf_dir, const struct sess_cfg *cfg)
+static void set_remove(const char *bpf_dir, const char *pin_dir, const struct sess_cfg *cfg)
 {
-	char dir[PATH_MAX], err[PATH_MAX + 64];
+	char dir[PATH_MAX], err[PATH_MAX + 64], path[PATH_MAX];
 	__u64 key = cfg->cgid, cur;
 	__u32 ifindex = cfg->ifindex;
 	struct outer_op ops[I_MAX];
@@ -1624,8 +1656,11 @@ static void set_remove(const char *bpf_dir, const struct sess_cfg *cfg)
 	if (path_fmt(dir, sizeof(dir), "%s/prog/%016llx", bpf_dir,
 		     (unsigned long long)cfg->set_hash))
 		return;
+	/* the maps it has (inner_used) */
 	for (int i = 0; i < I_MAX; i++)
-		if ((fd = pin_open(dir, inners[i].outer, err, sizeof(err))) >= 0)
+		if (!path_fmt(path, sizeof(path), "%s/%s", pin_dir, inners[i].pin) &&
+		    !access(path, F_OK) &&
+		    (fd = pin_open(dir, inners[i].outer, err, sizeof(err))) >= 0)
 			ops[n++] = (struct outer_op){.map = fd, .key = key, .value = -1};
 	outer_ops(ops, n, &bad);
 	for (size_t i = 0; i < n; i++)
@@ -1703,6 +1738,6 @@ int enforce_unpin(const char *pin_dir)
 	if (base && !strcmp(base + 1, "prog"))
 		return sets_sweep(bpf_dir) > 0 ? 0 : -EAGAIN;
 	if (session_cfg(pin_dir, &cfg) == 0)
-		set_remove(bpf_dir, &cfg);
+		set_remove(bpf_dir, pin_dir, &cfg);
 	return remove_tree(pin_dir);
 }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: with --egress none a session has no network at all (only lo, no route) and every connect and send is refused at once with EPERM, one no-network event each.
+# Guarantee: with --egress none a session has no network at all (only lo, no route) and every connect and send is refused at once with EPERM, one no-network event each; its BPF maps are the three its refusals use (settings, events, counters), embedded, through the agent and from its pool alike, and a restarted agent adopts such a session (its refusals still EPERM and counted) and removes every pin of it when it ends.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -20,5 +20,50 @@ assert_eq "$(event_count "proto=udp addr=$HOST_A port=443 reason=no-network hook
 	"exactly one no-network event for the UDP send"
 assert_eq "$(event_count .)" 2 "no other refusal events"
 assert_empty "$(cat "$W_DIR/wan-serve.log")" "nothing reached the wan servers"
+
+# Its maps: the session's pin directory, maps only, by name.
+maps_of() {
+	local f
+	for f in "/sys/fs/bpf/$W/$SESSION"/*; do
+		bpftool map show pinned "$f" >/dev/null 2>&1 && basename "$f"
+	done | sort | tr '\n' ' '
+}
+probe="$(probe_script tcp "tcp $HOST_A 443")"
+loop='while :; do '"$probe"' echo round; sleep 0.2; done'
+errand_start --egress none -- sh -c "$loop" || { world_finish; exit 1; }
+bg_rounds 1 10
+assert_eq "$(maps_of)" "config counters events " "embedded: its maps are its settings, events and counters alone"
+assert_eq "$(bg_result tcp)" EPERM "... and its connect is refused"
+kill "$BG_PID" 2>/dev/null
+wait "$BG_PID" 2>/dev/null
+
+agent_start || exit 1
+for n in 1 2 3; do
+	errand_start --egress none -- sh -c "$loop" || { world_finish; exit 1; }
+	bg_rounds 1 10
+	assert_eq "$(maps_of)" "config counters events " "through the agent, start $n: the same three maps"
+	[ "$n" = 3 ] && break
+	kill "$BG_PID" 2>/dev/null
+	wait "$BG_PID" 2>/dev/null
+done
+assert_match "$(cat "$AGENT_LOG")" "session $SESSION started in a network prepared ahead" \
+	"... the last from the agent's pool"
+agent_kill9
+agent_start || exit 1
+assert_match "$(cat "$AGENT_LOG")" "session $SESSION adopted" "a restarted agent adopts the session"
+assert_not_contains "$(grep "session $SESSION" "$AGENT_LOG")" "cannot" "... with no complaint"
+before=$(in_host "$ERRANDCTL" --config "$W_CONFIG" show "$SESSION" --json |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"]["refused"])')
+bg_rounds 2 10
+assert_eq "$(bg_result tcp)" EPERM "... and its connects are still refused"
+after=$(in_host "$ERRANDCTL" --config "$W_CONFIG" show "$SESSION" --json |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"]["refused"])')
+assert_ge "$after" "$((before + 1))" "... and counted"
+in_host "$ERRANDCTL" --config "$W_CONFIG" stop "$SESSION" >/dev/null
+wait "$BG_PID" 2>/dev/null
+for _ in $(seq 50); do [ -e "/sys/fs/bpf/$W/$SESSION" ] || break; sleep 0.1; done
+assert_eq "$(ls -A "/sys/fs/bpf/$W/$SESSION" 2>/dev/null | wc -l)" 0 "once it ends, no pin of it is left"
+agent_stop
+assert_empty "$(leftovers)" "nothing is left"
 
 world_finish
