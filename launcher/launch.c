@@ -775,14 +775,33 @@ int launch_args_pid1(int argc, char **argv, struct launch_args *a)
 
 /* What the start states (--say) goes to the command's stderr first, as
  * the session is taken, so a step that fails after it (the namespaces, the
- * mounts, Landlock) leaves them said before its own line. */
+ * mounts, Landlock) leaves them said before its own line. Escaped into a
+ * buffer and written at once: stderr is unbuffered, and a byte a write made
+ * a start's few lines four hundred system calls. */
 static void say_all(const struct launch_args *a)
 {
+	char *text = NULL;
+	size_t len = 0, off = 0;
+	FILE *m;
+
+	if (!a->say.n || !(m = open_memstream(&text, &len)))
+		return;
 	for (size_t i = 0; i < a->say.n; i++) {
-		esc_fputs(a->say.v[i], stderr);
-		fputc('\n', stderr);
+		esc_fputs(a->say.v[i], m);
+		fputc('\n', m);
 	}
-	fflush(stderr);
+	if (fclose(m) == 0) {
+		while (off < len) {
+			ssize_t w = write(STDERR_FILENO, text + off, len - off);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				break;
+			off += (size_t)w;
+		}
+	}
+	free(text);
 }
 
 int main(int argc, char **argv)
