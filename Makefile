@@ -18,8 +18,8 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # relocations, and errandctl, the launcher and the DNS worker (the agent's
 # binary) are exec'd at each session start: errandctl went from 2.9 to 1.4
 # ms of CPU to start, and libnftables alone was 0.5 ms of every exec.
-STATIC_LIBS := -Wl,-Bstatic -lnl-route-3 -lnl-3 -ljansson -lbpf -lelf -lz -lcares -lseccomp \
-	-lsqlite3 -Wl,-Bdynamic
+STATIC_LIB_LIST := -lnl-route-3 -lnl-3 -ljansson -lbpf -lelf -lz -lcares -lseccomp -lsqlite3
+STATIC_LIBS := -Wl,-Bstatic $(STATIC_LIB_LIST) -Wl,-Bdynamic
 PKG_LIBS   := $(STATIC_LIBS) -lm
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -114,9 +114,21 @@ $(BUILD)/%.o: %.c $(SKELETONS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# errandctl is exec'd for every session too (errandctl run), so it is a
+# static PIE as well, libc and libm included: its exec to main without the
+# loader mapping and relocating them, 0.90 to 0.68 ms here (page faults 93
+# to 62). What it calls of glibc's that loads a library at run time (NSS
+# for the session account's ids, dlopen of libnftables when it runs a
+# session itself) needs the glibc it was linked against, which is the
+# host's when it is built where it runs: the link says so, in warnings.
+ifeq ($(SANITIZE),1)
+CTL_LINK := $(PKG_LIBS)
+else
+CTL_LINK := -static-pie $(STATIC_LIB_LIST) -lm
+endif
 $(BUILD)/bin/errandctl: $(BUILD)/agent/errandctl.o $(AGENT_OBJS) $(BROKER_CLIENT_OBJS) $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CTL_LINK)
 
 # The agent alone tells systemd it is ready (Type=notify, agentd.c).
 $(BUILD)/bin/errand-agent: $(BUILD)/agent/agentd.o $(AGENTD_OBJS) $(BROKER_CLIENT_OBJS) $(LIB_OBJS)
