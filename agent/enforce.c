@@ -473,10 +473,14 @@ int enforce_preload(const char *bpf_dir, char *err, size_t errlen)
  * settings, its events, its counters): every other one is for what it may
  * reach, and its programs refuse as if each were empty when it is not
  * there (policy.h). Eight maps fewer to make, pin, put into the set and
- * take out again a session. */
-static bool inner_used(int i, enum egress_mode mode)
+ * take out again a session. Without sandbox.egress.treatAsPublic, the
+ * public-range maps would stay empty: a forbidden range stays forbidden
+ * without them. */
+static bool inner_used(int i, const struct enforce_params *p)
 {
-	return mode != EGRESS_MODE_NONE || i == I_CONFIG || i == I_EVENTS || i == I_COUNTERS;
+	if (i == I_PUBLIC4 || i == I_PUBLIC6)
+		return p->mode != EGRESS_MODE_NONE && p->n_public > 0;
+	return p->mode != EGRESS_MODE_NONE || i == I_CONFIG || i == I_EVENTS || i == I_COUNTERS;
 }
 
 static int fill_session(int fd[I_MAX], const struct enforce_params *p, char *err, size_t errlen)
@@ -943,7 +947,7 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, boo
 	for (int i = 0; i < I_MAX && !rc; i++) {
 		LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = inners[i].flags);
 
-		if (!inner_used(i, p->mode))
+		if (!inner_used(i, p))
 			continue;
 		e->fd[i] = bpf_map_create(inners[i].type, inners[i].pin, inners[i].key,
 					  inners[i].value, inners[i].max, &o);

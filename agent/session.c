@@ -2469,7 +2469,10 @@ static void net_maps_work(void *arg)
 static int session_net_build(struct session *n)
 {
 	struct net_maps_job j = {
-		.ep = {.pin_dir = n->pin_dir, .cgroup_path = n->cgroup_path, .mode = n->mode},
+		.ep = {.pin_dir = n->pin_dir,
+		       .cgroup_path = n->cgroup_path,
+		       .mode = n->mode,
+		       .n_public = n->cfg->n_public},
 		.mu = PTHREAD_MUTEX_INITIALIZER,
 		.cond = PTHREAD_COND_INITIALIZER,
 	};

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: forbidden ranges (private, metadata, the agent namespace's own addresses, v4 carried in v6 forms) are refused even in open mode; only an operator's pin reaches a private address.
+# Guarantee: forbidden ranges (private, metadata, the agent namespace's own addresses, v4 carried in v6 forms) are refused even in open mode; only an operator's pin reaches a private address; without sandbox.egress.treatAsPublic a session has no public-range maps and a host in a forbidden range (the world's 198.18.0.0/15) is refused in open mode too.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -57,5 +57,23 @@ assert_eq "$RUN_RC" 125 "a pin to the agent's own address $AGENT_ADDR is refused
 assert_contains "$RUN_STDERR" "own addresses" "... saying it names this host's own address"
 assert_empty "$(leftovers)" "... and leaving nothing behind"
 assert_empty "$(cat "$W_DIR/host-serve.log")" "the agent's service on $AGENT_ADDR:9000 saw no connection"
+
+# Without treatAsPublic: the world's hosts are in 198.18.0.0/15, a forbidden
+# range, and no map of the session's excepts any of it.
+W_PUBLIC=
+W_CONFIG=$(world_config nopublic)
+errand_start --egress open -- sh -c "while :; do $(probe_script a "tcp $HOST_A 443") echo round; sleep 0.2; done" ||
+	{ world_finish; exit 1; }
+bg_rounds 1 10
+maps=$(for f in "/sys/fs/bpf/$W/$SESSION"/*; do
+	bpftool map show pinned "$f" >/dev/null 2>&1 && basename "$f"
+done | sort | tr '\n' ' ')
+assert_contains "$maps" "allow config counters events flows" "without treatAsPublic, the session has its maps"
+assert_not_contains "$maps" "public" "... but no public-range map ($maps)"
+assert_eq "$(bg_result a)" EPERM "$HOST_A:443, in a forbidden range, is refused in open mode"
+kill "$BG_PID" 2>/dev/null
+wait "$BG_PID" 2>/dev/null
+assert_ge "$(event_count "proto=tcp addr=$HOST_A port=443 reason=forbidden")" 1 "... with reason forbidden"
+assert_empty "$(leftovers)" "... and leaving nothing behind"
 
 world_finish
