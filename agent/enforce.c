@@ -181,6 +181,7 @@ struct progset {
 	__u32 prog_id[P_MAX]; /* the kernel's ids of prog, which verification compares */
 	int outer[I_MAX];
 	int tc_sess;
+	int sess_cg; /* the hooks' cgroup storage: a cgroup's session key */
 };
 
 /* Starts run in job threads: one of them loads, the others wait for it. */
@@ -260,6 +261,8 @@ static void set_free(struct progset *ps)
 			close(ps->outer[i]);
 	if (ps->tc_sess >= 0)
 		close(ps->tc_sess);
+	if (ps->sess_cg >= 0)
+		close(ps->sess_cg);
 	free(ps);
 }
 
@@ -277,7 +280,7 @@ static struct progset *set_open(const char *dir, uint64_t hash)
 		ps->prog[i] = -1;
 	for (int i = 0; i < I_MAX; i++)
 		ps->outer[i] = -1;
-	ps->tc_sess = -1;
+	ps->tc_sess = ps->sess_cg = -1;
 	for (int i = 0; i < P_MAX; i++) {
 		if ((ps->prog[i] = pin_open(dir, prog_names[i], err, sizeof(err))) < 0)
 			goto fail_errno;
@@ -287,7 +290,8 @@ static struct progset *set_open(const char *dir, uint64_t hash)
 	for (int i = 0; i < I_MAX; i++)
 		if ((ps->outer[i] = pin_open(dir, inners[i].outer, err, sizeof(err))) < 0)
 			goto fail_errno;
-	if ((ps->tc_sess = pin_open(dir, "tc_sess", err, sizeof(err))) < 0)
+	if ((ps->tc_sess = pin_open(dir, "tc_sess", err, sizeof(err))) < 0 ||
+	    (ps->sess_cg = pin_open(dir, "sess_cg", err, sizeof(err))) < 0)
 		goto fail_errno;
 	return ps;
 fail_errno:
@@ -563,6 +567,15 @@ static int link_cgroup(const struct progset *ps, const struct enforce_params *p,
 			return rc;
 		}
 	}
+	/* The cgroup's storage came with its first link: its key there is
+	 * what the hooks know the session by (sess_cg). */
+	if (bpf_map_update_elem(ps->sess_cg, &p->cgroup_id, &p->cgroup_id, BPF_EXIST)) {
+		int rc = -errno;
+
+		snprintf(err, errlen, "cannot write the session's key into cgroup %s: %s",
+			 p->cgroup_path, strerror(-rc));
+		return rc;
+	}
 	return 0;
 }
 
@@ -572,6 +585,7 @@ static int verify_hooks(const struct progset *ps, const struct enforce_params *p
 			size_t errlen)
 {
 	cleanup_close int cg_fd = open(p->cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	__u64 key = 0;
 
 	if (cg_fd < 0) {
 		snprintf(err, errlen, "cannot open cgroup %s: %s", p->cgroup_path, strerror(errno));
@@ -586,6 +600,13 @@ static int verify_hooks(const struct progset *ps, const struct enforce_params *p
 				 hooks[i].pin, p->cgroup_path, strerror(-rc));
 			return rc;
 		}
+	}
+	if (bpf_map_lookup_elem(ps->sess_cg, &p->cgroup_id, &key) || key != p->cgroup_id) {
+		snprintf(err, errlen,
+			 "enforcement not verified: cgroup %s does not hold the session's key "
+			 "for its hooks",
+			 p->cgroup_path);
+		return -ENOENT;
 	}
 	return 0;
 }

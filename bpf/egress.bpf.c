@@ -110,14 +110,17 @@ struct {
 	__type(value, __u64);
 } tc_sess SEC(".maps");
 
-/* The session a socket was made in, set by errand_sock. Cloned to the
- * sockets a listener accepts, which no sock_create hook sees. */
+/* The session whose cgroup a hook is linked to: its key, which the agent
+ * writes into the cgroup's storage when it links the session's hooks (0,
+ * none, until then). The hooks that run for a socket are those of the
+ * cgroup it was made in (an accepted socket's: its listener's), whoever
+ * uses it, so this is the session of the socket, found without storing
+ * anything on the socket itself. */
 struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC | BPF_F_CLONE);
-	__type(key, int);
+	__uint(type, BPF_MAP_TYPE_CGROUP_STORAGE);
+	__type(key, __u64);
 	__type(value, __u64);
-} sess_key SEC(".maps");
+} sess_cg SEC(".maps");
 
 /* The destination a DNS socket named before it was sent to the responder, so
  * recvmsg and getpeername can give it back and resolvers accept the answer. */
@@ -163,26 +166,12 @@ static __always_inline bool sess_find(__u64 key, struct sess *s)
 	return s->c != NULL;
 }
 
-/* The session whose cgroup the current task is in, or below: the nearest
- * ancestor with a config. 0: none. */
-static __always_inline __u64 sess_current(void)
+/* The session of the socket a cgroup hook runs for (sess_cg). */
+static __always_inline bool sess_of_hook(struct sess *s)
 {
-	for (int level = EGRESS_CGROUP_DEPTH - 1; level >= 1; level--) {
-		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+	__u64 *k = bpf_get_local_storage(&sess_cg, 0);
 
-		if (id && bpf_map_lookup_elem(&cfg_of, &id))
-			return id;
-	}
-	return 0;
-}
-
-/* The session of a socket: the one it was made in. A socket made before the
- * hooks were attached has none stored: the caller's session then. */
-static __always_inline bool sess_of_sock(struct bpf_sock *sk, struct sess *s)
-{
-	__u64 *k = sk ? bpf_sk_storage_get(&sess_key, sk, 0, 0) : NULL;
-
-	return sess_find(k ? *k : sess_current(), s);
+	return sess_find(*k, s);
 }
 
 static __always_inline void count(const struct sess *s, __u32 idx)
@@ -414,7 +403,7 @@ static __always_inline int decide4(struct bpf_sock_addr *ctx, __u8 hook)
 	__u8 why;
 
 	/* No session of its own: nothing passes. */
-	if (!sess_of_sock(ctx->sk, s))
+	if (!sess_of_hook(s))
 		return 0;
 	map_v4(addr, dst);
 	/* Loopback is the session's own: its network namespace has no other. */
@@ -473,7 +462,7 @@ static __always_inline int decide6(struct bpf_sock_addr *ctx, __u8 hook)
 	struct sess sess, *s = &sess;
 	__u8 why;
 
-	if (!sess_of_sock(ctx->sk, s))
+	if (!sess_of_hook(s))
 		return 0;
 	a32[0] = ctx->user_ip6[0];
 	a32[1] = ctx->user_ip6[1];
@@ -576,7 +565,7 @@ static __always_inline void restore4(struct bpf_sock_addr *ctx)
 	struct dns_orig *o;
 	__u32 a4;
 
-	if (!sess_of_sock(ctx->sk, s))
+	if (!sess_of_hook(s))
 		return;
 	if (ctx->user_ip4 != s->c->gw_addr4 || !ctx->sk ||
 	    (ctx->user_port != bpf_htons(s->c->dns_port) &&
@@ -597,7 +586,7 @@ static __always_inline void restore6(struct bpf_sock_addr *ctx)
 	__u32 a32[4];
 	bool gw4, gw6;
 
-	if (!sess_of_sock(ctx->sk, s))
+	if (!sess_of_hook(s))
 		return;
 	gw4 = !ctx->user_ip6[0] && !ctx->user_ip6[1] && ctx->user_ip6[2] == bpf_htonl(0xffff) &&
 	      ctx->user_ip6[3] == s->c->gw_addr4;
@@ -655,20 +644,12 @@ int errand_sock(struct bpf_sock *sk)
 {
 	struct sess sess, *s = &sess;
 	__u8 zero[16] = {};
-	__u64 *k;
 
-	/* The socket's cgroup is the creating task's: its session is the key
-	 * every later hook of the socket uses, wherever the socket goes. */
-	if (!sess_find(sess_current(), s))
-		return 0;
-	k = bpf_sk_storage_get(&sess_key, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (!k)
-		return 0;
-	*k = s->key;
 	if ((sk->type == SOCK_STREAM && sk->protocol == IPPROTO_TCP) ||
 	    (sk->type == SOCK_DGRAM && sk->protocol == IPPROTO_UDP))
 		return 1;
-	emit(s, zero, 0, (__u16)sk->protocol, REASON_SOCKET, HOOK_SOCK_CREATE);
+	if (sess_of_hook(s))
+		emit(s, zero, 0, (__u16)sk->protocol, REASON_SOCKET, HOOK_SOCK_CREATE);
 	return 0;
 }
 

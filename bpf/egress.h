@@ -62,8 +62,6 @@
 #define EGRESS_EVENTS_BYTES (16 * 1024)
 /* Sessions one program set serves at once (entries of each outer map). */
 #define EGRESS_SESSIONS_MAX 4096
-/* Cgroup levels searched for the session a socket is made in. */
-#define EGRESS_CGROUP_DEPTH 16
 
 /* Refusal events are rate-limited in the kernel, per session: a bucket of
  * EGRESS_EVENT_BURST events refilled at EGRESS_EVENT_RATE a second. A

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,7 +44,8 @@ struct endpoint {
 static int usage(void)
 {
 	fprintf(stderr,
-		"usage: probe tcp ADDR PORT [--timeout S] [--from SRCADDR]\n"
+		"usage: probe tcp ADDR PORT [--timeout S] [--from SRCADDR] [--taken PID:FD]\n"
+		"       probe sock-hold COUNT SECONDS\n"
 		"       probe udp|udp-connect ADDR PORT [--size BYTES] [--from SRCADDR]\n"
 		"       probe tcp-hold ADDR PORT SECONDS\n"
 		"       probe tcp-talk ADDR PORT SECONDS | probe tick-serve --log FILE ADDR:PORT\n"
@@ -298,7 +300,11 @@ static char *trim(char *s)
 }
 
 /* Options after ADDR PORT: --timeout S, --from ADDR (bind the source address
- * first), --size N (datagram size). Unknown ones are a usage error. */
+ * first), --size N (datagram size), --taken PID:FD (not a socket of its own:
+ * the one process PID holds as FD, taken with pidfd_getfd; kept in taken,
+ * which socket_from reads). Unknown ones are a usage error. */
+static const char *taken;
+
 struct opts {
 	int timeout_s;
 	const char *from;
@@ -317,6 +323,10 @@ static int opts_parse(int argc, char **argv, int first, struct opts *o)
 			o->from = argv[i + 1];
 			continue;
 		}
+		if (!strcmp(argv[i], "--taken")) {
+			taken = argv[i + 1];
+			continue;
+		}
 		v = strtol(argv[i + 1], &end, 10);
 		if (*end)
 			return -EINVAL;
@@ -330,12 +340,39 @@ static int opts_parse(int argc, char **argv, int first, struct opts *o)
 	return 0;
 }
 
-/* A socket of the endpoint's family, bound to from (port 0) when given. */
+/* The socket process pid holds as fd spec "PID:FD", ours now, with type's
+ * SOCK_NONBLOCK. */
+static int socket_taken(const char *spec, int type)
+{
+	int pid, nfd, pfd, fd, n = 0;
+
+	if (sscanf(spec, "%d:%d%n", &pid, &nfd, &n) != 2 || spec[n] || pid <= 0 || nfd < 0)
+		return -EINVAL;
+	pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd < 0)
+		return -errno;
+	fd = (int)syscall(SYS_pidfd_getfd, pfd, nfd, 0);
+	n = errno;
+	close(pfd);
+	if (fd < 0)
+		return -n;
+	if ((type & SOCK_NONBLOCK) && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
+		n = errno;
+		close(fd);
+		return -n;
+	}
+	return fd;
+}
+
+/* A socket of the endpoint's family, bound to from (port 0) when given; or
+ * the one --taken names. */
 static int socket_from(const struct endpoint *ep, int type, const char *from)
 {
 	struct endpoint src;
 	int fd;
 
+	if (taken)
+		return socket_taken(taken, type);
 	fd = socket(ep->ss.ss_family, type | SOCK_CLOEXEC, 0);
 	if (fd < 0 || !from)
 		return fd < 0 ? -errno : fd;
@@ -1451,6 +1488,32 @@ static int cmd_tcp_hold(int argc, char **argv)
 	return 0;
 }
 
+/* COUNT IPv4 TCP sockets made and held, unconnected, for SECONDS: one line
+ * "held pid=PID fds=FD..." first, for probe tcp --taken. */
+static int cmd_sock_hold(int argc, char **argv)
+{
+	long count, secs;
+	char *end, *end2;
+
+	if (argc != 3)
+		return usage();
+	count = strtol(argv[1], &end, 10);
+	secs = strtol(argv[2], &end2, 10);
+	if (*end || *end2 || count < 1 || count > 16 || secs < 0 || secs > 3600)
+		return usage();
+	printf("held pid=%d fds=", (int)getpid());
+	for (long i = 0; i < count; i++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (fd < 0)
+			return fail_errno(errno);
+		printf("%s%d", i ? " " : "", fd);
+	}
+	printf("\n");
+	sleep((unsigned)secs);
+	return 0;
+}
+
 #define TICK_MS 100
 
 /* Reads what is there on fd (nonblocking) and hands out each complete line. */
@@ -2376,6 +2439,8 @@ int main(int argc, char **argv)
 		return cmd_udp(argc, argv, true);
 	if (!strcmp(cmd, "tcp-hold"))
 		return cmd_tcp_hold(argc, argv);
+	if (!strcmp(cmd, "sock-hold"))
+		return cmd_sock_hold(argc, argv);
 	if (!strcmp(cmd, "tcp-talk"))
 		return cmd_tcp_talk(argc, argv);
 	if (!strcmp(cmd, "tick-serve"))
