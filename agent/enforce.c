@@ -70,19 +70,28 @@ struct enforce {
 struct cgroup_hook {
 	const char *pin; /* link name in the pin directory */
 	enum bpf_attach_type type;
+	/* Only gives back the addresses of redirected DNS (and relayed
+	 * connections): a session without network, which has neither, is not
+	 * linked to it (hook_used). */
+	bool restores;
 };
 
 static const struct cgroup_hook hooks[] = {
-	{"connect4", BPF_CGROUP_INET4_CONNECT},
-	{"connect6", BPF_CGROUP_INET6_CONNECT},
-	{"sendmsg4", BPF_CGROUP_UDP4_SENDMSG},
-	{"sendmsg6", BPF_CGROUP_UDP6_SENDMSG},
-	{"recvmsg4", BPF_CGROUP_UDP4_RECVMSG},
-	{"recvmsg6", BPF_CGROUP_UDP6_RECVMSG},
-	{"getpeername4", BPF_CGROUP_INET4_GETPEERNAME},
-	{"getpeername6", BPF_CGROUP_INET6_GETPEERNAME},
-	{"sock_create", BPF_CGROUP_INET_SOCK_CREATE},
+	{"connect4", BPF_CGROUP_INET4_CONNECT, false},
+	{"connect6", BPF_CGROUP_INET6_CONNECT, false},
+	{"sendmsg4", BPF_CGROUP_UDP4_SENDMSG, false},
+	{"sendmsg6", BPF_CGROUP_UDP6_SENDMSG, false},
+	{"recvmsg4", BPF_CGROUP_UDP4_RECVMSG, true},
+	{"recvmsg6", BPF_CGROUP_UDP6_RECVMSG, true},
+	{"getpeername4", BPF_CGROUP_INET4_GETPEERNAME, true},
+	{"getpeername6", BPF_CGROUP_INET6_GETPEERNAME, true},
+	{"sock_create", BPF_CGROUP_INET_SOCK_CREATE, false},
 };
+
+static bool hook_used(size_t i, unsigned mode)
+{
+	return mode != EGRESS_MODE_NONE || !hooks[i].restores;
+}
 
 /* The programs of the set, the cgroup hooks' first (in hooks[] order), then
  * the tc backstop and flow guard. Pinned under these names. */
@@ -547,9 +556,11 @@ static int link_cgroup(const struct progset *ps, const struct enforce_params *p,
 		return -errno;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
-		int link = bpf_link_create(ps->prog[i], cg_fd, hooks[i].type, NULL);
-		int rc;
+		int link, rc;
 
+		if (!hook_used(i, p->mode))
+			continue;
+		link = bpf_link_create(ps->prog[i], cg_fd, hooks[i].type, NULL);
 		if (link < 0) {
 			rc = -errno;
 			snprintf(err, errlen,
@@ -592,7 +603,8 @@ static int verify_hooks(const struct progset *ps, const struct enforce_params *p
 		return -errno;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
-		int rc = verify_cgroup(cg_fd, hooks[i].type, ps->prog_id[i]);
+		int rc = hook_used(i, p->mode) ? verify_cgroup(cg_fd, hooks[i].type, ps->prog_id[i])
+					       : 0;
 
 		if (rc) {
 			snprintf(err, errlen,
@@ -1424,18 +1436,21 @@ struct enforce *enforce_open(const char *pin_dir, char *err, size_t errlen)
 	/* every descriptor -1: enforce_free closes those that are not (a
 	 * zeroed one closed descriptor 0, whatever it was by then) */
 	enforce_init(e);
+	/* A session without network has neither an allow map nor an
+	 * own-address map (inner_used), nor the hooks that only restore
+	 * addresses (hook_used). */
+	none = session_cfg(pin_dir, &cfg) == 0 && cfg.mode == EGRESS_MODE_NONE;
 	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
-		int fd = pin_open(pin_dir, hooks[i].pin, err, errlen);
+		int fd;
 
-		if (fd < 0) {
+		if (!hook_used(i, none ? EGRESS_MODE_NONE : EGRESS_MODE_RESTRICTED))
+			continue;
+		if ((fd = pin_open(pin_dir, hooks[i].pin, err, errlen)) < 0) {
 			rc = -errno;
 			goto fail;
 		}
 		close(fd);
 	}
-	/* A session without network has neither an allow map nor an
-	 * own-address map (inner_used). */
-	none = session_cfg(pin_dir, &cfg) == 0 && cfg.mode == EGRESS_MODE_NONE;
 	e->allow_fd = pin_open(pin_dir, "allow", err, errlen);
 	if ((e->allow_fd < 0 && !(none && errno == ENOENT)) ||
 	    (e->events_fd = pin_open(pin_dir, "events", err, errlen)) < 0) {
@@ -1629,17 +1644,22 @@ int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, 
 		     void *arg)
 {
 	cleanup_close int cg_fd = open(cgroup_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct sess_cfg cfg;
+	unsigned mode = session_cfg(pin_dir, &cfg) == 0 ? cfg.mode : EGRESS_MODE_RESTRICTED;
 	char err[256];
 	int n = 0;
 
 	if (cg_fd < 0)
 		return -errno;
 	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++) {
-		cleanup_close int fd = pin_open(pin_dir, hooks[i].pin, err, sizeof(err));
+		cleanup_close int fd = -1;
 		struct bpf_link_info info = {};
 		__u32 len = sizeof(info);
 		bool attached = false;
 
+		if (!hook_used(i, mode))
+			continue;
+		fd = pin_open(pin_dir, hooks[i].pin, err, sizeof(err));
 		if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
 			attached = verify_cgroup(cg_fd, hooks[i].type, info.prog_id) == 0;
 		fn(hooks[i].pin, fd >= 0 ? info.prog_id : 0, attached, arg);

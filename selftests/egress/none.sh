@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: with --egress none a session has no network at all (only lo, no route) and every connect and send is refused at once with EPERM, one no-network event each; its BPF maps are the three its refusals use (settings, events, counters), embedded, through the agent and from its pool alike, and a restarted agent adopts such a session (its refusals still EPERM and counted) and removes every pin of it when it ends.
+# Guarantee: with --egress none a session has no network at all (only lo, no route) and every connect and send is refused at once with EPERM, one no-network event each; its BPF maps are the three its refusals use (settings, events, counters) and its cgroup hooks the five that refuse (connect, sendmsg, sock_create; not those that only give back redirected DNS addresses), embedded, through the agent and from its pool alike, and a restarted agent adopts such a session (its refusals still EPERM and counted) and removes every pin of it when it ends.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -28,11 +28,19 @@ maps_of() {
 		bpftool map show pinned "$f" >/dev/null 2>&1 && basename "$f"
 	done | sort | tr '\n' ' '
 }
+links_of() {
+	local f
+	for f in "/sys/fs/bpf/$W/$SESSION"/*; do
+		bpftool link show pinned "$f" >/dev/null 2>&1 && basename "$f"
+	done | sort | tr '\n' ' '
+}
+hooks="connect4 connect6 sendmsg4 sendmsg6 sock_create "
 probe="$(probe_script tcp "tcp $HOST_A 443")"
 loop='while :; do '"$probe"' echo round; sleep 0.2; done'
 errand_start --egress none -- sh -c "$loop" || { world_finish; exit 1; }
 bg_rounds 1 10
 assert_eq "$(maps_of)" "config counters events " "embedded: its maps are its settings, events and counters alone"
+assert_eq "$(links_of)" "$hooks" "... and its cgroup links the five hooks that refuse"
 assert_eq "$(bg_result tcp)" EPERM "... and its connect is refused"
 kill "$BG_PID" 2>/dev/null
 wait "$BG_PID" 2>/dev/null
@@ -42,6 +50,7 @@ for n in 1 2 3; do
 	errand_start --egress none -- sh -c "$loop" || { world_finish; exit 1; }
 	bg_rounds 1 10
 	assert_eq "$(maps_of)" "config counters events " "through the agent, start $n: the same three maps"
+	assert_eq "$(links_of)" "$hooks" "... and the same five links"
 	[ "$n" = 3 ] && break
 	kill "$BG_PID" 2>/dev/null
 	wait "$BG_PID" 2>/dev/null
@@ -59,6 +68,9 @@ assert_eq "$(bg_result tcp)" EPERM "... and its connects are still refused"
 after=$(in_host "$ERRANDCTL" --config "$W_CONFIG" show "$SESSION" --json |
 	python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"]["refused"])')
 assert_ge "$after" "$((before + 1))" "... and counted"
+assert_eq "$(in_host "$ERRANDCTL" --config "$W_CONFIG" show "$SESSION" --json |
+	python3 -c 'import json,sys; print(" ".join(sorted(p["hook"] for p in json.load(sys.stdin)["programs"] if p["attached"])))')" \
+	"${hooks% }" "... and show lists its five hooks, each attached"
 in_host "$ERRANDCTL" --config "$W_CONFIG" stop "$SESSION" >/dev/null
 wait "$BG_PID" 2>/dev/null
 for _ in $(seq 50); do [ -e "/sys/fs/bpf/$W/$SESSION" ] || break; sleep 0.1; done
