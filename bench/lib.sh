@@ -3,6 +3,9 @@
 # there) but with no cgroup, no BPF and no other namespace: the unconfined
 # side of every comparison.
 # shellcheck shell=bash
+# The world's packet sniffer is for tests: it would take a copy of every
+# packet of every arm (a tenth of the machine in an HTTPS benchmark).
+W_SNIFF=0
 . "$(dirname "${BASH_SOURCE[0]}")/../selftests/lib/world.sh"
 # shellcheck source=bench/stats.sh
 . "$(dirname "${BASH_SOURCE[0]}")/stats.sh"

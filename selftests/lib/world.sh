@@ -147,7 +147,8 @@
 # path of ip(8)), HOST_A, HOST_B, HOST_PRIV, HOST_META, AGENT_ADDR,
 # DNS_UPSTREAM (198.18.0.53), DNS_LOG ($W_DIR/dns.log); W_PIDS
 # (pids world_down ends). KEEP_WORLD=1 leaves the world in place on exit, for
-# a look around (selftests/run sweeps it next time).
+# a look around (selftests/run sweeps it next time). W_SNIFF=0 (the
+# benchmarks') starts no sniffer: it takes a copy of every packet in wan.
 # shellcheck shell=bash
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -389,7 +390,9 @@ world_up() {
 	: >"$W_DIR/host-serve.log"
 	_start_ready wan "$W_DIR/wan-serve.out" "$PROBE" serve --log "$W_DIR/wan-serve.log" \
 		$HOST_A:443 $HOST_A:8080 $HOST_B:443 $HOST_PRIV:443 $HOST_META:80 || exit 1
-	_start_ready wan "$W_DIR/wan-sniff.out" "$PROBE" sniff --log "$W_DIR/wan-sniff.log" 1 253 || exit 1
+	if [ "${W_SNIFF:-1}" != 0 ]; then
+		_start_ready wan "$W_DIR/wan-sniff.out" "$PROBE" sniff --log "$W_DIR/wan-sniff.log" 1 253 || exit 1
+	fi
 	_start_ready host "$W_DIR/host-serve.out" "$PROBE" serve --log "$W_DIR/host-serve.log" \
 		$AGENT_ADDR:9000 || exit 1
 	W_CONFIG=$(world_config default)
