@@ -65,9 +65,7 @@ W_CONFIG=$(world_config nopublic)
 errand_start --egress open -- sh -c "while :; do $(probe_script a "tcp $HOST_A 443") echo round; sleep 0.2; done" ||
 	{ world_finish; exit 1; }
 bg_rounds 1 10
-maps=$(for f in "/sys/fs/bpf/$W/$SESSION"/*; do
-	bpftool map show pinned "$f" >/dev/null 2>&1 && basename "$f"
-done | sort | tr '\n' ' ')
+maps=$(session_pins map)
 assert_contains "$maps" "allow config counters events flows" "without treatAsPublic, the session has its maps"
 assert_not_contains "$maps" "public" "... but no public-range map ($maps)"
 assert_eq "$(bg_result a)" EPERM "$HOST_A:443, in a forbidden range, is refused in open mode"

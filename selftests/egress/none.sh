@@ -21,26 +21,14 @@ assert_eq "$(event_count "proto=udp addr=$HOST_A port=443 reason=no-network hook
 assert_eq "$(event_count .)" 2 "no other refusal events"
 assert_empty "$(cat "$W_DIR/wan-serve.log")" "nothing reached the wan servers"
 
-# Its maps: the session's pin directory, maps only, by name.
-maps_of() {
-	local f
-	for f in "/sys/fs/bpf/$W/$SESSION"/*; do
-		bpftool map show pinned "$f" >/dev/null 2>&1 && basename "$f"
-	done | sort | tr '\n' ' '
-}
-links_of() {
-	local f
-	for f in "/sys/fs/bpf/$W/$SESSION"/*; do
-		bpftool link show pinned "$f" >/dev/null 2>&1 && basename "$f"
-	done | sort | tr '\n' ' '
-}
+# The hooks that refuse, by their links' pin names.
 hooks="connect4 connect6 sendmsg4 sendmsg6 sock_create "
 probe="$(probe_script tcp "tcp $HOST_A 443")"
 loop='while :; do '"$probe"' echo round; sleep 0.2; done'
 errand_start --egress none -- sh -c "$loop" || { world_finish; exit 1; }
 bg_rounds 1 10
-assert_eq "$(maps_of)" "config counters events " "embedded: its maps are its settings, events and counters alone"
-assert_eq "$(links_of)" "$hooks" "... and its cgroup links the five hooks that refuse"
+assert_eq "$(session_pins map)" "config counters events " "embedded: its maps are its settings, events and counters alone"
+assert_eq "$(session_pins link)" "$hooks" "... and its cgroup links the five hooks that refuse"
 assert_eq "$(bg_result tcp)" EPERM "... and its connect is refused"
 kill "$BG_PID" 2>/dev/null
 wait "$BG_PID" 2>/dev/null
@@ -49,8 +37,8 @@ agent_start || exit 1
 for n in 1 2 3; do
 	errand_start --egress none -- sh -c "$loop" || { world_finish; exit 1; }
 	bg_rounds 1 10
-	assert_eq "$(maps_of)" "config counters events " "through the agent, start $n: the same three maps"
-	assert_eq "$(links_of)" "$hooks" "... and the same five links"
+	assert_eq "$(session_pins map)" "config counters events " "through the agent, start $n: the same three maps"
+	assert_eq "$(session_pins link)" "$hooks" "... and the same five links"
 	[ "$n" = 3 ] && break
 	kill "$BG_PID" 2>/dev/null
 	wait "$BG_PID" 2>/dev/null

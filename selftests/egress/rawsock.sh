@@ -30,13 +30,7 @@ assert_eq "$(in_session "$SESSION" "$PROBE" tcp $HOST_A 443)" "ok hello $HOST_A:
 	"a TCP connect from the session netns to the pinned host $HOST_A:443 passes the backstop"
 
 # Root in the session's cgroup: sock_create refuses even a process holding CAP_NET_RAW.
-cgdir=
-while IFS= read -r f; do
-	if [ -n "$(cat "$f")" ]; then
-		cgdir=${f%/cgroup.procs}
-		break
-	fi
-done < <(find "$(session_cgroup)" -name cgroup.procs 2>/dev/null)
+cgdir=$(session_procs_dir)
 assert_ne "$cgdir" "" "found the cgroup the session's processes run in"
 if [ -n "$cgdir" ]; then
 	out=$(in_session "$SESSION" sh -c "echo \$\$ >'$cgdir/cgroup.procs' && exec '$PROBE' icmp $HOST_A" 2>&1 | tail -n 1)

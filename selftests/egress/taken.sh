@@ -4,15 +4,8 @@
 need_errandctl
 world_up
 
-# The cgroup directory a session's processes run in, and the host pid of its
-# process whose command line starts with CMD (its own pid namespace numbers
-# it otherwise).
-session_procs_dir() {
-	local f
-	while IFS= read -r f; do
-		[ -n "$(cat "$f")" ] && { echo "${f%/cgroup.procs}"; return; }
-	done < <(find "$(session_cgroup "$1")" -name cgroup.procs 2>/dev/null)
-}
+# The host pid of the session's process whose command line starts with CMD
+# (its own pid namespace numbers it otherwise).
 host_pid_of() {
 	local p
 	for p in $(cat "$(session_procs_dir "$1")/cgroup.procs" 2>/dev/null); do

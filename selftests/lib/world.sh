@@ -107,6 +107,11 @@
 #                                  go is a signal (USR1) to the waiting shell
 #   bg_go                          let it go on; returns 1 if it did not
 #   session_cgroup [ID]            <cgroup2>/$W/ID (ID defaults to $SESSION)
+#   session_procs_dir [ID]         the cgroup directory at or below it that
+#                                  holds the session's processes
+#   session_pins map|link [ID]     the names of the session's pinned maps (or
+#                                  links) under /sys/fs/bpf/$W/ID, sorted, each
+#                                  followed by a space
 #   probe_script LABEL 'ARGS' ...  prints a sh script running "probe ARGS" for
 #                                  each pair, each result as a line LABEL=RESULT
 #   net_script                     prints sh lines reporting links=, routes=, gw=
@@ -647,6 +652,20 @@ bg_go() {
 session_cgroup() {
 	local id=${1:-$SESSION}
 	echo "$W_CG/$W/$id"
+}
+
+session_procs_dir() {
+	local f
+	while IFS= read -r f; do
+		[ -n "$(cat "$f")" ] && { echo "${f%/cgroup.procs}"; return; }
+	done < <(find "$(session_cgroup "${1:-$SESSION}")" -name cgroup.procs 2>/dev/null)
+}
+
+session_pins() {
+	local f
+	for f in "/sys/fs/bpf/$W/${2:-$SESSION}"/*; do
+		bpftool "$1" show pinned "$f" >/dev/null 2>&1 && basename "$f"
+	done | sort | tr '\n' ' '
 }
 
 _session_kill() {
