@@ -24,11 +24,12 @@
 #define AF_INET6 10
 
 /* One program set serves every session. A session is found by its key, the
- * id of its cgroup: the cgroup hooks take it from the socket (stored when the
- * socket is made inside the session, so a socket passed out keeps its
- * session), the tc programs from the veth they run on (tc_sess). Each outer
- * map below gives, for that key, a map of the session's own, which no other
- * key reaches: a key can never name another session. */
+ * id of its cgroup: the cgroup hooks take it from their cgroup's storage
+ * (sess_cg: the hooks that run for a socket are those of the cgroup it was
+ * made in, so a socket passed out keeps its session), the tc programs from
+ * the veth they run on (tc_sess). Each outer map below gives, for that key,
+ * a map of the session's own, which no other key reaches: a key can never
+ * name another session. */
 #define INNER(name, ...)                                                                           \
 	struct {                                                                                   \
 		__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);                                           \
@@ -1034,7 +1035,7 @@ int errand_tc_out(struct __sk_buff *skb)
 	struct ethhdr *eth = data;
 	struct flow_key fk = {};
 	struct flow_val *cur = NULL;
-	struct sess sess, *s = &sess;
+	struct sess sess = {}, *s = &sess;
 	__u32 ifindex = skb->ifindex;
 	struct tcphdr *th;
 	struct iphdr *ip;
@@ -1044,9 +1045,12 @@ int errand_tc_out(struct __sk_buff *skb)
 	if ((void *)(eth + 1) > end ||
 	    (eth->h_proto != bpf_htons(ETH_P_IP) && eth->h_proto != bpf_htons(ETH_P_IPV6)))
 		return TC_ACT_OK;
+	/* Only the session's key: its flows and grants are read by it, its
+	 * settings not at all (two lookups fewer a segment). */
 	key = bpf_map_lookup_elem(&tc_sess, &ifindex);
-	if (!key || !sess_find(*key, s))
+	if (!key)
 		return TC_ACT_OK;
+	s->key = *key;
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		__u8 proto = 0, *l4 = NULL;
