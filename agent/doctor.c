@@ -407,23 +407,7 @@ static void probe_bpf(struct doctor_report *r, const struct errand_config *cfg)
 	set_fix(r, C_BPF_ATTACH, "this requires CONFIG_CGROUP_BPF and root");
 }
 
-/* A tcx link (6.6 on) on lo of a network namespace of the child's own,
- * which goes with it: how errand attaches the backstop where it can. */
-static int try_tcx(void)
-{
-	int prog, link;
-
-	if (unshare(CLONE_NEWNET) < 0)
-		return errno;
-	prog = bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "errand_doctor", "GPL", ret0,
-			     ARRAY_SIZE(ret0), NULL);
-	if (prog < 0)
-		return -prog;
-	link = bpf_link_create(prog, 1, (enum bpf_attach_type)46 /* BPF_TCX_INGRESS */, NULL);
-	return link < 0 ? errno : 0;
-}
-
-/* clsact there, where the kernel has no tcx. */
+/* clsact on lo of a network namespace of the child's own, which goes with it. */
 static int try_tc(void)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = 1, .attach_point = BPF_TC_INGRESS);
@@ -473,16 +457,12 @@ static void probe_kernel_bpf(struct doctor_report *r)
 			set_fix(r, C_BPFFS, "this requires CONFIG_BPF_SYSCALL");
 		}
 	}
-	if (!in_child(try_tcx)) {
-		set(r, C_TC, OK, "tcx links");
-		return;
-	}
 	e = in_child(try_tc);
 	if (!e) {
-		set(r, C_TC, OK, "clsact with a BPF classifier (no tcx: before 6.6)");
+		set(r, C_TC, OK, "clsact with a BPF classifier");
 		return;
 	}
-	set(r, C_TC, UNAVAILABLE, "tc clsact with a BPF classifier (and no tcx): %s", strerror(e));
+	set(r, C_TC, UNAVAILABLE, "tc clsact with a BPF classifier: %s", strerror(e));
 	set_fix(r, C_TC, "this requires CONFIG_NET_SCH_INGRESS and CONFIG_NET_CLS_BPF");
 }
 

@@ -673,55 +673,20 @@ void enforce_hooks_release(void)
 	pthread_mutex_unlock(&set_lock);
 }
 
-/* tcx (Linux 6.6): the device's own list of BPF programs, attached by
- * links. Its attach types, which the headers errand builds against (6.1's)
- * lack. */
-#define ERRAND_TCX_INGRESS 46 /* BPF_TCX_INGRESS */
-#define ERRAND_TCX_EGRESS 47  /* BPF_TCX_EGRESS */
-#define TC_QUERY_MAX 64
-
-static enum bpf_attach_type tcx_type(enum bpf_tc_attach_point at)
-{
-	return (enum bpf_attach_type)(at == BPF_TC_INGRESS ? ERRAND_TCX_INGRESS
-							   : ERRAND_TCX_EGRESS);
-}
-
-static const char *tcx_pin(enum bpf_tc_attach_point at)
-{
-	return at == BPF_TC_INGRESS ? "tcx_ingress" : "tcx_egress";
-}
-
-/* The program as a tcx link of the veth, pinned in the session's directory
- * (a link lives while a descriptor or a pin holds it; the device's end
- * detaches it). -EINVAL: the kernel has no tcx. A prepared network's link
- * pinned already (its set replaced since) takes the program instead. */
-static int link_tcx(int fd, const struct enforce_params *p, enum bpf_tc_attach_point at)
-{
-	char path[PATH_MAX];
-	int link, rc;
-
-	if ((rc = path_fmt(path, sizeof(path), "%s/%s", p->pin_dir, tcx_pin(at))))
-		return rc;
-	if ((link = bpf_obj_get(path)) >= 0) {
-		rc = bpf_link_update(link, fd, NULL) ? -errno : 0;
-		close(link);
-		return rc;
-	}
-	if ((link = bpf_link_create(fd, p->host_ifindex, tcx_type(at), NULL)) < 0)
-		return -errno;
-	rc = bpf_obj_pin(link, path) ? -errno : 0;
-	close(link);
-	return rc;
-}
-
-/* Where the kernel has no tcx: a filter on the veth's clsact. */
-static int link_clsact(int fd, const struct enforce_params *p, enum bpf_tc_attach_point at,
-		       const char *what, char *err, size_t errlen)
+/* clsact on the host side of the veth: the backstop on ingress, the flow
+ * guard on egress (bpf/egress.bpf.c, errand_tc_out). A legacy tc filter
+ * rather than a link: it lives as long as the device, so it needs no pin,
+ * and the kernels errand supports from 6.1 on all have it. The program is
+ * pinned in the session's directory too, for show and to keep it while the
+ * session lives whatever becomes of its set. */
+static int link_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_attach_point at,
+		       const char *name, const char *what, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = at);
 	/* Replace: a prepared network made again under a new set still has the
 	 * old set's filter on its veth. */
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1, .flags = BPF_TC_F_REPLACE);
+	char path[PATH_MAX];
 	int rc;
 
 	if (at == BPF_TC_INGRESS) {
@@ -729,40 +694,17 @@ static int link_clsact(int fd, const struct enforce_params *p, enum bpf_tc_attac
 		if (rc && rc != -EEXIST) {
 			snprintf(err, errlen,
 				 "cannot add clsact to ifindex %d: %s; errand needs tc's clsact "
-				 "qdisc (CONFIG_NET_SCH_INGRESS, module sch_ingress) where the "
-				 "kernel has no tcx (before 6.6)",
+				 "qdisc (CONFIG_NET_SCH_INGRESS, module sch_ingress)",
 				 p->host_ifindex, strerror(-rc));
 			return rc;
 		}
 	}
 	opts.prog_fd = fd;
 	rc = bpf_tc_attach(&hook, &opts);
-	if (rc)
+	if (rc) {
 		snprintf(err, errlen,
 			 "cannot attach the tc %s to ifindex %d: %s; errand needs BPF "
 			 "classifiers in tc (CONFIG_NET_CLS_BPF, module cls_bpf)",
-			 what, p->host_ifindex, strerror(-rc));
-	return rc;
-}
-
-/* The host side of the veth: the backstop on ingress, the flow guard on
- * egress (bpf/egress.bpf.c, errand_tc_out). A tcx link where the kernel
- * has one: it runs before any tc filter and without a qdisc (an empty
- * program on a veth cost about 60 ns a packet so, 170 as a clsact filter,
- * eight packets a connection), and no change of the veth's qdiscs takes
- * it off. Elsewhere (6.1) a filter on clsact, which lives as long as the
- * device. The program is pinned in the session's directory too, for show
- * and to keep it while the session lives whatever becomes of its set. */
-static int link_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_attach_point at,
-		       const char *name, const char *what, char *err, size_t errlen)
-{
-	char path[PATH_MAX];
-	int rc = link_tcx(fd, p, at);
-
-	if (rc == -EINVAL && (rc = link_clsact(fd, p, at, what, err, errlen)))
-		return rc;
-	if (rc) {
-		snprintf(err, errlen, "cannot attach the tc %s to ifindex %d as a tcx link: %s",
 			 what, p->host_ifindex, strerror(-rc));
 		return rc;
 	}
@@ -775,29 +717,20 @@ static int link_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_attac
 	return 0;
 }
 
-/* Does the veth run the program at that point, as a tcx link or as the
- * clsact filter errand adds? */
-static bool tc_attached(int ifindex, enum bpf_tc_attach_point at, __u32 id)
-{
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = at);
-	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
-	__u32 ids[TC_QUERY_MAX], n = TC_QUERY_MAX;
-
-	if (bpf_prog_query(ifindex, tcx_type(at), 0, NULL, ids, &n) == 0)
-		for (__u32 i = 0; i < n && i < TC_QUERY_MAX; i++)
-			if (ids[i] == id)
-				return true;
-	return bpf_tc_query(&hook, &query) == 0 && query.prog_id == id;
-}
-
 static int verify_tc_one(__u32 id, const struct enforce_params *p, enum bpf_tc_attach_point at,
 			 const char *what, char *err, size_t errlen)
 {
-	if (!tc_attached(p->host_ifindex, at, id)) {
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = at);
+	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
+	int rc = bpf_tc_query(&hook, &query);
+
+	if (!rc && query.prog_id != id)
+		rc = -ENOENT;
+	if (rc) {
 		snprintf(err, errlen,
-			 "enforcement not verified: the tc %s is not on ifindex %d", what,
-			 p->host_ifindex);
-		return -ENOENT;
+			 "enforcement not verified: the tc %s is not on ifindex %d (%s)", what,
+			 p->host_ifindex, strerror(-rc));
+		return rc;
 	}
 	return 0;
 }
@@ -1691,17 +1624,20 @@ int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX])
 }
 
 /* A tc program as pinned (the backstop, tc_ingress; the flow guard,
- * tc_egress), and whether the veth runs it. */
+ * tc_egress), and whether the veth's clsact runs it. */
 static void tc_program(const char *pin_dir, const char *name, enum bpf_tc_attach_point at,
 		       int ifindex, enforce_prog_fn fn, void *arg)
 {
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = at);
+	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
 	char err[256];
 	cleanup_close int fd = pin_open(pin_dir, name, err, sizeof(err));
 	__u32 id = 0;
 
 	if (fd >= 0 && prog_id(fd, &id))
 		id = 0;
-	fn(name, id, id && ifindex > 0 && tc_attached(ifindex, at, id), arg);
+	fn(name, id, id && ifindex > 0 && bpf_tc_query(&hook, &query) == 0 && query.prog_id == id,
+	   arg);
 }
 
 int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, enforce_prog_fn fn,

@@ -743,16 +743,13 @@ static void session_teardown(struct session *s)
 	if (s->have_cgroup && (rc = cgroup_session_remove(s->cgroup_path)))
 		log_warnx("session %s: cannot remove cgroup %s: %s", s->id, s->cgroup_path,
 			  strerror(-rc));
+	if ((rc = enforce_unpin(s->pin_dir)))
+		log_warnx("session %s: cannot remove pins %s: %s", s->id, s->pin_dir,
+			  strerror(-rc));
 	if (s->have_nat && (rc = nat_remove(s->id)))
 		log_warnx("session %s: cannot remove nftables table: %s", s->id, strerror(-rc));
 	if (s->have_veth && (rc = veth_remove(s->link.host_if)))
 		log_warnx("session %s: cannot remove veth %s: %s", s->id, s->link.host_if,
-			  strerror(-rc));
-	/* After the veth: the backstop's tcx links go with their pins, and a
-	 * process of the namespace outside the cgroup (root's nsenter) could
-	 * otherwise send past it in between. */
-	if ((rc = enforce_unpin(s->pin_dir)))
-		log_warnx("session %s: cannot remove pins %s: %s", s->id, s->pin_dir,
 			  strerror(-rc));
 	if (s->have_netns && (rc = netns_remove(s->netns_path)))
 		log_warnx("session %s: cannot remove netns %s: %s", s->id, s->netns_path,
