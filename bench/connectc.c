@@ -3,8 +3,10 @@
  * HTTP CONNECT proxy, as a sandbox whose egress is a proxy (squid, tinyproxy)
  * makes it. Built by bench/proxy.sh; not part of errand.
  *
- *   connectc rr PROXY PPORT HOST PORT COUNT    connect, CONNECT, read the
- *                                              greeting, close; COUNT times
+ *   connectc rr PROXY PPORT HOST PORT COUNT [PARALLEL]
+ *                                              connect, CONNECT, read the
+ *                                              greeting, close; COUNT times,
+ *                                              by PARALLEL clients at once
  *   connectc bulk PROXY PPORT HOST PORT BYTES  send BYTES on one tunnel
  *   connectc sink ADDR PORT BYTES              the server of bulk: answers
  *                                              "ok BYTES" once it has them
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -87,18 +90,20 @@ static int tunnel(const struct sockaddr_in *proxy, const char *target, size_t *e
 	return fd;
 }
 
-static int rr(const struct sockaddr_in *proxy, const char *target, unsigned long count)
+/* COUNT tunnels one after another, each until the server's greeting came
+ * through. 0, or the errno of the first that failed (said on stderr). */
+static int rr_loop(const struct sockaddr_in *proxy, const char *target, unsigned long count)
 {
-	double t0 = now_s(), dt;
 	char buf[256];
-	unsigned long i;
 
-	for (i = 0; i < count; i++) {
+	for (unsigned long i = 0; i < count; i++) {
 		size_t extra = 0;
 		int fd = tunnel(proxy, target, &extra);
 
-		if (fd < 0)
-			return fail("CONNECT", -fd);
+		if (fd < 0) {
+			fail("CONNECT", -fd);
+			return -fd;
+		}
 		if (!extra) {
 			ssize_t r = read(fd, buf, sizeof(buf));
 
@@ -106,11 +111,47 @@ static int rr(const struct sockaddr_in *proxy, const char *target, unsigned long
 				int err = r < 0 ? errno : ECONNRESET;
 
 				close(fd);
-				return fail("no greeting through the tunnel", err);
+				fail("no greeting through the tunnel", err);
+				return err;
 			}
 		}
 		close(fd);
 	}
+	return 0;
+}
+
+/* One client, or PARALLEL processes side by side sharing the count, as the
+ * probe's rr --parallel. */
+static int rr(const struct sockaddr_in *proxy, const char *target, unsigned long count,
+	      unsigned long parallel)
+{
+	double t0 = now_s(), dt;
+	unsigned long started = 0;
+	int err = 0;
+
+	if (parallel == 1)
+		err = rr_loop(proxy, target, count);
+	for (unsigned long k = 0; parallel > 1 && k < parallel; k++) {
+		pid_t pid = fork();
+
+		if (pid < 0) {
+			err = fail("fork", errno);
+			break;
+		}
+		if (pid == 0)
+			_exit(rr_loop(proxy, target, count / parallel + (k < count % parallel)) ? 1 : 0);
+		started++;
+	}
+	for (; started; started--) {
+		int st;
+
+		if (wait(&st) < 0)
+			return fail("wait", errno);
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			err = 1;
+	}
+	if (err)
+		return 1;
 	dt = now_s() - t0;
 	printf("ok %lu connections in %.3f s (%.0f/s)\n", count, dt,
 	       dt > 0 ? (double)count / dt : 0.0);
@@ -196,6 +237,7 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_in proxy = {.sin_family = AF_INET};
 	char target[128];
+	unsigned long parallel = 1;
 	char *end;
 	unsigned long long n;
 
@@ -203,8 +245,17 @@ int main(int argc, char **argv)
 		n = strtoull(argv[4], &end, 10);
 		return *end || !n ? 2 : sink(argv[2], argv[3], n);
 	}
+	if (argc == 8 && !strcmp(argv[1], "rr")) {
+		parallel = strtoul(argv[7], &end, 10);
+		if (*end || !parallel || parallel > 64) {
+			fprintf(stderr, "connectc: %s: not a number of clients (1 to 64)\n", argv[7]);
+			return 2;
+		}
+		argc--;
+	}
 	if (argc != 7 || inet_pton(AF_INET, argv[2], &proxy.sin_addr) != 1) {
-		fprintf(stderr, "usage: connectc rr|bulk PROXY PPORT HOST PORT COUNT|BYTES\n"
+		fprintf(stderr, "usage: connectc rr PROXY PPORT HOST PORT COUNT [PARALLEL]\n"
+				"       connectc bulk PROXY PPORT HOST PORT BYTES\n"
 				"       connectc sink ADDR PORT BYTES\n");
 		return 2;
 	}
@@ -216,7 +267,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!strcmp(argv[1], "rr"))
-		return rr(&proxy, target, n);
+		return rr(&proxy, target, n, parallel < n ? parallel : n);
 	if (!strcmp(argv[1], "bulk"))
 		return bulk(&proxy, target, n);
 	fprintf(stderr, "connectc: %s: rr or bulk\n", argv[1]);

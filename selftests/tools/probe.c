@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,7 +60,7 @@ static int usage(void)
 		"       probe serve [--log FILE] [udp:|tcp:]ADDR:PORT[/echo]...\n"
 		"       probe sniff --log FILE [PROTO...]\n"
 		"       probe bulk-serve ADDR:PORT | probe bulk ADDR PORT BYTES\n"
-		"       probe rr ADDR PORT COUNT\n"
+		"       probe rr ADDR PORT COUNT [--parallel N]\n"
 		"       probe tcp-reconnect ADDR PORT COUNT\n"
 		"       probe mptcp ADDR PORT\n"
 		"       probe srr ADDR PORT --via HOP [--tcp] [--strict]\n"
@@ -2080,31 +2081,78 @@ static int cmd_bulk(int argc, char **argv)
 }
 
 /* Connect, read the greeting, close; COUNT times. */
+/* COUNT connections, one after another: connect, read the greeting, close. 0,
+ * or the errno of the first that failed. */
+static int rr_loop(const struct endpoint *ep, unsigned long count)
+{
+	char buf[READ_MAX + 1];
+
+	for (unsigned long i = 0; i < count; i++) {
+		int fd = connect_timeout(ep, SOCK_STREAM, 3000, NULL);
+
+		if (fd < 0)
+			return -fd;
+		ssize_t n = read_some(fd, buf, sizeof(buf), READ_TIMEOUT_MS);
+
+		close(fd);
+		if (n < 0)
+			return (int)-n;
+	}
+	return 0;
+}
+
+/* probe rr ADDR PORT COUNT [--parallel N]: the connect rate, one client, or N
+ * processes side by side sharing the COUNT (what a busy host's sessions
+ * make: the rate is then bound by the CPU each connection costs rather than
+ * by one connection's round trips). */
 static int cmd_rr(int argc, char **argv)
 {
+	unsigned long count, parallel = 1;
 	struct endpoint ep;
-	char buf[READ_MAX + 1], *end;
-	unsigned long count, i;
 	uint16_t port;
 	double t0, dt;
+	char *end;
+	int err = 0;
 
-	if (argc != 4 || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
+	if ((argc != 4 && argc != 6) || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
 		return usage();
 	count = strtoul(argv[3], &end, 10);
 	if (*end || count == 0)
 		return usage();
-	t0 = now_s();
-	for (i = 0; i < count; i++) {
-		int fd = connect_timeout(&ep, SOCK_STREAM, 3000, NULL);
-
-		if (fd < 0)
-			return fail_errno(-fd);
-		ssize_t n = read_some(fd, buf, sizeof(buf), READ_TIMEOUT_MS);
-
-		if (n < 0)
-			return fail_errno((int)-n);
-		close(fd);
+	if (argc == 6) {
+		parallel = strtoul(argv[5], &end, 10);
+		if (strcmp(argv[4], "--parallel") || *end || parallel == 0 || parallel > 64 ||
+		    parallel > count)
+			return usage();
 	}
+	t0 = now_s();
+	if (parallel == 1) {
+		err = rr_loop(&ep, count);
+	} else {
+		unsigned long started = 0;
+
+		for (unsigned long k = 0; k < parallel; k++) {
+			pid_t pid = fork();
+
+			if (pid < 0) {
+				err = errno;
+				break;
+			}
+			if (pid == 0)
+				_exit(rr_loop(&ep, count / parallel + (k < count % parallel)) ? 1 : 0);
+			started++;
+		}
+		for (; started; started--) {
+			int st;
+
+			if (wait(&st) < 0)
+				fatal("wait");
+			if (!WIFEXITED(st) || WEXITSTATUS(st))
+				err = err ?: EIO;
+		}
+	}
+	if (err)
+		return fail_errno(err);
 	dt = now_s() - t0;
 	printf("ok %lu connections in %.3f s (%.0f/s)\n", count, dt,
 	       dt > 0 ? (double)count / dt : 0.0);
