@@ -138,8 +138,11 @@ static int rr(const struct sockaddr_in *proxy, const char *target, unsigned long
 			err = fail("fork", errno);
 			break;
 		}
-		if (pid == 0)
-			_exit(rr_loop(proxy, target, count / parallel + (k < count % parallel)) ? 1 : 0);
+		if (pid == 0) {
+			int r = rr_loop(proxy, target, count / parallel + (k < count % parallel));
+
+			_exit(r ? 1 : 0);
+		}
 		started++;
 	}
 	for (; started; started--) {
@@ -248,7 +251,8 @@ int main(int argc, char **argv)
 	if (argc == 8 && !strcmp(argv[1], "rr")) {
 		parallel = strtoul(argv[7], &end, 10);
 		if (*end || !parallel || parallel > 64) {
-			fprintf(stderr, "connectc: %s: not a number of clients (1 to 64)\n", argv[7]);
+			fprintf(stderr, "connectc: %s: not a number of clients (1 to 64)\n",
+				argv[7]);
 			return 2;
 		}
 		argc--;

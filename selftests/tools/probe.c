@@ -2080,7 +2080,6 @@ static int cmd_bulk(int argc, char **argv)
 	return 0;
 }
 
-/* Connect, read the greeting, close; COUNT times. */
 /* COUNT connections, one after another: connect, read the greeting, close. 0,
  * or the errno of the first that failed. */
 static int rr_loop(const struct endpoint *ep, unsigned long count)
@@ -2114,7 +2113,8 @@ static int cmd_rr(int argc, char **argv)
 	char *end;
 	int err = 0;
 
-	if ((argc != 4 && argc != 6) || parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
+	if ((argc != 4 && argc != 6) || parse_port(argv[2], &port) ||
+	    endpoint_make(argv[1], port, &ep))
 		return usage();
 	count = strtoul(argv[3], &end, 10);
 	if (*end || count == 0)
@@ -2138,8 +2138,9 @@ static int cmd_rr(int argc, char **argv)
 				err = errno;
 				break;
 			}
+			/* a child's status is its errno (all below 256) */
 			if (pid == 0)
-				_exit(rr_loop(&ep, count / parallel + (k < count % parallel)) ? 1 : 0);
+				_exit(rr_loop(&ep, count / parallel + (k < count % parallel)));
 			started++;
 		}
 		for (; started; started--) {
@@ -2147,8 +2148,8 @@ static int cmd_rr(int argc, char **argv)
 
 			if (wait(&st) < 0)
 				fatal("wait");
-			if (!WIFEXITED(st) || WEXITSTATUS(st))
-				err = err ?: EIO;
+			if (!err && (!WIFEXITED(st) || WEXITSTATUS(st)))
+				err = WIFEXITED(st) ? WEXITSTATUS(st) : EIO;
 		}
 	}
 	if (err)
