@@ -41,8 +41,9 @@ bare_up
 # another's: bare 9121/9131/5021, errand 9122/9132/5022, squid
 # 9123/9133/5023, tinyproxy 9124/9134/5024 (the second for the clients at
 # once: a client's port in TIME_WAIT is taken again toward another port, so
-# the rounds' connections do not run out of ports). The bulk server answers once it has every byte (connectc.c
-# says why), the probe's bulk client waits for that answer as connectc does.
+# the rounds' connections do not run out of ports). The bulk server answers
+# once it has every byte (connectc.c says why), the probe's bulk client
+# waits for that answer as connectc does.
 for p in 5021 5022 5023 5024; do
 	in_wan "$CONNECTC" sink 198.18.1.10 $p "$BYTES" >/dev/null 2>&1 &
 	W_PIDS+=($!)
@@ -111,8 +112,8 @@ sess() {
 		-- "$PROBE" "$@"
 	cat "$RUN_OUT"
 }
-squid_() { in_bare "$CONNECTC" "$1" 10.214.0.1 3128 198.18.1.10 "$2" "$3" ${4:-}; }
-tiny() { in_bare "$CONNECTC" "$1" 10.214.0.1 8888 198.18.1.10 "$2" "$3" ${4:-}; }
+squid_() { in_bare "$CONNECTC" "$1" 10.214.0.1 3128 198.18.1.10 "$2" "$3" ${4:+"$4"}; }
+tiny() { in_bare "$CONNECTC" "$1" 10.214.0.1 8888 198.18.1.10 "$2" "$3" ${4:+"$4"}; }
 
 # Both proxies answer a tunnel before the rounds start.
 for n in $(seq 100); do
