@@ -231,24 +231,47 @@ static int reply_write(struct client *c, uint16_t type, const json_t *payload)
 	return client_flush(c);
 }
 
+static void reply_error_of(struct client *c, bool request, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+
+static void reply_error_of(struct client *c, bool request, const char *fmt, va_list ap)
+{
+	char line[1024];
+	json_t *p;
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	for (char *q = line; *q; q++)
+		if ((unsigned char)*q < 0x20)
+			*q = ' ';
+	p = request ? json_pack("{s:s,s:b}", "error", line, "request", 1)
+		    : json_pack("{s:s}", "error", line);
+	reply_write(c, CONTROL_ERROR, p);
+	json_decref(p);
+}
+
 static void reply_error(struct client *c, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 static void reply_error(struct client *c, const char *fmt, ...)
 {
-	char line[1024];
-	json_t *p;
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	reply_error_of(c, false, fmt, ap);
 	va_end(ap);
-	for (char *q = line; *q; q++)
-		if ((unsigned char)*q < 0x20)
-			*q = ' ';
-	p = json_pack("{s:s}", "error", line);
-	reply_write(c, CONTROL_ERROR, p);
-	json_decref(p);
+}
+
+/* The run request itself refused (control.h: error's request member). */
+static void reply_refused(struct client *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void reply_refused(struct client *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	reply_error_of(c, true, fmt, ap);
+	va_end(ap);
 }
 
 static void reply(struct client *c, uint16_t type, json_t *payload)
@@ -601,6 +624,7 @@ struct start_job {
 	size_t said_len;
 	struct session *s;
 	bool ran;
+	bool request_refused; /* session_params.request_refused */
 	struct start_job *next;
 };
 
@@ -681,7 +705,10 @@ static void start_done(void *arg)
 		if (c->gone) {
 			client_free(c);
 		} else {
-			reply_error(c, "%s", j->err);
+			if (j->request_refused)
+				reply_refused(c, "%s", j->err);
+			else
+				reply_error(c, "%s", j->err);
 			client_answered(c);
 		}
 		goto out;
@@ -744,7 +771,17 @@ static void handle_run(struct agent *a, struct client *c, const json_t *req)
 	struct start_job *j;
 	struct ucred cr;
 	socklen_t crlen = sizeof(cr);
+	const char *config = json_string_value(json_object_get(req, "config"));
 
+	/* A client that sends its configuration checked nothing against it:
+	 * the checks here are the ones it skipped only when the text is this
+	 * agent's own. Not kept: the request is the session's record. */
+	if (config && strcmp(config, a->config_text)) {
+		reply_refused(c, "errandctl's configuration is not the one this agent runs; the "
+				 "run goes through errandctl-full, which checks it first");
+		return;
+	}
+	json_object_del((json_t *)req, "config");
 	if (c->nfds != 3) {
 		reply_error(c, "run needs the command's stdin, stdout and stderr passed along");
 		return;
@@ -784,6 +821,7 @@ static void handle_run(struct agent *a, struct client *c, const json_t *req)
 		.stdio = j->stdio,
 		.take_net = pool_take,
 		.take_arg = a,
+		.request_refused = &j->request_refused,
 	};
 	c->starting = true;
 	a->starting++;

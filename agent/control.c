@@ -69,6 +69,7 @@ static const struct member run_members[] = {
 	{"project", M_PATH, false, 0, 0},
 	{"image", M_PATH, false, 0, 0},
 	{"json", M_BOOL, false, 0, 0},
+	{"config", M_STRING, false, 0, 0}, /* errandctl's front: agent/ctlfront.c */
 	{0},
 };
 static const struct member none_members[] = {{0}};
@@ -87,7 +88,11 @@ static const struct member revoke_members[] = {
 	{0},
 };
 static const struct member ok_members[] = {{"message", M_LINE, false, 0, 0}, {0}};
-static const struct member error_members[] = {{"error", M_LINE, true, 0, 0}, {0}};
+static const struct member error_members[] = {
+	{"error", M_LINE, true, 0, 0},
+	{"request", M_BOOL, false, 0, 0},
+	{0},
+};
 static const struct member started_members[] = {
 	{"session", M_ID, true, 0, 0},
 	{"relayed", M_BOOL, false, 0, 0},

@@ -28,11 +28,15 @@
  *
  * Requests (errandctl to agent) and their answers:
  *	run	 {argv: [str]+, env?: [str], egress?: [str], pins?: [str],
- *		  secrets?: [str], project?: str, image?: str, json?: bool}
+ *		  secrets?: [str], project?: str, image?: str, json?: bool,
+ *		  config?: str}
  *		 -> run-started {session: id, relayed?: bool}, later run-exit
  *		 {session: id, status: 0..255}; relayed: the session's output
  *		 goes through the agent's relay (agent/outscrub.h), and run-exit
- *		 comes once all of it has reached the caller
+ *		 comes once all of it has reached the caller. config: the text
+ *		 of the configuration the client named, sent by a client that
+ *		 did not check the run against it (errandctl's front,
+ *		 agent/ctlfront.c); a text not the agent's own is refused
  *	sessions {}			-> sessions-reply {sessions: [object]}
  *	show	 {id}			-> show-reply {session: object}
  *	stop	 {id}			-> ok
@@ -43,7 +47,9 @@
  *	reload	 {}			-> ok
  *	version	 {}			-> version-reply {version: str, protocol: int}
  *	receipts {id?}			-> receipts-reply {receipts: [object]}
- * Any request may be answered with error {error: "one line"} instead. ok
+ * Any request may be answered with error {error: "one line", request?:
+ * bool} instead; request: the run request itself is refused under the
+ * configuration (errandctl's own checks refuse it in the same words). ok
  * may carry {message?: "one line"}. A session id is 1..64 of [A-Za-z0-9_-].
  */
 #define CONTROL_VERSION 1

@@ -2578,6 +2578,8 @@ struct session *session_start(const struct session_params *p, char *err, size_t 
 	 * the same line to a client of the daemon. */
 	if (session_configure(s, p->config_text, p->config_path, p->request, err, errlen)) {
 		log_warnx("%s", err);
+		if (p->request_refused)
+			*p->request_refused = true;
 		goto fail;
 	}
 	/* What this host cannot enforce refuses the session, or is stated:

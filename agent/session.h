@@ -43,6 +43,10 @@ struct session_params {
 	 * NULL (or a NULL answer): it makes its own. */
 	struct session *(*take_net)(void *arg, bool none);
 	void *take_arg;
+	/* Set true when the run request itself is refused under the
+	 * configuration, as errandctl checks it before it asks (request.h),
+	 * before anything of the session is made. May be NULL. */
+	bool *request_refused;
 };
 
 /* Makes the session and starts its command. NULL with one line in err

@@ -3,9 +3,10 @@
 #
 #   make install [PREFIX=/usr/local] [DESTDIR=]
 #
-# The four binaries go together into $(ERRAND_LIBDIR), since errandctl and
-# errand-agent find errand-launch next to their own executable (the
-# directory of /proc/self/exe, which names the file a symlink leads to);
+# The binaries go together into $(ERRAND_LIBDIR), since errandctl (the front)
+# finds errandctl-full, and errandctl-full and errand-agent find
+# errand-launch, next to their own executable (the directory of
+# /proc/self/exe, which names the file a symlink leads to);
 # errandctl and errand-agent are symlinked into BINDIR and SBINDIR. Only the
 # binaries built so far are installed. With DESTDIR empty, install also makes
 # the group errand, whose members may use the agent's control socket.
@@ -23,7 +24,7 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 SYSTEMDUNITDIR ?= /lib/systemd/system
 ERRAND_CONFDIR := /etc/errand
 
-INSTALL_BINS := errandctl errand-agent errand-launch errand-broker
+INSTALL_BINS := errandctl errandctl-full errand-agent errand-launch errand-broker
 INSTALL_MANS := doc/errandctl.8 doc/errand-agent.8
 
 .PHONY: install uninstall

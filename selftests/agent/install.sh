@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: make install puts errandctl, errand-agent, errand-launch and errand-broker (those built) together in PREFIX/lib/errand with errandctl and errand-agent linked into PREFIX/bin and PREFIX/sbin, the man pages errandctl(8) and errand-agent(8) where man finds them and free of roff warnings, a bash completion that registers for errandctl, a systemd unit that never kills sessions (Delegate=yes, KillMode=process) and starts the installed agent, and /etc/errand 0700; the installed errandctl runs.
+# Guarantee: make install puts errandctl, errandctl-full, errand-agent, errand-launch and errand-broker (those built) together in PREFIX/lib/errand with errandctl and errand-agent linked into PREFIX/bin and PREFIX/sbin, the man pages errandctl(8) and errand-agent(8) where man finds them and free of roff warnings, a bash completion that registers for errandctl, a systemd unit that never kills sessions (Delegate=yes, KillMode=process) and starts the installed agent, and /etc/errand 0700; the installed errandctl runs.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 command -v install >/dev/null || skip "install(1) is missing (coreutils)"
@@ -20,7 +20,7 @@ sed 's/^/#   /' <<<"$out" | tail -n 25
 assert_eq "$rc" 0 "make install DESTDIR=$D PREFIX=/usr succeeds" || { world_finish; exit 1; }
 
 # Binaries: every one built is installed, executable, in /usr/lib/errand.
-for b in errandctl errand-agent errand-launch errand-broker; do
+for b in errandctl errandctl-full errand-agent errand-launch errand-broker; do
 	if [ -f "$ROOT/build/bin/$b" ]; then
 		assert_eq "$([ -f "$D/usr/lib/errand/$b" ] && [ -x "$D/usr/lib/errand/$b" ] && echo yes)" yes \
 			"$b is installed in /usr/lib/errand, executable"
@@ -46,7 +46,7 @@ done
 
 ver=$("$D/usr/bin/errandctl" version 2>&1)
 rc=$?
-assert_eq "$rc" 0 "the installed errandctl version runs"
+assert_eq "$rc" 0 "the installed errandctl version runs (the front, handing it to errandctl-full beside it)"
 assert_match "$ver" '^errandctl [0-9]+\.[0-9]+' "... and prints a version ($(head -n 1 <<<"$ver"))"
 
 # Man pages: there, and formatted without a warning.
