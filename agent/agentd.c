@@ -776,7 +776,7 @@ static void handle_run(struct agent *a, struct client *c, const json_t *req)
 	/* A client that sends its configuration checked nothing against it:
 	 * the checks here are the ones it skipped only when the text is this
 	 * agent's own. Not kept: the request is the session's record. */
-	if (config && strcmp(config, a->config_text)) {
+	if (config && (!a->config_text || strcmp(config, a->config_text))) {
 		reply_refused(c, "errandctl's configuration is not the one this agent runs; the "
 				 "run goes through errandctl-full, which checks it first");
 		return;
