@@ -143,7 +143,7 @@ static size_t slen(const char *s)
 }
 
 /* Whether c is in s. */
-static bool slen_to(const char *s, char c)
+static bool has_char(const char *s, char c)
 {
 	for (; *s; s++)
 		if (*s == c)
@@ -228,7 +228,9 @@ static __attribute__((noreturn)) void hand_over(void)
 			 EXIT_ERRAND);
 	memcpy(path + dir, FULL_NAME, sizeof(FULL_NAME));
 	SYS(execve, path, g_argv, g_envp);
-	say_exit("cannot run ", path, NULL, EXIT_ERRAND);
+	say_exit("cannot run ", path,
+		 "; errandctl and errandctl-full are installed together: reinstall errand",
+		 EXIT_ERRAND);
 }
 
 /* JSON: what the run request needs written, and the little of the agent's
@@ -422,7 +424,7 @@ static bool shapes_valid(const struct run_line *rl)
 
 			if (!v[0])
 				return false;
-			if ((k == L_PINS || k == L_ENV) && (v[0] == '=' || !slen_to(v, '=')))
+			if ((k == L_PINS || k == L_ENV) && (v[0] == '=' || !has_char(v, '=')))
 				return false;
 		}
 	}
@@ -751,14 +753,6 @@ static int wait_status(int sock, bool connected, const char *run_dir, const char
 	say_exit("session ", id, " ended without an exit status", EXIT_ERRAND);
 }
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
-}
-
 /* One byte as esc_text() shows it (lib/escape.h): printable ASCII as it
  * is, any other as \xNN. */
 static void put_shown(struct buf *b, unsigned char c)
@@ -788,40 +782,13 @@ static __attribute__((noreturn)) void refused(const char *p, const char *end)
 		say_exit("errand-agent refused the run without saying why", NULL, NULL,
 			 EXIT_ERRAND);
 	line[0] = '\0';
-	/* The JSON string's bytes, each shown as errandctl-full shows it. */
+	/* The JSON string's bytes, each shown as errandctl-full shows it. The
+	 * agent's line holds no control character (reply_error makes each a
+	 * space), so jansson escapes only '"' and '\\' in it. */
 	for (e++; e < end && *e != '"'; e++) {
-		unsigned cp = (unsigned char)*e;
-
-		if (cp == '\\' && e + 1 < end) {
-			const char *x = ++e;
-
-			cp = *x == 'n'	 ? '\n'
-			     : *x == 't' ? '\t'
-			     : *x == 'r' ? '\r'
-			     : *x == 'b' ? '\b'
-			     : *x == 'f' ? '\f'
-					 : (unsigned char)*x;
-			if (*x == 'u' && x + 4 < end) {
-				cp = 0;
-				for (int k = 1; k <= 4; k++)
-					cp = cp << 4 | (unsigned)(hexval(x[k]) & 15);
-				e += 4;
-				if (cp >= 0x80) { /* UTF-8, shown byte by byte */
-					unsigned char u[3];
-					int nu = cp < 0x800 ? 2 : 3;
-
-					u[0] = (unsigned char)(nu == 2 ? 0xc0 | cp >> 6
-								       : 0xe0 | cp >> 12);
-					u[1] = (unsigned char)(nu == 2 ? 0x80 | (cp & 0x3f)
-								       : 0x80 | (cp >> 6 & 0x3f));
-					u[2] = (unsigned char)(0x80 | (cp & 0x3f));
-					for (int k = 0; k < nu; k++)
-						put_shown(&b, u[k]);
-					continue;
-				}
-			}
-		}
-		put_shown(&b, (unsigned char)cp);
+		if (*e == '\\' && e + 1 < end)
+			e++;
+		put_shown(&b, (unsigned char)*e);
 	}
 	say_exit(line, NULL, NULL, EXIT_ERRAND);
 }

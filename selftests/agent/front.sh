@@ -12,7 +12,7 @@ agent_start || exit 1
 mkdir -p "$W_DIR/lone"
 cp "$ROOT/build/bin/errandctl" "$W_DIR/lone/errandctl"
 LONE=$W_DIR/lone/errandctl
-full_missing="errandctl: cannot run $W_DIR/lone/errandctl-full"
+full_missing="errandctl: cannot run $W_DIR/lone/errandctl-full; errandctl and errandctl-full are installed together: reinstall errand"
 
 args=(x 'a"b' 'c\d' "$(printf 'e\tf')" "$(printf 'g\nh')" 'ü€' '' '{"j":1}')
 ERRANDCTL=$LONE errand_run --env 'FRONT=one two' --env 'Q="\' --egress none -- \
