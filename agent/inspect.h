@@ -22,7 +22,7 @@ json_t *inspect_show(struct state *st, const struct errand_config *cfg, const ch
 		     size_t errlen);
 /* Refusals of one session (NULL: all), oldest first. */
 json_t *inspect_denied(struct state *st, const char *id);
-/* The broker's receipts of one session (NULL: all), oldest first, from
+/* The broker's receipts of one session (NULL: all), in the order the calls were made, from
  * receipts.db under paths.state (none yet: an empty list). */
 json_t *inspect_receipts(const struct errand_config *cfg, const char *id);
 

@@ -779,6 +779,7 @@ struct ireq {
 	const char *method;
 	const char *target; /* the path (its query never kept), or "/" */
 	int64_t start;
+	int64_t started; /* journal_stamp() */
 	uint64_t up, down;
 };
 
@@ -786,6 +787,7 @@ static void receipt_add(struct iconn *c, const struct ireq *q, int status, enum 
 {
 	char path[RECEIPT_PATH_MAX + 1];
 	struct receipt r = {
+		.started_at_us = q->started,
 		.ended_at_ms = 0,
 		.session = c->session,
 		.provider = "intercept",
@@ -840,6 +842,7 @@ static bool serve_request(struct iconn *c)
 
 	rc = conn_read_head(&c->io, INTERCEPT_IDLE_MS);
 	q.start = now_ms();
+	q.started = journal_stamp();
 	if (rc < 0) {
 		if (http_error_status(c->io.req))
 			conn_answerf(&c->io, http_error_status(c->io.req), true,

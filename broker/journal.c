@@ -2,10 +2,12 @@
  * (see journal.h). A failed write loses the batch's receipts, and says so. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "broker/blog.h"
@@ -120,6 +122,20 @@ void journal_add(const struct receipt *rc)
 	if (writer_idle)
 		pthread_cond_signal(&wake);
 	pthread_mutex_unlock(&lock);
+}
+
+int64_t journal_stamp(void)
+{
+	static _Atomic int64_t last;
+	struct timespec ts;
+	int64_t now, prev = atomic_load(&last), next;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	do
+		next = now > prev ? now : prev + 1;
+	while (!atomic_compare_exchange_weak(&last, &prev, next));
+	return next;
 }
 
 void journal_stop(void)

@@ -11,6 +11,11 @@ int journal_start(struct receipts *r);
 /* Queues a copy of rc. Never blocks on the database; a receipt that cannot
  * be queued (the queue full) is logged as lost. */
 void journal_add(const struct receipt *rc);
+/* A call's place in the order of calls, taken when its head has been read:
+ * wall-clock microseconds, made unique and increasing within the broker, so a
+ * call its session made after another's answer always sorts after it, however
+ * late either receipt reaches the queue. */
+int64_t journal_stamp(void);
 /* Writes what is queued and stops the writer. */
 void journal_stop(void);
 

@@ -22,6 +22,7 @@ struct receipts {
 static const char schema[] =
 	"CREATE TABLE IF NOT EXISTS receipts ("
 	" id INTEGER PRIMARY KEY,"
+	" started_at_us INTEGER NOT NULL DEFAULT 0,"
 	" ended_at_ms INTEGER NOT NULL,"
 	" session TEXT NOT NULL,"
 	" provider TEXT NOT NULL,"
@@ -123,6 +124,17 @@ void receipt_path(const char *raw, char *out)
 	out[o] = '\0';
 }
 
+/* Whether the table has started_at_us (a receipts.db of an older broker has not). */
+static bool has_started(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	bool ok = sqlite3_prepare_v2(db, "SELECT started_at_us FROM receipts LIMIT 0", -1, &st,
+				     NULL) == SQLITE_OK;
+
+	sqlite3_finalize(st);
+	return ok;
+}
+
 static void receipts_log(const char *what, sqlite3 *db)
 {
 	log_warnx("receipts: %s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
@@ -154,7 +166,12 @@ struct receipts *receipts_open(const char *path, bool create)
 	sqlite3_busy_timeout(r->db, 2000);
 	if (create && (sqlite3_exec(r->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
 				    NULL, NULL, NULL) != SQLITE_OK ||
-		       sqlite3_exec(r->db, schema, NULL, NULL, NULL) != SQLITE_OK))
+		       sqlite3_exec(r->db, schema, NULL, NULL, NULL) != SQLITE_OK ||
+		       (!has_started(r->db) &&
+			sqlite3_exec(r->db,
+				     "ALTER TABLE receipts ADD COLUMN started_at_us INTEGER NOT "
+				     "NULL DEFAULT 0",
+				     NULL, NULL, NULL) != SQLITE_OK)))
 		goto fail;
 	return r;
 fail:
@@ -183,8 +200,8 @@ int receipts_add(struct receipts *r, const struct receipt *rc)
 		    r->db,
 		    "INSERT INTO receipts (ended_at_ms, session, provider, "
 		    "credential_var, host, method, path, query_len, status, duration_ms, "
-		    "bytes_up, bytes_down, outcome, unrecorded) VALUES "
-		    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+		    "bytes_up, bytes_down, outcome, unrecorded, started_at_us) VALUES "
+		    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 		    -1, &r->insert, NULL) != SQLITE_OK)
 		return -EIO;
 	st = r->insert;
@@ -202,6 +219,7 @@ int receipts_add(struct receipts *r, const struct receipt *rc)
 	sqlite3_bind_int64(st, 12, (sqlite3_int64)rc->bytes_down);
 	sqlite3_bind_text(st, 13, receipt_outcome_name(rc->outcome), -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 14, (sqlite3_int64)rc->unrecorded);
+	sqlite3_bind_int64(st, 15, rc->started_at_us);
 	ok = sqlite3_step(st) == SQLITE_DONE;
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
@@ -231,16 +249,18 @@ static const char *col(sqlite3_stmt *st, int i)
 
 int receipts_list(struct receipts *r, const char *session, receipt_fn fn, void *ctx)
 {
+	static const char cols[] =
+		"SELECT ended_at_ms, session, provider, credential_var, host, method, "
+		"path, query_len, status, duration_ms, bytes_up, bytes_down, "
+		"outcome, unrecorded FROM receipts WHERE ?1 IS NULL OR session = ?1 ";
+	char sql[sizeof(cols) + 64];
 	sqlite3_stmt *st = NULL;
 	int rc = 0, step;
 
-	if (sqlite3_prepare_v2(
-		    r->db,
-		    "SELECT ended_at_ms, session, provider, credential_var, host, method, "
-		    "path, query_len, status, duration_ms, bytes_up, bytes_down, "
-		    "outcome, unrecorded FROM receipts WHERE ?1 IS NULL OR session = ?1 "
-		    "ORDER BY id",
-		    -1, &st, NULL) != SQLITE_OK)
+	/* read-only, an older broker's table is listed as it was added */
+	snprintf(sql, sizeof(sql), "%sORDER BY %s", cols,
+		 has_started(r->db) ? "started_at_us, id" : "id");
+	if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	if (session)
 		sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);

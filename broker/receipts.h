@@ -22,7 +22,8 @@ enum receipt_outcome {
 };
 
 struct receipt {
-	int64_t ended_at_ms; /* Unix time, milliseconds */
+	int64_t started_at_us; /* the call's place in the order of calls (journal_stamp) */
+	int64_t ended_at_ms;   /* Unix time, milliseconds */
 	const char *session;
 	const char *provider;
 	const char
@@ -41,7 +42,8 @@ struct receipt {
 
 struct receipts;
 
-/* Opens (create: creating, with the table, mode 0600) the database at path.
+/* Opens (create: creating, with the table, mode 0600, and adding started_at_us
+ * to a table made before it had one) the database at path.
  * Returns one the caller owns (receipts_close), or NULL with errno. */
 struct receipts *receipts_open(const char *path, bool create);
 void receipts_close(struct receipts *r); /* NULL-safe */
@@ -51,9 +53,11 @@ int receipts_add(struct receipts *r, const struct receipt *rc);
 /* Adds rows[0..n) in one transaction: all or none. 0 or -EIO. */
 int receipts_add_all(struct receipts *r, const struct receipt *rows, size_t n);
 
-/* Calls fn for every row of session (every row when NULL), oldest first; the
- * strings live until fn returns. A non-zero return from fn stops the walk and
- * is returned. 0, fn's value, or -EIO. */
+/* Calls fn for every row of session (every row when NULL), in the order the
+ * calls were made (started_at_us; rows from before that column, which hold 0,
+ * first and in the order they were added); the strings live until fn
+ * returns. A non-zero return from fn stops the walk and is returned. 0, fn's
+ * value, or -EIO. */
 typedef int (*receipt_fn)(void *ctx, const struct receipt *rc);
 int receipts_list(struct receipts *r, const char *session, receipt_fn fn, void *ctx);
 

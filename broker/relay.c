@@ -50,6 +50,7 @@ struct call {
 	char path[RECEIPT_PATH_MAX + 1];
 	uint64_t query_len;
 	int64_t start;
+	int64_t started; /* journal_stamp() */
 	int status;
 	enum receipt_outcome outcome;
 	bool receipt;	     /* a receipt is due */
@@ -520,6 +521,7 @@ again:
 static void receipt_write(struct call *k)
 {
 	struct receipt r = {
+		.started_at_us = k->started,
 		.ended_at_ms = wall_ms(),
 		.session = k->session,
 		.provider = k->route->p->name,
@@ -551,6 +553,7 @@ static bool serve_call(struct rconn *c)
 
 	rc = conn_read_head(&c->io, CLIENT_IDLE_MS);
 	k.start = now_ms();
+	k.started = journal_stamp();
 	if (rc < 0) {
 		if (http_error_status(c->io.req))
 			answer(c, &k, http_error_status(c->io.req),

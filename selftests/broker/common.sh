@@ -131,5 +131,5 @@ provider_log() {
 
 receipts() {
 	sqlite3 "$W_DIR/state/receipts.db" \
-		"SELECT session, provider, credential_var, host, method, path, query_len, status, bytes_up, bytes_down, outcome, unrecorded FROM receipts ${1:-} ORDER BY id"
+		"SELECT session, provider, credential_var, host, method, path, query_len, status, bytes_up, bytes_down, outcome, unrecorded FROM receipts ${1:-} ORDER BY started_at_us, id"
 }

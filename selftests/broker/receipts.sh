@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: every provider call leaves one receipt in receipts.db (session, provider, variable, host, standard method, decoded path scrubbed of stand-ins and cut at the query, query length, status, bytes, outcome), a denied call at most once a minute per session, and no header, body, key or stand-in is ever stored.
+# Guarantee: every provider call leaves one receipt in receipts.db (session, provider, variable, host, standard method, decoded path scrubbed of stand-ins and cut at the query, query length, status, bytes, outcome), a denied call at most once a minute per session, and no header, body, key or stand-in is ever stored; receipts are listed in the order the calls were made, though a slow call's receipt is added after a later call's.
 . "$(dirname "$0")/common.sh"
 
 broker_world
@@ -44,6 +44,27 @@ leaks=$(cat "$W_DIR/state/receipts.db"* | grep -a -c -e "$KEY" -e "${S1#errand-s
 assert_eq "$leaks" 0 "no key, stand-in, query or body is in the database files"
 assert_not_contains "$(cat "$BROKER_LOG")" "abcdefgh" "the log holds no query"
 assert_not_contains "$(cat "$BROKER_LOG")" "twelve" "the log holds no body"
+
+# the receipts are listed in the order the calls were made: a call whose
+# answer trickles for two seconds is added after one made while it ran
+in_host curl -sS --max-time 30 --interface $SESS_A -o /dev/null \
+	"http://$BROKER_ADDR:$BROKER_PORT/providers/prov/trickle" -H "x-api-key: $S1" &
+slow=$!
+sleep 0.5
+c GET /providers/prov/after -H "x-api-key: $S1" >/dev/null
+wait $slow
+for _ in $(seq 1 40); do
+	[ "$(receipts "WHERE path = '/trickle'")" ] && break
+	sleep 0.05
+done
+assert_eq "$(sqlite3 "$W_DIR/state/receipts.db" "SELECT path FROM receipts WHERE path IN ('/trickle', '/after') ORDER BY id" | tr '\n' ' ')" \
+	"/after /trickle " "the slow call's receipt was added last"
+listed=$(in_host "$ERRANDCTL" --config "$CONFIG" receipts --json 2>&1)
+assert_eq "$(echo "$listed" | python3 -c 'import json, sys
+print(" ".join(r["path"] for r in json.load(sys.stdin) if r["path"] in ("/trickle", "/after")))' 2>&1)" \
+	"/trickle /after" "errandctl receipts lists it first, where its call was made"
+assert_eq "$(receipts "WHERE path IN ('/trickle', '/after')" | cut -d'|' -f6,8,11 | tr '\n' ' ')" \
+	"/trickle|200|completed /after|200|completed " "both completed"
 
 # a receipt that cannot be written (the database held by another writer)
 # does not fail the call

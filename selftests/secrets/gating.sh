@@ -31,7 +31,7 @@ assert_contains "$(result body)" "sec.test is read-only" "the 403 names the host
 assert_eq "$(result w_POST)" 200 "POST to a host in writeAllowed passes"
 assert_contains "$(echo_log)" "request POST /write-POST" "and reaches it"
 assert_eq "$(result w_MKCOL)" 200 "a WebDAV verb to a host in writeAllowed passes"
-rows=$(sqlite3 "$W_DIR/state/receipts.db" "SELECT host, method, path, query_len, status, outcome FROM receipts ORDER BY id" 2>&1)
+rows=$(sqlite3 "$W_DIR/state/receipts.db" "SELECT host, method, path, query_len, status, outcome FROM receipts ORDER BY started_at_us, id" 2>&1)
 echo "$rows" | sed 's/^/# receipt: /'
 assert_contains "$rows" "sec.test|GET|/gate-GET|13|200|completed" "a passed call leaves a receipt, its query only counted"
 assert_contains "$rows" "sec.test|POST|/gate-POST|13|403|denied" "a refused write leaves a receipt"

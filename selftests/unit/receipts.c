@@ -1,7 +1,10 @@
 /* Guarantee: a receipt's path is decoded, cut at any query, scrubbed of
  * stand-ins, escaped and at most 256 bytes; receipts.db keeps rows as added
- * and lists them by session, oldest first; methods are standard names only. */
+ * and lists them by session in the order the calls were made, whatever order
+ * their receipts were added in (a table of an older broker gains the column,
+ * its rows first); methods are standard names only. */
 #include <errno.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -77,15 +80,19 @@ static void test_db(void)
 	db = receipts_open(path, true);
 	if (!CHECK_TRUE(db != NULL, "receipts.db is created"))
 		return;
-	r.session = "a";
-	r.status = 200;
-	CHECK_INT(receipts_add(db, &r), 0, "a row is added");
+	/* added as a late receipt would be: the first call's last */
 	r.session = "b";
 	r.status = 401;
 	r.outcome = RECEIPT_DENIED;
-	CHECK_INT(receipts_add(db, &r), 0, "a second");
+	r.started_at_us = 20;
+	CHECK_INT(receipts_add(db, &r), 0, "a row is added");
 	r.session = "a";
 	r.status = 502;
+	r.started_at_us = 30;
+	CHECK_INT(receipts_add(db, &r), 0, "a second");
+	r.session = "a";
+	r.status = 200;
+	r.started_at_us = 10;
 	CHECK_INT(receipts_add(db, &r), 0, "a third");
 	receipts_close(db);
 	db = receipts_open(path, false);
@@ -93,13 +100,76 @@ static void test_db(void)
 		return;
 	CHECK_INT(receipts_list(db, "a", collect, &s), 0, "session a's rows are listed");
 	CHECK_INT(s.n, 2, "two of them");
-	CHECK_INT(s.status[0] * 1000 + s.status[1], 200502, "oldest first");
+	CHECK_INT(s.status[0] * 1000 + s.status[1], 200502,
+		  "in the order the calls were made, not the receipts added");
 	s.n = 0;
 	CHECK_INT(receipts_list(db, NULL, collect, &s), 0, "all rows are listed");
 	CHECK_INT(s.n, 3, "three of them");
-	CHECK_STR(s.sessions[1], "b", "in the order they were added");
+	CHECK_STR(s.sessions[1], "b", "every session's, in the order the calls were made");
 	CHECK_STR(receipt_outcome_name(RECEIPT_UNREACHABLE), "upstream-unreachable",
 		  "the outcome's name");
+	receipts_close(db);
+	snprintf(path, sizeof(path), "rm -rf %s", dir);
+	CHECK_INT(system(path), 0, "the scratch directory is removed");
+}
+
+/* receipts.db as a broker before started_at_us made it, with two rows */
+static void test_older_table(void)
+{
+	char dir[] = "/tmp/errand-unit-receipts.XXXXXX", path[128];
+	struct receipt r = {.ended_at_ms = 1,
+			    .session = "a",
+			    .provider = "p",
+			    .credential_var = "P_API_KEY",
+			    .host = "api.example.com",
+			    .method = "GET",
+			    .path = "/x",
+			    .status = 204,
+			    .started_at_us = 5,
+			    .outcome = RECEIPT_COMPLETED};
+	struct receipts *db;
+	struct seen s = {0};
+	sqlite3 *old;
+
+	if (!CHECK_TRUE(mkdtemp(dir) != NULL, "a scratch directory"))
+		return;
+	snprintf(path, sizeof(path), "%s/receipts.db", dir);
+	CHECK_INT(sqlite3_open(path, &old), SQLITE_OK, "an older receipts.db is made");
+	CHECK_INT(sqlite3_exec(
+			  old,
+			  "CREATE TABLE receipts (id INTEGER PRIMARY KEY, ended_at_ms INTEGER "
+			  "NOT NULL, session TEXT NOT NULL, provider TEXT NOT NULL, "
+			  "credential_var TEXT NOT NULL, host TEXT NOT NULL, method TEXT NOT "
+			  "NULL, path TEXT NOT NULL, query_len INTEGER NOT NULL, status "
+			  "INTEGER NOT NULL, duration_ms INTEGER NOT NULL, bytes_up INTEGER "
+			  "NOT NULL, bytes_down INTEGER NOT NULL, outcome TEXT NOT NULL, "
+			  "unrecorded INTEGER NOT NULL);"
+			  "INSERT INTO receipts VALUES (1, 1, 'a', 'p', 'P', 'h', 'GET', '/', 0, "
+			  "401, 0, 0, 0, 'denied', 0), (2, 1, 'a', 'p', 'P', 'h', 'GET', '/', 0, "
+			  "200, 0, 0, 0, 'completed', 0)",
+			  NULL, NULL, NULL),
+		  SQLITE_OK, "with the table of the time and two rows");
+	sqlite3_close(old);
+	db = receipts_open(path, false);
+	if (!CHECK_TRUE(db != NULL, "errandctl opens it read-only"))
+		return;
+	CHECK_INT(receipts_list(db, NULL, collect, &s), 0, "and lists it");
+	CHECK_INT(s.n * 1000000 + s.status[0] * 1000 + s.status[1], 2401200,
+		  "in the order its rows were added");
+	receipts_close(db);
+	db = receipts_open(path, true);
+	if (!CHECK_TRUE(db != NULL, "a broker opens it"))
+		return;
+	CHECK_INT(receipts_add(db, &r), 0, "and adds a row");
+	receipts_close(db);
+	db = receipts_open(path, false);
+	if (!CHECK_TRUE(db != NULL, "it opens read-only again"))
+		return;
+	s.n = 0;
+	CHECK_INT(receipts_list(db, NULL, collect, &s), 0, "and lists");
+	CHECK_INT(s.n, 3, "three rows");
+	CHECK_INT(s.status[0] * 1000000 + s.status[1] * 1000 + s.status[2], 401200204,
+		  "the older rows first, as added, then the new");
 	receipts_close(db);
 	snprintf(path, sizeof(path), "rm -rf %s", dir);
 	CHECK_INT(system(path), 0, "the scratch directory is removed");
@@ -109,5 +179,6 @@ int main(void)
 {
 	test_path();
 	test_db();
+	test_older_table();
 	return test_exit();
 }
