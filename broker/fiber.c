@@ -2,7 +2,13 @@
  * every fiber whose operation is over until it waits again, then submit what
  * they asked for and wait for the next completions. A fiber's entries carry
  * its address (its timeout's with the low bit set); the thread's eventfd
- * read, which says fibers were handed to it, carries INBOX. */
+ * read, which says fibers were handed to it, carries INBOX.
+ *
+ * On x86_64 a switch is a few instructions of its own (ctx_switch): glibc's
+ * swapcontext saves and restores the signal mask with a system call each
+ * time, two a wait, which were 9 % of the broker's CPU on intercepted calls
+ * (BENCHMARKS.md). Elsewhere, and under AddressSanitizer (which follows
+ * stacks through swapcontext), ucontext does it. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,6 +20,15 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FIBER_ASAN 1
+#endif
+#endif
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(FIBER_ASAN)
+#define FIBER_OWN_SWITCH 1
+#endif
 
 #include "broker/blog.h"
 #include "broker/fiber.h"
@@ -28,8 +43,62 @@
 
 struct worker;
 
-struct fiber {
+#ifdef FIBER_OWN_SWITCH
+/* Where a stack was left: its callee-saved registers, MXCSR and the x87
+ * control word are on it, below the address the switch returns to. */
+struct ctx {
+	void *sp;
+};
+
+/* Saves the caller's state on its stack and its stack pointer in *from, then
+ * takes up the stack at to where a switch (or context_make) left it. No
+ * signal mask: no fiber changes it. */
+void errand_fiber_switch(void **from, void *to);
+__asm__(".text\n"
+	".globl errand_fiber_switch\n"
+	".hidden errand_fiber_switch\n"
+	".type errand_fiber_switch, @function\n"
+	"errand_fiber_switch:\n"
+	"	pushq %rbp\n"
+	"	pushq %rbx\n"
+	"	pushq %r12\n"
+	"	pushq %r13\n"
+	"	pushq %r14\n"
+	"	pushq %r15\n"
+	"	subq $8, %rsp\n"
+	"	stmxcsr (%rsp)\n"
+	"	fnstcw 4(%rsp)\n"
+	"	movq %rsp, (%rdi)\n"
+	"	movq %rsi, %rsp\n"
+	"	ldmxcsr (%rsp)\n"
+	"	fldcw 4(%rsp)\n"
+	"	addq $8, %rsp\n"
+	"	popq %r15\n"
+	"	popq %r14\n"
+	"	popq %r13\n"
+	"	popq %r12\n"
+	"	popq %rbx\n"
+	"	popq %rbp\n"
+	"	ret\n"
+	".size errand_fiber_switch, .-errand_fiber_switch\n");
+
+static void ctx_switch(struct ctx *from, const struct ctx *to)
+{
+	errand_fiber_switch(&from->sp, to->sp);
+}
+#else
+struct ctx {
 	ucontext_t uc;
+};
+
+static void ctx_switch(struct ctx *from, const struct ctx *to)
+{
+	swapcontext(&from->uc, &to->uc);
+}
+#endif
+
+struct fiber {
+	struct ctx ctx;
 	uint8_t *stack;
 	void (*fn)(void *arg);
 	void *arg;
@@ -44,7 +113,7 @@ struct fiber {
 struct worker {
 	pthread_t thread;
 	struct io_uring ring;
-	ucontext_t sched;
+	struct ctx sched;
 	int efd;
 	uint64_t efd_val;
 	pthread_mutex_t mu;
@@ -132,19 +201,22 @@ static void fiber_free(struct fiber *f)
 	free(f);
 }
 
-/* Back to the thread's loop, through uc_link, when fn returns. */
+/* A fiber's first switch lands here; once fn returns it goes back to the
+ * thread's loop for good, which frees it. */
 static void fiber_entry(void)
 {
 	struct fiber *f = current;
 
 	f->fn(f->arg);
 	f->done = true;
+	ctx_switch(&f->ctx, &f->w->sched);
+	__builtin_unreachable();
 }
 
 static void run(struct worker *w, struct fiber *f)
 {
 	current = f;
-	swapcontext(&w->sched, &f->uc);
+	ctx_switch(&w->sched, &f->ctx);
 	current = NULL;
 	if (f->done)
 		fiber_free(f);
@@ -216,18 +288,41 @@ static void workers_start(void)
 	}
 }
 
-/* Its own function: getcontext returns twice as far as the compiler knows,
- * though here it never does (makecontext replaces what it saved). */
-static int context_make(struct fiber *f, ucontext_t *link)
+#ifdef FIBER_OWN_SWITCH
+/* The new stack as a switch would have left it: from its top, a return
+ * address of none for fiber_entry (which never returns), fiber_entry's for
+ * the switch, six registers of zero, this thread's MXCSR and x87 control
+ * word. fiber_entry starts with the stack as a call leaves it (16-byte
+ * aligned before the return address). */
+static int context_make(struct fiber *f)
 {
-	if (getcontext(&f->uc))
-		return -1;
-	f->uc.uc_stack.ss_sp = f->stack;
-	f->uc.uc_stack.ss_size = FIBER_STACK;
-	f->uc.uc_link = link;
-	makecontext(&f->uc, fiber_entry, 0);
+	uint64_t *sp = (uint64_t *)(f->stack + FIBER_STACK);
+	uint32_t mxcsr;
+	uint16_t fcw;
+
+	__asm__ volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(mxcsr), "=m"(fcw));
+	*--sp = 0;
+	*--sp = (uint64_t)(uintptr_t)fiber_entry;
+	for (int i = 0; i < 6; i++)
+		*--sp = 0;
+	*--sp = mxcsr | (uint64_t)fcw << 32;
+	f->ctx.sp = sp;
 	return 0;
 }
+#else
+/* Its own function: getcontext returns twice as far as the compiler knows,
+ * though here it never does (makecontext replaces what it saved). */
+static int context_make(struct fiber *f)
+{
+	if (getcontext(&f->ctx.uc))
+		return -1;
+	f->ctx.uc.uc_stack.ss_sp = f->stack;
+	f->ctx.uc.uc_stack.ss_size = FIBER_STACK;
+	f->ctx.uc.uc_link = NULL; /* fiber_entry never returns */
+	makecontext(&f->ctx.uc, fiber_entry, 0);
+	return 0;
+}
+#endif
 
 static struct fiber *fiber_new(struct worker *w, void (*fn)(void *arg), void *arg)
 {
@@ -242,7 +337,7 @@ static struct fiber *fiber_new(struct worker *w, void (*fn)(void *arg), void *ar
 		return NULL;
 	}
 	/* the lowest page faults instead of running into another mapping */
-	if (mprotect(f->stack, GUARD, PROT_NONE) || context_make(f, &w->sched)) {
+	if (mprotect(f->stack, GUARD, PROT_NONE) || context_make(f)) {
 		fiber_free(f);
 		return NULL;
 	}
@@ -298,7 +393,7 @@ static void fiber_park(struct fiber *f, int pending)
 	f->pending = pending;
 	f->timed_out = false;
 	f->res = 0;
-	swapcontext(&f->uc, &f->w->sched);
+	ctx_switch(&f->ctx, &f->w->sched);
 }
 
 int fiber_io(struct io_uring_sqe *sqe, int timeout_ms)

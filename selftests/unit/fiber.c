@@ -3,8 +3,11 @@
  * holds); a call past its deadline returns -ETIMEDOUT then, not before, and
  * holds up no other fiber meanwhile; work handed to a helper thread
  * (fiber_offload) holds up none of the fibers of any thread; outside a
- * fiber, ring calls refuse (-EAGAIN) and an offload runs in place. */
+ * fiber, ring calls refuse (-EAGAIN) and an offload runs in place; a fiber's
+ * registers and floating-point rounding mode are its own across its waits,
+ * whatever the fibers it switched with did meanwhile. */
 #include <errno.h>
+#include <fenv.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -71,6 +74,49 @@ static bool await(atomic_int *n, int want)
 	while (atomic_load(n) < want && now_ms() < end)
 		usleep(1000);
 	return atomic_load(n) >= want;
+}
+
+/* Work whose every value lives across the waits (in callee-saved registers,
+ * where the compiler can) and whose result depends on the rounding mode. */
+struct keeper {
+	int fd;
+	int round;
+	uint64_t seed;
+	uint64_t sum;
+	double x;
+	int round_after;
+};
+
+static atomic_int done_keepers;
+
+static void keep_work(struct keeper *k, bool waits)
+{
+	uint64_t a = k->seed, b = k->seed * 3 + 1, c = k->seed ^ 0x5555, d = ~k->seed;
+	volatile double step = 1.0 / 3.0; /* computed at run time, in the mode */
+	double x = (double)k->seed;
+
+	fesetround(k->round);
+	for (int i = 0; i < 20; i++) {
+		char byte = (char)i;
+
+		if (waits && ring_recv(k->fd, &byte, 1, 10000) != 1)
+			byte = -1;
+		a += (uint64_t)byte;
+		b ^= a << 7;
+		c += b >> 3;
+		d -= c * 31;
+		x = x * 1.1 + byte * step;
+	}
+	k->round_after = fegetround();
+	fesetround(FE_TONEAREST);
+	k->sum = a + b + c + d;
+	k->x = x;
+}
+
+static void keeper_main(void *arg)
+{
+	keep_work(arg, true);
+	atomic_fetch_add(&done_keepers, 1);
 }
 
 static void ran_here(void *arg)
@@ -141,5 +187,48 @@ int main(void)
 	test_int(woken_early, 0, "while the helpers of fibers on those threads still sleep");
 	test_int(await(&done_sleepers, SLEEPERS), 1,
 		 "the fibers that handed work off return after it");
+
+	/* fibers in four rounding modes, taking turns on the threads at every
+	 * byte: each ends as the same work done with no fiber around */
+	{
+		static const int modes[] = {FE_TONEAREST, FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO};
+		struct keeper ks[16], want;
+		int kpeer[16], wrong = 0, modes_lost = 0;
+
+		for (int i = 0; i < 16; i++) {
+			if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+				return 1;
+			ks[i] = (struct keeper){
+				.fd = sv[0], .round = modes[i % 4], .seed = 1000003u * (uint64_t)i};
+			kpeer[i] = sv[1];
+			if (fiber_start(keeper_main, &ks[i]))
+				return 1;
+		}
+		for (int n = 0; n < 20; n++) {
+			usleep(2000);
+			for (int i = 0; i < 16; i++) {
+				char b = (char)n;
+
+				if (write(kpeer[i], &b, 1) != 1)
+					return 1;
+			}
+		}
+		test_int(await(&done_keepers, 16), 1,
+			 "16 fibers working across 20 waits each return");
+		for (int i = 0; i < 16; i++) {
+			want = (struct keeper){.round = ks[i].round, .seed = ks[i].seed};
+			keep_work(&want, false);
+			wrong += want.sum != ks[i].sum || want.x != ks[i].x;
+			modes_lost += ks[i].round_after != ks[i].round;
+		}
+		test_int(wrong, 0, "each with its own registers' result, as done without fibers");
+		test_int(modes_lost, 0, "each in its own rounding mode to the end");
+		/* the modes do give different results: the checks above can tell */
+		want = (struct keeper){.round = FE_UPWARD, .seed = 7};
+		keep_work(&want, false);
+		ks[0] = (struct keeper){.round = FE_DOWNWARD, .seed = 7};
+		keep_work(&ks[0], false);
+		test_int(want.x != ks[0].x, 1, "(the rounding mode changes the result)");
+	}
 	return test_exit();
 }
