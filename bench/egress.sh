@@ -71,7 +71,7 @@ done
 rr_bare=$(median <"$W_DIR/rr.bare"); rr_sess=$(median <"$W_DIR/rr.sess")
 bk_bare=$(median <"$W_DIR/bulk.bare"); bk_sess=$(median <"$W_DIR/bulk.sess")
 echo "egress benchmark: $(uname -r), $(nproc) cores, median of $ROUNDS rounds"
-echo "each round: $CONNS connections, $BYTES bytes; every figure: $(tr '\n' ' ' <"$W_DIR/rr.bare")(rr bare) $(tr '\n' ' ' <"$W_DIR/rr.sess")(rr errand)"
+echo "each round: $CONNS connections, $BYTES bytes; every figure: $(tr '\n' ' ' <"$W_DIR/rr.bare")(rr bare) $(tr '\n' ' ' <"$W_DIR/rr.sess")(rr errand) $(tr '\n' ' ' <"$W_DIR/bulk.bare")(bulk bare) $(tr '\n' ' ' <"$W_DIR/bulk.sess")(bulk errand)"
 printf '%-28s %12s %12s %8s\n' "" unconfined errand ratio
 printf '%-28s %12s %12s %8s\n' "connect rate (conn/s)" "$rr_bare" "$rr_sess" "$(ratio "$rr_sess" "$rr_bare")"
 printf '%-28s %12s %12s %8s\n' "bulk TCP (Mbit/s)" "$bk_bare" "$bk_sess" "$(ratio "$bk_sess" "$bk_bare")"
@@ -105,6 +105,8 @@ if grep -q '^on$' "$W_DIR/bpfstats.out"; then
 	bpf_runs >"$W_DIR/bpf.before"
 	settle; rr_stats=$(sess rr 198.18.1.10 9102 "$CONNS" | rate)
 	bpf_runs >"$W_DIR/bpf.after"
+	settle; bk_stats=$(sess bulk 198.18.1.10 5002 "$BYTES" | mbit)
+	bpf_runs >"$W_DIR/bpf.bulk"
 	kill "$BPFSTATS_PID"
 	wait "$BPFSTATS_PID" 2>/dev/null
 	echo "errand's programs in the kernel, one more session rr ($CONNS connections, $rr_stats conn/s under the statistics):"
@@ -126,6 +128,28 @@ for pid, (name, ns, cnt) in sorted(after.items(), key=lambda x: x[1][0]):
     total += dns
     print("  %-16s %6.2f runs a connection, %5.0f ns a run" % (name, dcnt / conns, dns / dcnt))
 print("  all of them: %.2f us a connection" % (total / conns / 1000))
+PY
+	echo "and over one more session bulk ($BYTES bytes, $bk_stats Mbit/s under the statistics):"
+	python3 - "$W_DIR/bpf.after" "$W_DIR/bpf.bulk" "$BYTES" "$bk_stats" <<'PY'
+import sys
+def runs(path):
+    out = {}
+    for line in open(path):
+        pid, name, ns, cnt = line.split()
+        out[pid] = (name, int(ns), int(cnt))
+    return out
+before, after = runs(sys.argv[1]), runs(sys.argv[2])
+nbytes, mbit = int(sys.argv[3]), float(sys.argv[4])
+total = 0
+for pid, (name, ns, cnt) in sorted(after.items(), key=lambda x: x[1][0]):
+    _, ns0, cnt0 = before.get(pid, (name, 0, 0))
+    dns, dcnt = ns - ns0, cnt - cnt0
+    if not dcnt:
+        continue
+    total += dns
+    print("  %-16s %8.1f runs a MB, %5.0f ns a run" % (name, dcnt / (nbytes / 1e6), dns / dcnt))
+secs = nbytes * 8 / (mbit * 1e6)
+print("  all of them: %.1f ms of the transfer's %.0f ms" % (total / 1e6, secs * 1000))
 PY
 else
 	kill "$BPFSTATS_PID" 2>/dev/null
