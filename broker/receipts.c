@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "broker/receipts.h"
 #include "broker/registry.h"
@@ -135,6 +136,37 @@ static bool has_started(sqlite3 *db)
 	return ok;
 }
 
+/* WAL, then the table, its index and started_at_us (which a table made
+ * before it lacks) in one transaction that takes the write lock first:
+ * every session's broker opens the file, and brokers started together
+ * would otherwise each read the schema and then wait on each other's read
+ * to write it, which SQLite ends at once with "database is locked". */
+static bool setup(sqlite3 *db)
+{
+	int rc, tries = 0;
+
+	/* the change to WAL takes the file whole, and SQLite does not wait for
+	 * it: another broker's open in the way is waited out here, 2 s at most */
+	while ((rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL)) ==
+		       SQLITE_BUSY &&
+	       ++tries < 200)
+		usleep(10000);
+	if (rc != SQLITE_OK ||
+	    sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+		return false;
+	if (sqlite3_exec(db, schema, NULL, NULL, NULL) == SQLITE_OK &&
+	    (has_started(db) ||
+	     sqlite3_exec(db,
+			  "ALTER TABLE receipts ADD COLUMN started_at_us INTEGER NOT NULL "
+			  "DEFAULT 0",
+			  NULL, NULL, NULL) == SQLITE_OK) &&
+	    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+		return true;
+	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	return false;
+}
+
 static void receipts_log(const char *what, sqlite3 *db)
 {
 	log_warnx("receipts: %s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
@@ -164,14 +196,7 @@ struct receipts *receipts_open(const char *path, bool create)
 	if (sqlite3_open_v2(path, &r->db, flags, NULL) != SQLITE_OK)
 		goto fail;
 	sqlite3_busy_timeout(r->db, 2000);
-	if (create && (sqlite3_exec(r->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-				    NULL, NULL, NULL) != SQLITE_OK ||
-		       sqlite3_exec(r->db, schema, NULL, NULL, NULL) != SQLITE_OK ||
-		       (!has_started(r->db) &&
-			sqlite3_exec(r->db,
-				     "ALTER TABLE receipts ADD COLUMN started_at_us INTEGER NOT "
-				     "NULL DEFAULT 0",
-				     NULL, NULL, NULL) != SQLITE_OK)))
+	if (create && !setup(r->db))
 		goto fail;
 	return r;
 fail:

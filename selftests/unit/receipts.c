@@ -2,11 +2,13 @@
  * stand-ins, escaped and at most 256 bytes; receipts.db keeps rows as added
  * and lists them by session in the order the calls were made, whatever order
  * their receipts were added in (a table of an older broker gains the column,
- * its rows first); methods are standard names only. */
+ * its rows first); brokers opening it at once, new or older, all open it;
+ * methods are standard names only. */
 #include <errno.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "broker/receipts.h"
@@ -113,7 +115,30 @@ static void test_db(void)
 	CHECK_INT(system(path), 0, "the scratch directory is removed");
 }
 
-/* receipts.db as a broker before started_at_us made it, with two rows */
+/* receipts.db as a broker before started_at_us made it, with two rows. */
+static bool make_older(const char *path)
+{
+	sqlite3 *old;
+	bool ok;
+
+	if (sqlite3_open(path, &old) != SQLITE_OK)
+		return false;
+	ok = sqlite3_exec(old,
+			  "CREATE TABLE receipts (id INTEGER PRIMARY KEY, ended_at_ms INTEGER "
+			  "NOT NULL, session TEXT NOT NULL, provider TEXT NOT NULL, "
+			  "credential_var TEXT NOT NULL, host TEXT NOT NULL, method TEXT NOT "
+			  "NULL, path TEXT NOT NULL, query_len INTEGER NOT NULL, status "
+			  "INTEGER NOT NULL, duration_ms INTEGER NOT NULL, bytes_up INTEGER "
+			  "NOT NULL, bytes_down INTEGER NOT NULL, outcome TEXT NOT NULL, "
+			  "unrecorded INTEGER NOT NULL);"
+			  "INSERT INTO receipts VALUES (1, 1, 'a', 'p', 'P', 'h', 'GET', '/', 0, "
+			  "401, 0, 0, 0, 'denied', 0), (2, 1, 'a', 'p', 'P', 'h', 'GET', '/', 0, "
+			  "200, 0, 0, 0, 'completed', 0)",
+			  NULL, NULL, NULL) == SQLITE_OK;
+	sqlite3_close(old);
+	return ok;
+}
+
 static void test_older_table(void)
 {
 	char dir[] = "/tmp/errand-unit-receipts.XXXXXX", path[128];
@@ -129,27 +154,12 @@ static void test_older_table(void)
 			    .outcome = RECEIPT_COMPLETED};
 	struct receipts *db;
 	struct seen s = {0};
-	sqlite3 *old;
 
 	if (!CHECK_TRUE(mkdtemp(dir) != NULL, "a scratch directory"))
 		return;
 	snprintf(path, sizeof(path), "%s/receipts.db", dir);
-	CHECK_INT(sqlite3_open(path, &old), SQLITE_OK, "an older receipts.db is made");
-	CHECK_INT(sqlite3_exec(
-			  old,
-			  "CREATE TABLE receipts (id INTEGER PRIMARY KEY, ended_at_ms INTEGER "
-			  "NOT NULL, session TEXT NOT NULL, provider TEXT NOT NULL, "
-			  "credential_var TEXT NOT NULL, host TEXT NOT NULL, method TEXT NOT "
-			  "NULL, path TEXT NOT NULL, query_len INTEGER NOT NULL, status "
-			  "INTEGER NOT NULL, duration_ms INTEGER NOT NULL, bytes_up INTEGER "
-			  "NOT NULL, bytes_down INTEGER NOT NULL, outcome TEXT NOT NULL, "
-			  "unrecorded INTEGER NOT NULL);"
-			  "INSERT INTO receipts VALUES (1, 1, 'a', 'p', 'P', 'h', 'GET', '/', 0, "
-			  "401, 0, 0, 0, 'denied', 0), (2, 1, 'a', 'p', 'P', 'h', 'GET', '/', 0, "
-			  "200, 0, 0, 0, 'completed', 0)",
-			  NULL, NULL, NULL),
-		  SQLITE_OK, "with the table of the time and two rows");
-	sqlite3_close(old);
+	CHECK_TRUE(make_older(path),
+		   "an older receipts.db, with the table of the time and two rows");
 	db = receipts_open(path, false);
 	if (!CHECK_TRUE(db != NULL, "errandctl opens it read-only"))
 		return;
@@ -175,10 +185,50 @@ static void test_older_table(void)
 	CHECK_INT(system(path), 0, "the scratch directory is removed");
 }
 
+/* Every session's broker opens receipts.db: eight at once, released
+ * together, on an older one five times over and on none three times, each
+ * open without fail. */
+static void test_older_at_once(void)
+{
+	char dir[] = "/tmp/errand-unit-receipts.XXXXXX", path[128];
+	int failed = 0;
+
+	if (!CHECK_TRUE(mkdtemp(dir) != NULL, "a scratch directory"))
+		return;
+	snprintf(path, sizeof(path), "%s/receipts.db", dir);
+	for (int round = 0; round < 8; round++) {
+		int gate[2], st;
+
+		unlink(path);
+		if ((round < 5 && !make_older(path)) || pipe(gate))
+			return;
+		for (int i = 0; i < 8; i++)
+			if (fork() == 0) {
+				struct receipts *db;
+				char c;
+
+				close(gate[1]);
+				(void)!read(gate[0], &c, 1); /* until the gate closes */
+				db = receipts_open(path, true);
+				receipts_close(db);
+				_exit(db ? 0 : 1);
+			}
+		close(gate[0]);
+		close(gate[1]);
+		while (wait(&st) > 0)
+			failed += !WIFEXITED(st) || WEXITSTATUS(st);
+	}
+	CHECK_INT(failed, 0,
+		  "eight brokers opening receipts.db at once, older or new, all open it");
+	snprintf(path, sizeof(path), "rm -rf %s", dir);
+	CHECK_INT(system(path), 0, "the scratch directory is removed");
+}
+
 int main(void)
 {
 	test_path();
 	test_db();
 	test_older_table();
+	test_older_at_once();
 	return test_exit();
 }
