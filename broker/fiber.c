@@ -26,7 +26,10 @@
 #define FIBER_ASAN 1
 #endif
 #endif
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(FIBER_ASAN)
+/* __CET__ bit 2: built for shadow stacks, which a return to an address no
+ * call pushed would break (glibc's swapcontext keeps them) */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(FIBER_ASAN) &&               \
+	!(defined(__CET__) && (__CET__ & 2))
 #define FIBER_OWN_SWITCH 1
 #endif
 
