@@ -6,8 +6,8 @@
 # XDP program on the unconfined path's host-side veth, to measure what an XDP
 # stage costs there (bpf/egress.bpf.c says why errand has none).
 # ROUNDS, CONNS and BYTES tune it; the median of the rounds is reported.
-# Last, what errand's programs cost a connection in the kernel, from their
-# run-time statistics over one more session arm.
+# Last, what errand's programs cost a connection and a bulk transfer in the
+# kernel, from their run-time statistics over one more session arm of each.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -83,16 +83,47 @@ else
 	echo "XDP arm not run: $(head -n1 "$W_DIR/xdp.err")"
 fi
 
-# What errand's programs cost a connection in the kernel: one more session
-# rr under BPF run-time statistics (bench/bpfstats.c), each errand program's
-# time and runs read before and after it. Not one of the rounds: the
-# statistics slow every program they time.
+# What errand's programs cost in the kernel: one more session rr and one
+# more session bulk under BPF run-time statistics (bench/bpfstats.c), each
+# errand program's time and runs read before and after each. Not among the
+# rounds: the statistics slow every program they time.
 bpf_runs() {
 	bpftool prog show --json 2>/dev/null | python3 -c '
 import json, sys
 for p in json.load(sys.stdin):
     if p.get("name", "").startswith("errand_"):
         print(p["id"], p["name"], p.get("run_time_ns", 0), p.get("run_cnt", 0))'
+}
+# Each program's runs and time between two bpf_runs: per connection (rr
+# BEFORE AFTER CONNS) or per MB with the share of the transfer's time (bulk
+# BEFORE AFTER BYTES MBIT).
+costs() {
+	python3 - "$@" <<'PY'
+import sys
+def runs(path):
+    out = {}
+    for line in open(path):
+        pid, name, ns, cnt = line.split()
+        out[pid] = (name, int(ns), int(cnt))
+    return out
+mode, before, after, n = sys.argv[1], runs(sys.argv[2]), runs(sys.argv[3]), int(sys.argv[4])
+total = 0
+for pid, (name, ns, cnt) in sorted(after.items(), key=lambda x: x[1][0]):
+    _, ns0, cnt0 = before.get(pid, (name, 0, 0))
+    dns, dcnt = ns - ns0, cnt - cnt0
+    if not dcnt:
+        continue
+    total += dns
+    if mode == "rr":
+        print("  %-16s %6.2f runs a connection, %5.0f ns a run" % (name, dcnt / n, dns / dcnt))
+    else:
+        print("  %-16s %8.1f runs a MB, %5.0f ns a run" % (name, dcnt / (n / 1e6), dns / dcnt))
+if mode == "rr":
+    print("  all of them: %.2f us a connection" % (total / n / 1000))
+else:
+    secs = n * 8 / (float(sys.argv[5]) * 1e6)
+    print("  all of them: %.1f ms of the transfer's %.0f ms" % (total / 1e6, secs * 1000))
+PY
 }
 "$BPFSTATS" >"$W_DIR/bpfstats.out" 2>&1 &
 BPFSTATS_PID=$!
@@ -110,47 +141,9 @@ if grep -q '^on$' "$W_DIR/bpfstats.out"; then
 	kill "$BPFSTATS_PID"
 	wait "$BPFSTATS_PID" 2>/dev/null
 	echo "errand's programs in the kernel, one more session rr ($CONNS connections, $rr_stats conn/s under the statistics):"
-	python3 - "$W_DIR/bpf.before" "$W_DIR/bpf.after" "$CONNS" <<'PY'
-import sys
-def runs(path):
-    out = {}
-    for line in open(path):
-        pid, name, ns, cnt = line.split()
-        out[pid] = (name, int(ns), int(cnt))
-    return out
-before, after, conns = runs(sys.argv[1]), runs(sys.argv[2]), int(sys.argv[3])
-total = 0
-for pid, (name, ns, cnt) in sorted(after.items(), key=lambda x: x[1][0]):
-    _, ns0, cnt0 = before.get(pid, (name, 0, 0))
-    dns, dcnt = ns - ns0, cnt - cnt0
-    if not dcnt:
-        continue
-    total += dns
-    print("  %-16s %6.2f runs a connection, %5.0f ns a run" % (name, dcnt / conns, dns / dcnt))
-print("  all of them: %.2f us a connection" % (total / conns / 1000))
-PY
+	costs rr "$W_DIR/bpf.before" "$W_DIR/bpf.after" "$CONNS"
 	echo "and over one more session bulk ($BYTES bytes, $bk_stats Mbit/s under the statistics):"
-	python3 - "$W_DIR/bpf.after" "$W_DIR/bpf.bulk" "$BYTES" "$bk_stats" <<'PY'
-import sys
-def runs(path):
-    out = {}
-    for line in open(path):
-        pid, name, ns, cnt = line.split()
-        out[pid] = (name, int(ns), int(cnt))
-    return out
-before, after = runs(sys.argv[1]), runs(sys.argv[2])
-nbytes, mbit = int(sys.argv[3]), float(sys.argv[4])
-total = 0
-for pid, (name, ns, cnt) in sorted(after.items(), key=lambda x: x[1][0]):
-    _, ns0, cnt0 = before.get(pid, (name, 0, 0))
-    dns, dcnt = ns - ns0, cnt - cnt0
-    if not dcnt:
-        continue
-    total += dns
-    print("  %-16s %8.1f runs a MB, %5.0f ns a run" % (name, dcnt / (nbytes / 1e6), dns / dcnt))
-secs = nbytes * 8 / (mbit * 1e6)
-print("  all of them: %.1f ms of the transfer's %.0f ms" % (total / 1e6, secs * 1000))
-PY
+	costs bulk "$W_DIR/bpf.after" "$W_DIR/bpf.bulk" "$BYTES" "$bk_stats"
 else
 	kill "$BPFSTATS_PID" 2>/dev/null
 	echo "errand's programs in the kernel: not measured: $(head -n1 "$W_DIR/bpfstats.out")"

@@ -63,22 +63,43 @@ static int collect(void *ctx, const struct receipt *r)
 	return 0;
 }
 
+/* A row of provider p; each test sets what it checks. */
+static const struct receipt base = {.ended_at_ms = 1,
+				    .session = "a",
+				    .provider = "p",
+				    .credential_var = "P_API_KEY",
+				    .host = "api.example.com",
+				    .method = "GET",
+				    .path = "/x",
+				    .outcome = RECEIPT_COMPLETED};
+
+/* A scratch directory in dir (a mkdtemp template) and receipts.db's path in
+ * it; false when it cannot be made. */
+static bool scratch(char *dir, char *path, size_t len)
+{
+	if (!CHECK_TRUE(mkdtemp(dir) != NULL, "a scratch directory"))
+		return false;
+	snprintf(path, len, "%s/receipts.db", dir);
+	return true;
+}
+
+static void scratch_remove(const char *dir)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	CHECK_INT(system(cmd), 0, "the scratch directory is removed");
+}
+
 static void test_db(void)
 {
 	char dir[] = "/tmp/errand-unit-receipts.XXXXXX", path[128];
-	struct receipt r = {.ended_at_ms = 1,
-			    .provider = "p",
-			    .credential_var = "P_API_KEY",
-			    .host = "api.example.com",
-			    .method = "GET",
-			    .path = "/x",
-			    .outcome = RECEIPT_COMPLETED};
+	struct receipt r = base;
 	struct receipts *db;
 	struct seen s = {0};
 
-	if (!CHECK_TRUE(mkdtemp(dir) != NULL, "a scratch directory"))
+	if (!scratch(dir, path, sizeof(path)))
 		return;
-	snprintf(path, sizeof(path), "%s/receipts.db", dir);
 	db = receipts_open(path, true);
 	if (!CHECK_TRUE(db != NULL, "receipts.db is created"))
 		return;
@@ -111,8 +132,7 @@ static void test_db(void)
 	CHECK_STR(receipt_outcome_name(RECEIPT_UNREACHABLE), "upstream-unreachable",
 		  "the outcome's name");
 	receipts_close(db);
-	snprintf(path, sizeof(path), "rm -rf %s", dir);
-	CHECK_INT(system(path), 0, "the scratch directory is removed");
+	scratch_remove(dir);
 }
 
 /* receipts.db as a broker before started_at_us made it, with two rows. */
@@ -142,24 +162,16 @@ static bool make_older(const char *path)
 static void test_older_table(void)
 {
 	char dir[] = "/tmp/errand-unit-receipts.XXXXXX", path[128];
-	struct receipt r = {.ended_at_ms = 1,
-			    .session = "a",
-			    .provider = "p",
-			    .credential_var = "P_API_KEY",
-			    .host = "api.example.com",
-			    .method = "GET",
-			    .path = "/x",
-			    .status = 204,
-			    .started_at_us = 5,
-			    .outcome = RECEIPT_COMPLETED};
+	struct receipt r = base;
 	struct receipts *db;
 	struct seen s = {0};
 
-	if (!CHECK_TRUE(mkdtemp(dir) != NULL, "a scratch directory"))
+	if (!scratch(dir, path, sizeof(path)))
 		return;
-	snprintf(path, sizeof(path), "%s/receipts.db", dir);
 	CHECK_TRUE(make_older(path),
 		   "an older receipts.db, with the table of the time and two rows");
+	r.status = 204;
+	r.started_at_us = 5;
 	db = receipts_open(path, false);
 	if (!CHECK_TRUE(db != NULL, "errandctl opens it read-only"))
 		return;
@@ -181,8 +193,7 @@ static void test_older_table(void)
 	CHECK_INT(s.status[0] * 1000000 + s.status[1] * 1000 + s.status[2], 401200204,
 		  "the older rows first, as added, then the new");
 	receipts_close(db);
-	snprintf(path, sizeof(path), "rm -rf %s", dir);
-	CHECK_INT(system(path), 0, "the scratch directory is removed");
+	scratch_remove(dir);
 }
 
 /* Every session's broker opens receipts.db: eight at once, released
@@ -193,9 +204,8 @@ static void test_older_at_once(void)
 	char dir[] = "/tmp/errand-unit-receipts.XXXXXX", path[128];
 	int failed = 0;
 
-	if (!CHECK_TRUE(mkdtemp(dir) != NULL, "a scratch directory"))
+	if (!scratch(dir, path, sizeof(path)))
 		return;
-	snprintf(path, sizeof(path), "%s/receipts.db", dir);
 	for (int round = 0; round < 8; round++) {
 		int gate[2], st;
 
@@ -220,8 +230,7 @@ static void test_older_at_once(void)
 	}
 	CHECK_INT(failed, 0,
 		  "eight brokers opening receipts.db at once, older or new, all open it");
-	snprintf(path, sizeof(path), "rm -rf %s", dir);
-	CHECK_INT(system(path), 0, "the scratch directory is removed");
+	scratch_remove(dir);
 }
 
 int main(void)
