@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -117,6 +118,7 @@ struct worker {
 	pthread_t thread;
 	struct io_uring ring;
 	struct ctx sched;
+	bool disabled; /* the ring waits for its thread to enable it (worker_init) */
 	int efd;
 	uint64_t efd_val;
 	pthread_mutex_t mu;
@@ -229,6 +231,13 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 
+	/* the thread that enables a single issuer's ring is its issuer
+	 * (liburing 2.3 declares io_uring_enable_rings but does not export it) */
+	if (w->disabled && syscall(__NR_io_uring_register, w->ring.ring_fd,
+				   IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0) {
+		blog_warnx("broker thread: cannot enable its ring");
+		return NULL;
+	}
 	inbox_arm(w);
 	for (;;) {
 		struct io_uring_cqe *cqe;
@@ -260,7 +269,18 @@ static int worker_init(struct worker *w)
 	w->efd = eventfd(0, EFD_CLOEXEC);
 	if (w->efd < 0)
 		return -errno;
-	if ((rc = io_uring_queue_init(RING_SQ, &w->ring, 0))) {
+	/* Only this worker's thread submits to its ring and reaps it, always
+	 * in the wait at the top of its loop: the kernel leaves the completions'
+	 * work for that wait (DEFER_TASKRUN) rather than interrupting the thread
+	 * for each, as it does by default. Kernels before 6.1 refuse the flags:
+	 * a ring without them there. */
+	rc = io_uring_queue_init(RING_SQ, &w->ring,
+				 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+					 IORING_SETUP_R_DISABLED);
+	w->disabled = rc == 0;
+	if (rc == -EINVAL)
+		rc = io_uring_queue_init(RING_SQ, &w->ring, 0);
+	if (rc) {
 		close(w->efd);
 		return rc;
 	}
