@@ -11,6 +11,7 @@
  * stacks through swapcontext), ucontext does it. */
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,7 +19,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -118,7 +118,8 @@ struct worker {
 	pthread_t thread;
 	struct io_uring ring;
 	struct ctx sched;
-	bool disabled; /* the ring waits for its thread to enable it (worker_init) */
+	sem_t started; /* posted once the thread has made its ring (start_rc) */
+	int start_rc;
 	int efd;
 	uint64_t efd_val;
 	pthread_mutex_t mu;
@@ -230,14 +231,21 @@ static void run(struct worker *w, struct fiber *f)
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
+	int rc;
 
-	/* the thread that enables a single issuer's ring is its issuer
-	 * (liburing 2.3 declares io_uring_enable_rings but does not export it) */
-	if (w->disabled && syscall(__NR_io_uring_register, w->ring.ring_fd,
-				   IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0) {
-		blog_warnx("broker thread: cannot enable its ring");
+	/* Made here, so this thread is the ring's single issuer: only it
+	 * submits and reaps, always in the wait at the top of its loop, and the
+	 * kernel leaves the completions' work for that wait (DEFER_TASKRUN)
+	 * rather than interrupting the thread for each, as it does by default.
+	 * Kernels before 6.1 refuse the flags: a ring without them there. */
+	rc = io_uring_queue_init(RING_SQ, &w->ring,
+				 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+	if (rc == -EINVAL)
+		rc = io_uring_queue_init(RING_SQ, &w->ring, 0);
+	w->start_rc = rc;
+	sem_post(&w->started);
+	if (rc)
 		return NULL;
-	}
 	inbox_arm(w);
 	for (;;) {
 		struct io_uring_cqe *cqe;
@@ -269,25 +277,24 @@ static int worker_init(struct worker *w)
 	w->efd = eventfd(0, EFD_CLOEXEC);
 	if (w->efd < 0)
 		return -errno;
-	/* Only this worker's thread submits to its ring and reaps it, always
-	 * in the wait at the top of its loop: the kernel leaves the completions'
-	 * work for that wait (DEFER_TASKRUN) rather than interrupting the thread
-	 * for each, as it does by default. Kernels before 6.1 refuse the flags:
-	 * a ring without them there. */
-	rc = io_uring_queue_init(RING_SQ, &w->ring,
-				 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
-					 IORING_SETUP_R_DISABLED);
-	w->disabled = rc == 0;
-	if (rc == -EINVAL)
-		rc = io_uring_queue_init(RING_SQ, &w->ring, 0);
-	if (rc) {
+	/* counted only once its thread has a ring to wait on */
+	if (sem_init(&w->started, 0, 0)) {
+		rc = -errno;
 		close(w->efd);
 		return rc;
 	}
 	if ((rc = pthread_create(&w->thread, NULL, worker_main, w))) {
-		io_uring_queue_exit(&w->ring);
+		sem_destroy(&w->started);
 		close(w->efd);
 		return -rc;
+	}
+	while (sem_wait(&w->started) && errno == EINTR)
+		;
+	sem_destroy(&w->started);
+	if (w->start_rc) {
+		pthread_join(w->thread, NULL);
+		close(w->efd);
+		return w->start_rc;
 	}
 	pthread_detach(w->thread);
 	return 0;
