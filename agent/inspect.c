@@ -246,13 +246,17 @@ json_t *inspect_denied(struct state *st, const char *id)
 static int receipt_cb(void *arg, const struct receipt *r)
 {
 	static char method[ESC_LEN(64)], path[ESC_LEN(4096)];
+	/* a row of an older broker's has no stamp: its end less its duration */
+	int64_t started =
+		r->started_at_us ? r->started_at_us / 1000 : r->ended_at_ms - r->duration_ms;
 
 	json_array_append_new(
-		arg, json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:i,s:I,s:I,s:I,s:s,s:I}",
-			       "endedAt", (json_int_t)r->ended_at_ms, "session", r->session,
-			       "provider", r->provider, "credentialVar", r->credential_var, "host",
-			       r->host, "method", json_safe(r->method, method, sizeof(method)),
-			       "path", json_safe(r->path, path, sizeof(path)), "queryLength",
+		arg, json_pack("{s:I,s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:i,s:I,s:I,s:I,s:s,s:I}",
+			       "startedAt", (json_int_t)started, "endedAt",
+			       (json_int_t)r->ended_at_ms, "session", r->session, "provider",
+			       r->provider, "credentialVar", r->credential_var, "host", r->host,
+			       "method", json_safe(r->method, method, sizeof(method)), "path",
+			       json_safe(r->path, path, sizeof(path)), "queryLength",
 			       (json_int_t)r->query_len, "status", r->status, "durationMs",
 			       (json_int_t)r->duration_ms, "bytesUp", (json_int_t)r->bytes_up,
 			       "bytesDown", (json_int_t)r->bytes_down, "outcome",
@@ -551,11 +555,11 @@ void inspect_print_receipts(const json_t *receipts, FILE *f)
 	const json_t *r;
 	size_t i;
 
-	fprintf(f, "%-24s  %-8s  %-10s  %-7s  %-40s  %6s  %8s  %s\n", "ENDED", "SESSION",
+	fprintf(f, "%-24s  %-8s  %-10s  %-7s  %-40s  %6s  %8s  %s\n", "STARTED", "SESSION",
 		"PROVIDER", "METHOD", "PATH", "STATUS", "MS", "OUTCOME");
 	json_array_foreach(receipts, i, r)
 	{
-		json_int_t ms = json_integer_value(json_object_get(r, "endedAt"));
+		json_int_t ms = json_integer_value(json_object_get(r, "startedAt"));
 		time_t at = (time_t)(ms / 1000);
 		char when[32], path[ESC_LEN(4096)];
 		struct tm tm;

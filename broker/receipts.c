@@ -277,14 +277,16 @@ int receipts_list(struct receipts *r, const char *session, receipt_fn fn, void *
 	static const char cols[] =
 		"SELECT ended_at_ms, session, provider, credential_var, host, method, "
 		"path, query_len, status, duration_ms, bytes_up, bytes_down, "
-		"outcome, unrecorded FROM receipts WHERE ?1 IS NULL OR session = ?1 ";
+		"outcome, unrecorded, %s FROM receipts WHERE ?1 IS NULL OR session = ?1 "
+		"ORDER BY %s";
 	char sql[sizeof(cols) + 64];
 	sqlite3_stmt *st = NULL;
 	int rc = 0, step;
+	bool started = has_started(r->db);
 
 	/* read-only, an older broker's table is listed as it was added */
-	snprintf(sql, sizeof(sql), "%sORDER BY %s", cols,
-		 has_started(r->db) ? "started_at_us, id" : "id");
+	snprintf(sql, sizeof(sql), cols, started ? "started_at_us" : "0",
+		 started ? "started_at_us, id" : "id");
 	if (sqlite3_prepare_v2(r->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	if (session)
@@ -305,6 +307,7 @@ int receipts_list(struct receipts *r, const char *session, receipt_fn fn, void *
 			.bytes_down = (uint64_t)sqlite3_column_int64(st, 11),
 			.outcome = outcome_parse(col(st, 12)),
 			.unrecorded = (uint64_t)sqlite3_column_int64(st, 13),
+			.started_at_us = sqlite3_column_int64(st, 14),
 		};
 
 		if ((rc = fn(ctx, &row)))

@@ -63,6 +63,14 @@ listed=$(in_host "$ERRANDCTL" --config "$CONFIG" receipts --json 2>&1)
 assert_eq "$(echo "$listed" | python3 -c 'import json, sys
 print(" ".join(r["path"] for r in json.load(sys.stdin) if r["path"] in ("/trickle", "/after")))' 2>&1)" \
 	"/trickle /after" "errandctl receipts lists it first, where its call was made"
+assert_eq "$(echo "$listed" | python3 -c 'import json, sys
+rs = {r["path"]: r for r in json.load(sys.stdin)}
+t, a = rs["/trickle"], rs["/after"]
+print(t["startedAt"] < a["startedAt"] < t["endedAt"], a["startedAt"] <= a["endedAt"])' 2>&1)" \
+	"True True" "each with when it began, the slow one's before the other's and its end after"
+table=$(in_host "$ERRANDCTL" --config "$CONFIG" receipts 2>&1)
+assert_eq "$(echo "$table" | awk 'NR == 1 { print $1 } $5 == "/trickle" || $5 == "/after" { print $5 }' | tr '\n' ' ')" \
+	"STARTED /trickle /after " "the table's first column is when each began, in that order"
 assert_eq "$(receipts "WHERE path IN ('/trickle', '/after')" | cut -d'|' -f6,8,11 | tr '\n' ' ')" \
 	"/trickle|200|completed /after|200|completed " "both completed"
 

@@ -50,6 +50,7 @@ struct seen {
 	int n;
 	char sessions[8][16];
 	int status[8];
+	int64_t started[8];
 };
 
 static int collect(void *ctx, const struct receipt *r)
@@ -59,6 +60,7 @@ static int collect(void *ctx, const struct receipt *r)
 	if (s->n == 8)
 		return 1;
 	snprintf(s->sessions[s->n], sizeof(s->sessions[0]), "%s", r->session);
+	s->started[s->n] = r->started_at_us;
 	s->status[s->n++] = r->status;
 	return 0;
 }
@@ -125,6 +127,7 @@ static void test_db(void)
 	CHECK_INT(s.n, 2, "two of them");
 	CHECK_INT(s.status[0] * 1000 + s.status[1], 200502,
 		  "in the order the calls were made, not the receipts added");
+	CHECK_INT(s.started[0] * 1000 + s.started[1], 10030, "each with its call's stamp");
 	s.n = 0;
 	CHECK_INT(receipts_list(db, NULL, collect, &s), 0, "all rows are listed");
 	CHECK_INT(s.n, 3, "three of them");
@@ -192,6 +195,8 @@ static void test_older_table(void)
 	CHECK_INT(s.n, 3, "three rows");
 	CHECK_INT(s.status[0] * 1000000 + s.status[1] * 1000 + s.status[2], 401200204,
 		  "the older rows first, as added, then the new");
+	CHECK_INT(s.started[0] + s.started[1] * 10 + s.started[2] * 100, 500,
+		  "the older rows with no stamp, the new with its own");
 	receipts_close(db);
 	scratch_remove(dir);
 }
