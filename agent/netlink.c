@@ -461,6 +461,18 @@ static int session_side(void *arg)
 		r = disable_ipv6("default");
 	if (r == 0)
 		r = l->v6 ? link_v6_on(l->sess_if) : disable_ipv6(l->sess_if);
+	/* TCP timestamps on the host's one clock, without the random offset
+	 * the kernel otherwise derives from each connection's addresses (and,
+	 * since 6.x, ports). Every session leaves through the same NAT address,
+	 * and NAT gives a port a peer may still hold in TIME_WAIT to another
+	 * session's connection, or another port's of the same session: a peer
+	 * takes its SYN only with a newer timestamp than the last it saw there
+	 * (PAWS), so with offsets of their own about half were dropped and the
+	 * connect waited a second to retry. One clock is what a single host
+	 * behind the NAT would show; its price is that peers can read the
+	 * host's uptime from it. */
+	if (r == 0)
+		r = write_sysctl("/proc/sys/net/ipv4/tcp_timestamps", "2", false);
 	if (r < 0)
 		return r;
 	r = link_up(sk, "lo", NULL, NULL);

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <netinet/ip_icmp.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -50,6 +51,7 @@ static int usage(void)
 		"       probe udp|udp-connect ADDR PORT [--size BYTES] [--from SRCADDR]\n"
 		"       probe tcp-hold ADDR PORT SECONDS\n"
 		"       probe tcp-talk ADDR PORT SECONDS | probe tick-serve --log FILE ADDR:PORT\n"
+		"       probe syn-serve --log FILE ADDR:PORT\n"
 		"       probe dns ADDR NAME [--tcp|--connected] [--type A|AAAA|TXT|MX|ANY|N]\n"
 		"                 [--timeout S]\n"
 		"       probe dns-serve --zone FILE [--log FILE] [--silent] ADDR:PORT\n"
@@ -1756,6 +1758,78 @@ static int cmd_rawip(int argc, char **argv)
 	return raw_send(argv[1], (int)proto, PAYLOAD, sizeof(PAYLOAD) - 1);
 }
 
+/* The TSval of a SYN's timestamp option, from its IP and TCP headers as
+ * TCP_SAVED_SYN gives them; false when it carries none. */
+static bool syn_tsval(const uint8_t *p, size_t len, uint32_t *tsval)
+{
+	size_t ip_len, off, end;
+
+	if (len < 1)
+		return false;
+	ip_len = (p[0] >> 4) == 6 ? 40 : (size_t)(p[0] & 0x0f) * 4;
+	if (len < ip_len + 20)
+		return false;
+	end = ip_len + (size_t)(p[ip_len + 12] >> 4) * 4;
+	if (end > len)
+		return false;
+	for (off = ip_len + 20; off < end;) {
+		uint8_t kind = p[off], olen;
+
+		if (kind == TCPOPT_EOL)
+			break;
+		if (kind == TCPOPT_NOP) {
+			off++;
+			continue;
+		}
+		if (off + 1 >= end || (olen = p[off + 1]) < 2 || off + olen > end)
+			break;
+		if (kind == TCPOPT_TIMESTAMP && olen == TCPOLEN_TIMESTAMP) {
+			*tsval = (uint32_t)p[off + 2] << 24 | (uint32_t)p[off + 3] << 16 |
+				 (uint32_t)p[off + 4] << 8 | p[off + 5];
+			return true;
+		}
+		off += olen;
+	}
+	return false;
+}
+
+/* Accepts TCP clients one at a time and logs the timestamp each one's SYN
+ * carried ("tsval N", or "tsval none"), then sends PAYLOAD and closes. */
+static int cmd_syn_serve(int argc, char **argv)
+{
+	struct endpoint ep;
+	FILE *logf;
+	int lfd, one = 1;
+
+	if (argc != 4 || strcmp(argv[1], "--log") || endpoint_parse(argv[3], &ep))
+		return usage();
+	logf = log_open(argv[2]);
+	lfd = listen_on(&ep, SOCK_STREAM);
+	if (!logf || lfd < 0)
+		return fail_errno(lfd < 0 ? -lfd : errno);
+	if (setsockopt(lfd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof(one)) < 0)
+		return fail_errno(errno);
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		uint8_t syn[512];
+		socklen_t len = sizeof(syn);
+		uint32_t tsval;
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (fd < 0)
+			continue;
+		if (getsockopt(fd, IPPROTO_TCP, TCP_SAVED_SYN, syn, &len) < 0)
+			fprintf(logf, "tsval %s\n", strerrorname_np(errno));
+		else if (syn_tsval(syn, len, &tsval))
+			fprintf(logf, "tsval %u\n", tsval);
+		else
+			fprintf(logf, "tsval none\n");
+		(void)!write(fd, PAYLOAD "\n", sizeof(PAYLOAD));
+		close(fd);
+	}
+}
+
 static FILE *log_open(const char *path)
 {
 	FILE *f;
@@ -2494,6 +2568,8 @@ int main(int argc, char **argv)
 		return cmd_tcp_talk(argc, argv);
 	if (!strcmp(cmd, "tick-serve"))
 		return cmd_tick_serve(argc, argv);
+	if (!strcmp(cmd, "syn-serve"))
+		return cmd_syn_serve(argc, argv);
 	if (!strcmp(cmd, "dns"))
 		return cmd_dns(argc, argv);
 	if (!strcmp(cmd, "dns-serve"))
