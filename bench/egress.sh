@@ -5,14 +5,15 @@
 # veth -> agent namespace (forward, NAT) -> wan. A third arm puts a do-nothing
 # XDP program on the unconfined path's host-side veth, to measure what an XDP
 # stage costs there (bpf/egress.bpf.c says why errand has none).
-# ROUNDS, CONNS and BYTES tune it; the median of the rounds is reported.
+# ROUNDS, CONNS and BYTES tune it; each figure is the median of the rounds,
+# each ratio the median of the rounds' own ratios.
 # Last, what errand's programs cost a connection and a bulk transfer in the
 # kernel, from their run-time statistics over one more session arm of each.
 set -u
 . "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-5}
-CONNS=${CONNS:-2000}
+CONNS=${CONNS:-5000}
 BYTES=${BYTES:-2000000000}
 XDP_OBJ=$ROOT/build/bench/xdp_pass.bpf.o
 BPFSTATS=$ROOT/build/bench/bpfstats
@@ -70,15 +71,15 @@ done
 
 rr_bare=$(median <"$W_DIR/rr.bare"); rr_sess=$(median <"$W_DIR/rr.sess")
 bk_bare=$(median <"$W_DIR/bulk.bare"); bk_sess=$(median <"$W_DIR/bulk.sess")
-echo "egress benchmark: $(uname -r), $(nproc) cores, median of $ROUNDS rounds"
+echo "egress benchmark: $(uname -r), $(nproc) cores, median of $ROUNDS rounds (a ratio: of the rounds' own)"
 echo "each round: $CONNS connections, $BYTES bytes; every figure: $(tr '\n' ' ' <"$W_DIR/rr.bare")(rr bare) $(tr '\n' ' ' <"$W_DIR/rr.sess")(rr errand) $(tr '\n' ' ' <"$W_DIR/bulk.bare")(bulk bare) $(tr '\n' ' ' <"$W_DIR/bulk.sess")(bulk errand)"
 printf '%-28s %12s %12s %8s\n' "" unconfined errand ratio
-printf '%-28s %12s %12s %8s\n' "connect rate (conn/s)" "$rr_bare" "$rr_sess" "$(ratio "$rr_sess" "$rr_bare")"
-printf '%-28s %12s %12s %8s\n' "bulk TCP (Mbit/s)" "$bk_bare" "$bk_sess" "$(ratio "$bk_sess" "$bk_bare")"
+printf '%-28s %12s %12s %8s\n' "connect rate (conn/s)" "$rr_bare" "$rr_sess" "$(paired "$W_DIR/rr.sess" "$W_DIR/rr.bare")"
+printf '%-28s %12s %12s %8s\n' "bulk TCP (Mbit/s)" "$bk_bare" "$bk_sess" "$(paired "$W_DIR/bulk.sess" "$W_DIR/bulk.bare")"
 if [ -s "$W_DIR/rr.xdp" ]; then
 	rr_xdp=$(median <"$W_DIR/rr.xdp"); bk_xdp=$(median <"$W_DIR/bulk.xdp")
-	printf '%-28s %12s %12s %8s\n' "  XDP pass on host veth" "conn/s" "$rr_xdp" "$(ratio "$rr_xdp" "$rr_bare")"
-	printf '%-28s %12s %12s %8s\n' "" "Mbit/s" "$bk_xdp" "$(ratio "$bk_xdp" "$bk_bare")"
+	printf '%-28s %12s %12s %8s\n' "  XDP pass on host veth" "conn/s" "$rr_xdp" "$(paired "$W_DIR/rr.xdp" "$W_DIR/rr.bare")"
+	printf '%-28s %12s %12s %8s\n' "" "Mbit/s" "$bk_xdp" "$(paired "$W_DIR/bulk.xdp" "$W_DIR/bulk.bare")"
 else
 	echo "XDP arm not run: $(head -n1 "$W_DIR/xdp.err")"
 fi
