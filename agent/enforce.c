@@ -355,6 +355,32 @@ static int fill_ranges(int fd4, int fd6, const struct cidr *c, size_t n)
 	return 0;
 }
 
+/* The amount a session's TCP timestamps are moved by on their way out
+ * (errand_ts_move): the same for every program set of this boot, since a
+ * connection's timestamps must not jump when an agent restarts or another
+ * set is loaded beside, and unknown outside the host: a hash of the boot's
+ * id. 0, which leaves them as they are, only where the kernel gives no id. */
+static uint32_t ts_shift_of_boot(void)
+{
+	char id[64] = "";
+	uint32_t h = 0x811c9dc5u;
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	if (!f || !fgets(id, sizeof(id), f) || strlen(id) < 32) {
+		log_warnx("cannot read /proc/sys/kernel/random/boot_id: sessions' TCP timestamps "
+			  "show this host's uptime");
+		if (f)
+			fclose(f);
+		return 0;
+	}
+	fclose(f);
+	for (const char *p = "errand-ts:"; *p; p++)
+		h = (h ^ (uint8_t)*p) * 0x01000193u;
+	for (const char *p = id; *p && *p != '\n'; p++)
+		h = (h ^ (uint8_t)*p) * 0x01000193u;
+	return h;
+}
+
 /* Loads and verifies the object, fills what every session shares (the
  * forbidden ranges) and pins it all at dir, atomically: into a directory of
  * its own, renamed into place. Another errand that won the race leaves its
@@ -374,6 +400,7 @@ static int set_create(const char *prog_dir, const char *dir, char *err, size_t e
 		snprintf(err, errlen, "cannot open the egress BPF object: %s", strerror(-rc));
 		return rc;
 	}
+	s->rodata->ts_shift = ts_shift_of_boot();
 	rc = egress_bpf__load(s);
 	if (rc) {
 		snprintf(err, errlen,

@@ -826,6 +826,81 @@ static __always_inline int tc_ipv6(const struct sess *s, void *data, void *end, 
 	return TC6_REFUSE;
 }
 
+/* A session's TCP timestamps run on the host's clock (the agent sets
+ * tcp_timestamps=2 in its namespace: with an offset hashed from each
+ * connection's addresses and ports, as the kernel gives by default, a peer
+ * holding the one NAT address's port in TIME_WAIT dropped SYNs of another
+ * connection there as too old). Raw, that clock is the host's uptime; so
+ * what leaves a session carries it moved by ts_shift, a number of this boot
+ * the agent sets at load (the same in every program set of the boot), and
+ * what comes back has its echo moved back. Set before load, in .rodata. */
+const volatile __u32 ts_shift = 0;
+
+#define TCP_OPTS_MAX 40
+#define TCPOPT_EOL 0
+#define TCPOPT_NOP 1
+#define TCPOPT_TIMESTAMP 8
+#define TCPOLEN_TIMESTAMP 10
+
+/* Moves the timestamp option of the TCP segment at l4_off: its value up by
+ * ts_shift (echo false: what the session sends) or its echo down by it (echo
+ * true: what it receives; an echo of 0 says none and stays). A segment
+ * without one, or with options cut short, is left as it is. Verified once,
+ * on its own: it reads the segment with bpf_skb_load_bytes into opt, the
+ * bytes past the options zero, and masks each index to 31 where it reads
+ * (opt_at: the compiler drops a mask it can prove needless, and then reads
+ * through a copy the verifier holds no bound of). */
+static __always_inline __u64 opt_at(__u64 i)
+{
+	asm volatile("%[i] &= 31" : [i] "+r"(i));
+	return i;
+}
+
+__attribute__((noinline)) int errand_ts_move(struct __sk_buff *skb, __u32 l4_off, __u32 echo)
+{
+	__u8 opt[48] = {};
+	__u8 doff = 0;
+	__u64 len, i = 0, j;
+	__u32 old, new;
+
+	if (!ts_shift || l4_off > 0xffff || bpf_skb_load_bytes(skb, l4_off + 12, &doff, 1))
+		return 0;
+	len = (__u64)(doff >> 4) * 4;
+	if (len <= 20)
+		return 0;
+	len -= 20;
+	if (len > TCP_OPTS_MAX || bpf_skb_load_bytes(skb, l4_off + 20, opt, len))
+		return 0;
+	for (int k = 0; k < TCP_OPTS_MAX; k++) {
+		if (i >= len || i > TCP_OPTS_MAX - TCPOLEN_TIMESTAMP)
+			return 0;
+		j = opt_at(i);
+		if (opt[j] == TCPOPT_EOL)
+			return 0;
+		if (opt[j] == TCPOPT_NOP) {
+			i++;
+			continue;
+		}
+		if (opt[j] == TCPOPT_TIMESTAMP && opt[j + 1] == TCPOLEN_TIMESTAMP)
+			break;
+		if (opt[j + 1] < 2)
+			return 0;
+		i += opt[j + 1];
+	}
+	j = opt_at(i);
+	if (opt[j] != TCPOPT_TIMESTAMP || opt[j + 1] != TCPOLEN_TIMESTAMP)
+		return 0;
+	j += echo ? 6 : 2;
+	__builtin_memcpy(&old, &opt[j], 4);
+	if (echo && !old)
+		return 0;
+	new = bpf_htonl(echo ? bpf_ntohl(old) - ts_shift : bpf_ntohl(old) + ts_shift);
+	if (bpf_skb_store_bytes(skb, l4_off + 20 + j, &new, 4, 0))
+		return 0;
+	bpf_l4_csum_replace(skb, l4_off + 16, old, new, sizeof(new));
+	return 1;
+}
+
 /* The backstop, on ingress of the host-side veth: what the session sends.
  * No XDP stage: on a veth even an XDP program that only passes frames cuts
  * bulk TCP to a quarter, since GSO segments are split for it, while this tc
@@ -846,7 +921,7 @@ int errand_tc_in(struct __sk_buff *skb)
 	__u64 *key;
 	__u16 sport, dport;
 	__u8 addr[16];
-	__u32 flags, grant;
+	__u32 flags, grant, tcp_off = 0;
 	bool syn = false, to_dns, to_brk;
 	__u8 why = 0, proto = 0, *l4 = NULL;
 
@@ -894,6 +969,7 @@ int errand_tc_in(struct __sk_buff *skb)
 			if ((void *)(th + 1) > end)
 				goto drop_proto;
 			syn = th->syn && !th->ack;
+			tcp_off = (__u32)((void *)th - data);
 		}
 		to_dns = ip6_is(&ip6->daddr, s->c->gw_addr6) && dport == s->c->dns_port;
 		to_brk = false; /* the broker listens on the gateway's IPv4 address */
@@ -934,6 +1010,7 @@ int errand_tc_in(struct __sk_buff *skb)
 		sport = bpf_ntohs(th->source);
 		dport = bpf_ntohs(th->dest);
 		syn = th->syn && !th->ack;
+		tcp_off = (__u32)((void *)th - data);
 	} else if (ip->protocol == IPPROTO_UDP) {
 		struct udphdr *uh = (void *)ip + ip->ihl * 4;
 
@@ -1012,6 +1089,8 @@ transport:
 	count(s, CNT_TC_DROP);
 	return TC_ACT_SHOT;
 pass:
+	if (tcp_off)
+		errand_ts_move(skb, tcp_off, 0);
 	count(s, CNT_TC_PASS);
 	return TC_ACT_OK;
 drop_proto:
@@ -1084,6 +1163,7 @@ int errand_tc_out(struct __sk_buff *skb)
 		count(s, CNT_TC_DROP);
 		return TC_ACT_SHOT;
 	}
+	errand_ts_move(skb, (__u32)((void *)th - data), 1);
 	return TC_ACT_OK;
 }
 
