@@ -1619,21 +1619,37 @@ static void tick_line(const char *line, void *arg)
 
 /* probe tick-serve --log FILE ADDR:PORT: each TCP client gets "tick N" every
  * TICK_MS; each line a client sends is logged to FILE as "recv LINE". */
+/* The arguments "--log FILE ADDR:PORT" of a server: FILE opened to append,
+ * a TCP listener on ADDR:PORT. The listener, or -1 with *rc the status to
+ * exit with (usage's, or the failure's, said). */
+static int log_listen(int argc, char **argv, FILE **logf, int *rc)
+{
+	struct endpoint ep;
+	int lfd;
+
+	if (argc != 4 || strcmp(argv[1], "--log") || endpoint_parse(argv[3], &ep)) {
+		*rc = usage();
+		return -1;
+	}
+	*logf = log_open(argv[2]);
+	lfd = listen_on(&ep, SOCK_STREAM);
+	if (!*logf || lfd < 0) {
+		*rc = fail_errno(lfd < 0 ? -lfd : errno);
+		return -1;
+	}
+	return lfd;
+}
+
 static int cmd_tick_serve(int argc, char **argv)
 {
 	struct tick_client c[TICK_CLIENTS];
 	struct pollfd p[TICK_CLIENTS + 1];
-	struct endpoint ep;
 	long long next;
 	FILE *logf;
-	int lfd;
+	int lfd, rc;
 
-	if (argc != 4 || strcmp(argv[1], "--log") || endpoint_parse(argv[3], &ep))
-		return usage();
-	logf = log_open(argv[2]);
-	lfd = listen_on(&ep, SOCK_STREAM);
-	if (!logf || lfd < 0)
-		return fail_errno(lfd < 0 ? -lfd : errno);
+	if ((lfd = log_listen(argc, argv, &logf, &rc)) < 0)
+		return rc;
 	for (int i = 0; i < TICK_CLIENTS; i++)
 		c[i].fd = -1;
 	printf("ready\n");
@@ -1682,8 +1698,6 @@ static int cmd_tick_serve(int argc, char **argv)
 			}
 		}
 		for (int i = 0; i < TICK_CLIENTS; i++) {
-			int rc;
-
 			if (c[i].fd < 0 || !p[i + 1].revents)
 				continue;
 			rc = lines_read(c[i].fd, c[i].buf, sizeof(c[i].buf), &c[i].have, tick_line,
@@ -1797,16 +1811,11 @@ static bool syn_tsval(const uint8_t *p, size_t len, uint32_t *tsval)
  * carried ("tsval N", or "tsval none"), then sends PAYLOAD and closes. */
 static int cmd_syn_serve(int argc, char **argv)
 {
-	struct endpoint ep;
 	FILE *logf;
-	int lfd, one = 1;
+	int lfd, rc, one = 1;
 
-	if (argc != 4 || strcmp(argv[1], "--log") || endpoint_parse(argv[3], &ep))
-		return usage();
-	logf = log_open(argv[2]);
-	lfd = listen_on(&ep, SOCK_STREAM);
-	if (!logf || lfd < 0)
-		return fail_errno(lfd < 0 ? -lfd : errno);
+	if ((lfd = log_listen(argc, argv, &logf, &rc)) < 0)
+		return rc;
 	if (setsockopt(lfd, IPPROTO_TCP, TCP_SAVE_SYN, &one, sizeof(one)) < 0)
 		return fail_errno(errno);
 	printf("ready\n");
