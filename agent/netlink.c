@@ -469,8 +469,8 @@ static int session_side(void *arg)
 	 * takes its SYN only with a newer timestamp than the last it saw there
 	 * (PAWS), so with offsets of their own about half were dropped and the
 	 * connect waited a second to retry. One clock is what a single host
-	 * behind the NAT would show; its price is that peers can read the
-	 * host's uptime from it. */
+	 * behind the NAT would show. Raw it is the host's uptime: the backstop
+	 * moves it on the wire (errand_ts_move in bpf/egress.bpf.c). */
 	if (r == 0)
 		r = write_sysctl("/proc/sys/net/ipv4/tcp_timestamps", "2", false);
 	if (r < 0)
