@@ -360,7 +360,7 @@ static int fill_ranges(int fd4, int fd6, const struct cidr *c, size_t n)
  * connection's timestamps must not jump when an agent restarts or another
  * set is loaded beside, and unknown outside the host: a hash of the boot's
  * id. 0, which leaves them as they are, only where the kernel gives no id. */
-static uint32_t ts_shift_of_boot(void)
+uint32_t enforce_ts_shift(void)
 {
 	char id[64] = "";
 	uint32_t h = 0x811c9dc5u;
@@ -400,7 +400,7 @@ static int set_create(const char *prog_dir, const char *dir, char *err, size_t e
 		snprintf(err, errlen, "cannot open the egress BPF object: %s", strerror(-rc));
 		return rc;
 	}
-	s->rodata->ts_shift = ts_shift_of_boot();
+	s->rodata->ts_shift = enforce_ts_shift();
 	rc = egress_bpf__load(s);
 	if (rc) {
 		snprintf(err, errlen,

@@ -40,6 +40,10 @@ struct enforce_params {
 
 struct enforce;
 
+/* The amount errand_ts_move moves a session's TCP timestamps by: a hash of
+ * the boot's id, the same for every program set of the boot. */
+uint32_t enforce_ts_shift(void);
+
 /* Loads and verifies the program set under <bpf_dir>/prog/ unless this
  * process holds it or finds it pinned (an agent does at start, so no session
  * start pays for it). 0 or -errno with one line in err. */

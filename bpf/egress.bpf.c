@@ -841,57 +841,88 @@ const volatile __u32 ts_shift = 0;
 #define TCPOPT_NOP 1
 #define TCPOPT_TIMESTAMP 8
 #define TCPOLEN_TIMESTAMP 10
+#define TCPOPT_AO 29
 
-/* Moves the timestamp option of the TCP segment at l4_off: its value up by
- * ts_shift (echo false: what the session sends) or its echo down by it (echo
- * true: what it receives; an echo of 0 says none and stays). A segment
- * without one, or with options cut short, is left as it is. Verified once,
- * on its own: it reads the segment with bpf_skb_load_bytes into opt, the
- * bytes past the options zero, and masks each index to 31 where it reads
- * (opt_at: the compiler drops a mask it can prove needless, and then reads
- * through a copy the verifier holds no bound of). */
+/* Where a segment's options are walked (opt_step): the options, the bytes
+ * past them zero; their length; the next option's index; the timestamp
+ * option's index plus one (0: none yet); set if the segment is not to be
+ * touched. */
+struct opt_walk {
+	__u8 opt[72];
+	__u64 len;
+	__u64 i;
+	__u64 ts;
+	__u64 keep;
+};
+
+/* The index i, masked where it reads: the compiler drops a mask it can prove
+ * needless, and then reads through a copy the verifier holds no bound of. */
 static __always_inline __u64 opt_at(__u64 i)
 {
-	asm volatile("%[i] &= 31" : [i] "+r"(i));
+	asm volatile("%[i] &= 63" : [i] "+r"(i));
 	return i;
 }
 
-__attribute__((noinline)) int errand_ts_move(struct __sk_buff *skb, __u32 l4_off, __u32 echo)
+/* One option of the walk, under bpf_loop: verified once, however many
+ * options a segment has (a walk unrolled by the verifier took it past a
+ * million instructions on 6.1). 1 ends the walk. */
+static long opt_step(__u64 k, void *arg)
 {
-	__u8 opt[48] = {};
-	__u8 doff = 0;
-	__u64 len, i = 0, j;
+	struct opt_walk *w = arg;
+	__u64 i = w->i, j;
+	__u8 kind, olen;
+
+	if (i >= w->len)
+		return 1;
+	j = opt_at(i);
+	kind = w->opt[j];
+	if (kind == TCPOPT_EOL)
+		return 1;
+	if (kind == TCPOPT_NOP) {
+		w->i = i + 1;
+		return 0;
+	}
+	olen = w->opt[j + 1];
+	if (olen < 2 || i + olen > w->len || kind == TCPOPT_AO) {
+		w->keep = 1;
+		return 1;
+	}
+	if (kind == TCPOPT_TIMESTAMP && olen == TCPOLEN_TIMESTAMP && !w->ts)
+		w->ts = i + 1;
+	w->i = i + olen;
+	return 0;
+}
+
+/* Moves the timestamp option of the TCP segment at l4_off, whose header is
+ * doff 32-bit words: its value up by ts_shift (echo false: what the session
+ * sends) or its echo down by it (echo true: what it receives; an echo of 0
+ * says none and stays). A segment without one, with options cut short or
+ * malformed, or signed with TCP-AO (RFC 5925: its MAC covers the options,
+ * so a moved timestamp would fail the peer's check) is left as it is; a
+ * connection's segments all carry AO or none do, so its clock stays one.
+ * A global function, verified once on its own. */
+__attribute__((noinline)) int errand_ts_move(struct __sk_buff *skb, __u32 l4_off, __u32 doff,
+					     __u32 echo)
+{
+	struct opt_walk w = {};
+	__u64 len, j;
 	__u32 old, new;
 
-	if (!ts_shift || l4_off > 0xffff || bpf_skb_load_bytes(skb, l4_off + 12, &doff, 1))
-		return 0;
-	len = (__u64)(doff >> 4) * 4;
-	if (len <= 20)
+	/* doff is 4 bits of the header; masked, the verifier knows len's range. */
+	len = (__u64)(doff & 15) * 4;
+	if (!ts_shift || len <= 20 || l4_off > 0xffff)
 		return 0;
 	len -= 20;
-	if (len > TCP_OPTS_MAX || bpf_skb_load_bytes(skb, l4_off + 20, opt, len))
+	if (bpf_skb_load_bytes(skb, l4_off + 20, w.opt, len))
 		return 0;
-	for (int k = 0; k < TCP_OPTS_MAX; k++) {
-		if (i >= len || i > TCP_OPTS_MAX - TCPOLEN_TIMESTAMP)
-			return 0;
-		j = opt_at(i);
-		if (opt[j] == TCPOPT_EOL)
-			return 0;
-		if (opt[j] == TCPOPT_NOP) {
-			i++;
-			continue;
-		}
-		if (opt[j] == TCPOPT_TIMESTAMP && opt[j + 1] == TCPOLEN_TIMESTAMP)
-			break;
-		if (opt[j + 1] < 2)
-			return 0;
-		i += opt[j + 1];
-	}
-	j = opt_at(i);
-	if (opt[j] != TCPOPT_TIMESTAMP || opt[j + 1] != TCPOLEN_TIMESTAMP)
+	w.len = len;
+	bpf_loop(TCP_OPTS_MAX, opt_step, &w, 0);
+	if (w.keep || !w.ts)
 		return 0;
+	/* The walk saw ts - 1 + 10 <= len <= 40: at most 30, masked to 31. */
+	j = opt_at(w.ts - 1) & 31;
 	j += echo ? 6 : 2;
-	__builtin_memcpy(&old, &opt[j], 4);
+	__builtin_memcpy(&old, &w.opt[j], 4);
 	if (echo && !old)
 		return 0;
 	new = bpf_htonl(echo ? bpf_ntohl(old) - ts_shift : bpf_ntohl(old) + ts_shift);
@@ -921,7 +952,7 @@ int errand_tc_in(struct __sk_buff *skb)
 	__u64 *key;
 	__u16 sport, dport;
 	__u8 addr[16];
-	__u32 flags, grant, tcp_off = 0;
+	__u32 flags, grant, tcp_off = 0, tcp_doff = 0;
 	bool syn = false, to_dns, to_brk;
 	__u8 why = 0, proto = 0, *l4 = NULL;
 
@@ -970,6 +1001,7 @@ int errand_tc_in(struct __sk_buff *skb)
 				goto drop_proto;
 			syn = th->syn && !th->ack;
 			tcp_off = (__u32)((void *)th - data);
+			tcp_doff = th->doff;
 		}
 		to_dns = ip6_is(&ip6->daddr, s->c->gw_addr6) && dport == s->c->dns_port;
 		to_brk = false; /* the broker listens on the gateway's IPv4 address */
@@ -1011,6 +1043,7 @@ int errand_tc_in(struct __sk_buff *skb)
 		dport = bpf_ntohs(th->dest);
 		syn = th->syn && !th->ack;
 		tcp_off = (__u32)((void *)th - data);
+		tcp_doff = th->doff;
 	} else if (ip->protocol == IPPROTO_UDP) {
 		struct udphdr *uh = (void *)ip + ip->ihl * 4;
 
@@ -1090,7 +1123,7 @@ transport:
 	return TC_ACT_SHOT;
 pass:
 	if (tcp_off)
-		errand_ts_move(skb, tcp_off, 0);
+		errand_ts_move(skb, tcp_off, tcp_doff, 0);
 	count(s, CNT_TC_PASS);
 	return TC_ACT_OK;
 drop_proto:
@@ -1163,7 +1196,7 @@ int errand_tc_out(struct __sk_buff *skb)
 		count(s, CNT_TC_DROP);
 		return TC_ACT_SHOT;
 	}
-	errand_ts_move(skb, (__u32)((void *)th - data), 1);
+	errand_ts_move(skb, (__u32)((void *)th - data), th->doff, 1);
 	return TC_ACT_OK;
 }
 

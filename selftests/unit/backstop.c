@@ -3,7 +3,9 @@
  * not send (a spoofed source, IPv4 fragments, IPv4 options, IPv6 routing and extension headers,
  * ICMP, UDP but to the responder, a segment of a flow no SYN opened, a truncated header, a SYN
  * to a forbidden, expired, own, unlisted or DoT target, a once grant no connect spent) and passes
- * ARP, DNS to the responder and the SYN and segments of an admitted flow. BPF_PROG_TEST_RUN on
+ * ARP, DNS to the responder and the SYN and segments of an admitted flow; it moves a segment's
+ * TCP timestamp by the boot's shift, its echo back, and leaves a TCP-AO segment's as it is.
+ * BPF_PROG_TEST_RUN on
  * the program the veth runs; the once grant is spent by a real connect() in the session's cgroup,
  * since no kernel errand supports runs its cgroup sock_addr programs under BPF_PROG_TEST_RUN. */
 #include <arpa/inet.h>
@@ -64,13 +66,14 @@ static void on_event(const struct egress_event *ev, void *arg)
 }
 
 /* Runs prog on the frame as if it came in on ifindex; the verdict, and the
- * reason of the refusal event it wrote (0: none) in *why. */
-static int run_on(int fd, int ifindex, const void *frame, size_t len, int *why)
+ * reason of the refusal event it wrote (0: none) in *why; the frame as the
+ * program left it in out. */
+static int run_out(int fd, int ifindex, const void *frame, size_t len, int *why, void *out,
+		   size_t out_len)
 {
 	struct __sk_buff ctx = {.ifindex = (__u32)ifindex};
-	uint8_t out[512];
 	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame, .data_size_in = (__u32)len,
-		    .data_out = out, .data_size_out = sizeof(out), .ctx_in = &ctx,
+		    .data_out = out, .data_size_out = (__u32)out_len, .ctx_in = &ctx,
 		    .ctx_size_in = sizeof(ctx), .repeat = 1);
 
 	last_reason = 0;
@@ -80,6 +83,15 @@ static int run_on(int fd, int ifindex, const void *frame, size_t len, int *why)
 	enforce_events_drain(enf, on_event, NULL);
 	*why = n_events ? last_reason : 0;
 	return (int)o.retval;
+}
+
+/* Runs prog on the frame as if it came in on ifindex; the verdict, and the
+ * reason of the refusal event it wrote (0: none) in *why. */
+static int run_on(int fd, int ifindex, const void *frame, size_t len, int *why)
+{
+	uint8_t out[512];
+
+	return run_out(fd, ifindex, frame, len, why, out, sizeof(out));
 }
 
 /* The verdict and the reason, as one check each. */
@@ -307,6 +319,115 @@ static void backstop_ipv6(void)
 	expect("an IPv6 SYN to a public address", buf, len, TC_ACT_SHOT, REASON_IPV6);
 }
 
+/* The TCP checksum of f's segment (tcp_len bytes) with its pseudo-header:
+ * 0 where the segment's own checksum is right. */
+static uint16_t tcp_csum(const struct frame4 *f, size_t tcp_len)
+{
+	const uint8_t *b = (const uint8_t *)&f->tcp;
+	uint32_t sum = 0;
+
+	sum += (ntohl(f->ip.saddr) >> 16) + (ntohl(f->ip.saddr) & 0xffff);
+	sum += (ntohl(f->ip.daddr) >> 16) + (ntohl(f->ip.daddr) & 0xffff);
+	sum += IPPROTO_TCP + (uint32_t)tcp_len;
+	for (size_t i = 0; i < tcp_len; i += 2)
+		sum += (uint32_t)(b[i] << 8 | (i + 1 < tcp_len ? b[i + 1] : 0));
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+/* A segment of the admitted flow (or its answer) carrying the options opts
+ * (n bytes, a multiple of 4), its checksum right; its length. */
+static size_t frame_opts(struct frame4 *f, const char *src, const char *dst, uint16_t sport,
+			 uint16_t dport, const uint8_t *opts, size_t n)
+{
+	size_t len;
+
+	frame4(f, &len, src, dst, IPPROTO_TCP, sport, dport, "A");
+	memcpy(f->raw + sizeof(f->tcp), opts, n);
+	f->tcp.doff = (uint16_t)((sizeof(f->tcp) + n) / 4);
+	f->ip.tot_len = htons((uint16_t)(sizeof(f->ip) + sizeof(f->tcp) + n));
+	f->tcp.check = htons(tcp_csum(f, sizeof(f->tcp) + n));
+	return len + n;
+}
+
+/* The 32-bit number at byte at of f's options. */
+static uint32_t opt32(const struct frame4 *f, size_t at)
+{
+	uint32_t v;
+
+	memcpy(&v, f->raw + sizeof(f->tcp) + at, 4);
+	return ntohl(v);
+}
+
+/* Runs a segment with the options opts through fd (inbound: toward the
+ * session) and checks the value and echo of its timestamp option (its kind
+ * at byte ts_at of opts) as it left, and that its checksum still holds. */
+static void moved(int fd, const char *what, const uint8_t *opts, size_t n, size_t ts_at,
+		  bool inbound, uint32_t val, uint32_t ecr)
+{
+	struct frame4 f, out;
+	size_t len = inbound ? frame_opts(&f, HOST, SESS, 443, 40000, opts, n)
+			     : frame_opts(&f, SESS, HOST, 40000, 443, opts, n);
+	int why, rc;
+
+	memset(&out, 0, sizeof(out));
+	rc = run_out(fd, host_ifindex, &f, len, &why, &out, sizeof(out));
+	CHECK_INT(rc, TC_ACT_OK, "%s: passes", what);
+	CHECK_INT(opt32(&out, ts_at + 2), val, "%s: its timestamp", what);
+	CHECK_INT(opt32(&out, ts_at + 6), ecr, "%s: its echo", what);
+	CHECK_INT(tcp_csum(&out, sizeof(out.tcp) + n), 0, "%s: its checksum holds", what);
+}
+
+/* A session's timestamps leave moved by the boot's shift and their echoes
+ * come back moved back (one clock for every session, not the host's
+ * uptime); a segment signed with TCP-AO, whose MAC covers its options, or
+ * one whose options are cut short or malformed, is left as it is. */
+static void timestamps(void)
+{
+	/* Linux's layout of a segment's options, and of a SYN's */
+	static const uint8_t ts[] = {1, 1, 8, 10, 0, 0, 0x03, 0xe8, 0, 0, 0, 7};
+	static const uint8_t syn[] = {2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0x03, 0xe8,
+				      0, 0, 0, 0, 1, 3, 3, 7};
+	/* an AO option (kind 29, key ids, a 12-byte MAC) before the timestamp, and after */
+	static const uint8_t ao[] = {29, 16, 1, 1, 0xa, 0xb, 0xc, 0xd, 0xe, 0xf, 0x10, 0x11,
+				     0x12, 0x13, 0x14, 0x15, 1, 1, 8, 10, 0, 0, 0x03, 0xe8,
+				     0, 0, 0, 7};
+	static const uint8_t ao_after[] = {1, 1, 8, 10, 0, 0, 0x03, 0xe8, 0, 0, 0, 7,
+					   29, 16, 1, 1, 0xa, 0xb, 0xc, 0xd, 0xe, 0xf, 0x10,
+					   0x11, 0x12, 0x13, 0x14, 0x15};
+	/* the end of options before it; an option of length 0 before it */
+	static const uint8_t eol[] = {0, 1, 8, 10, 0, 0, 0x03, 0xe8, 0, 0, 0, 7};
+	static const uint8_t bad[] = {5, 0, 8, 10, 0, 0, 0x03, 0xe8, 0, 0, 0, 7};
+	uint32_t shift = enforce_ts_shift();
+	uint8_t back[sizeof(ts)];
+
+	CHECK_TRUE(shift != 0, "this boot's timestamp shift is not 0 (%u)", shift);
+	CHECK_INT(enforce_ts_shift(), shift, "and the same each time it is asked");
+	moved(prog_fd, "a segment's timestamp, on its way out", ts, sizeof(ts), 2, false,
+	      1000 + shift, 7);
+	moved(prog_fd, "a SYN's timestamp, after its MSS and SACK options", syn, sizeof(syn), 6,
+	      false, 1000 + shift, 0);
+	moved(prog_fd, "a segment signed with TCP-AO", ao, sizeof(ao), 18, false, 1000, 7);
+	moved(prog_fd, "a segment signed with TCP-AO after its timestamp", ao_after,
+	      sizeof(ao_after), 2, false, 1000, 7);
+	moved(prog_fd, "a timestamp past the end of options", eol, sizeof(eol), 2, false, 1000, 7);
+	moved(prog_fd, "a timestamp past an option of length 0", bad, sizeof(bad), 2, false, 1000,
+	      7);
+
+	/* Coming back: the echo of a moved value is moved back; an echo of 0 stays. */
+	memcpy(back, ts, sizeof(ts));
+	back[8] = (uint8_t)((1000 + shift) >> 24);
+	back[9] = (uint8_t)((1000 + shift) >> 16);
+	back[10] = (uint8_t)((1000 + shift) >> 8);
+	back[11] = (uint8_t)(1000 + shift);
+	moved(guard_fd, "the echo of a moved timestamp, on its way in", back, sizeof(back), 2,
+	      true, 1000, 1000);
+	moved(guard_fd, "an echo of 0, on its way in", syn, sizeof(syn), 6, true, 1000, 0);
+	moved(guard_fd, "an echo in a segment signed with TCP-AO", ao, sizeof(ao), 18, true, 1000,
+	      7);
+}
+
 /* connect() from a child in the session's cgroup: 0 when the hooks let it
  * through (the test's network namespace has no route: ENETUNREACH then), or
  * the errno the hook gave. */
@@ -509,6 +630,7 @@ int main(void)
 
 	backstop_ipv4();
 	backstop_ipv6();
+	timestamps();
 	once_grant(cg);
 	sock_addr_test_run(pin_dir);
 
