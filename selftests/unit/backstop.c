@@ -5,9 +5,9 @@
  * to a forbidden, expired, own, unlisted or DoT target, a once grant no connect spent) and passes
  * ARP, DNS to the responder and the SYN and segments of an admitted flow; it moves a segment's
  * TCP timestamp by the boot's shift, its echo back, and leaves a TCP-AO segment's as it is.
- * BPF_PROG_TEST_RUN on
- * the program the veth runs; the once grant is spent by a real connect() in the session's cgroup,
- * since no kernel errand supports runs its cgroup sock_addr programs under BPF_PROG_TEST_RUN. */
+ * BPF_PROG_TEST_RUN on the program the veth runs; the once grant is spent by a real connect() in
+ * the session's cgroup, since no kernel errand supports runs its cgroup sock_addr programs under
+ * BPF_PROG_TEST_RUN. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
