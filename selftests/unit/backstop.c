@@ -382,7 +382,8 @@ static void moved(int fd, const char *what, const uint8_t *opts, size_t n, size_
 /* A session's timestamps leave moved by the boot's shift and their echoes
  * come back moved back (one clock for every session, not the host's
  * uptime); a segment signed with TCP-AO, whose MAC covers its options, or
- * one whose options are cut short or malformed, is left as it is. */
+ * one whose timestamp lies past the end of its options or past a malformed
+ * option, is left as it is. */
 static void timestamps(void)
 {
 	/* Linux's layout of a segment's options, and of a SYN's */
