@@ -1617,8 +1617,6 @@ static void tick_line(const char *line, void *arg)
 	fprintf(logf, "recv %s\n", line);
 }
 
-/* probe tick-serve --log FILE ADDR:PORT: each TCP client gets "tick N" every
- * TICK_MS; each line a client sends is logged to FILE as "recv LINE". */
 /* The arguments "--log FILE ADDR:PORT" of a server: FILE opened to append,
  * a TCP listener on ADDR:PORT. The listener, or -1 with *rc the status to
  * exit with (usage's, or the failure's, said). */
@@ -1640,6 +1638,8 @@ static int log_listen(int argc, char **argv, FILE **logf, int *rc)
 	return lfd;
 }
 
+/* probe tick-serve --log FILE ADDR:PORT: each TCP client gets "tick N" every
+ * TICK_MS; each line a client sends is logged to FILE as "recv LINE". */
 static int cmd_tick_serve(int argc, char **argv)
 {
 	struct tick_client c[TICK_CLIENTS];

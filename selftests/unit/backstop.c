@@ -407,7 +407,7 @@ static void timestamps(void)
 	CHECK_INT(enforce_ts_shift(), shift, "and the same each time it is asked");
 	moved(prog_fd, "a segment's timestamp, on its way out", ts, sizeof(ts), 2, false,
 	      1000 + shift, 7);
-	moved(prog_fd, "a SYN's timestamp, after its MSS and SACK options", syn, sizeof(syn), 6,
+	moved(prog_fd, "a timestamp in a SYN's layout, after MSS and SACK-permitted", syn, sizeof(syn), 6,
 	      false, 1000 + shift, 0);
 	moved(prog_fd, "a segment signed with TCP-AO", ao, sizeof(ao), 18, false, 1000, 7);
 	moved(prog_fd, "a segment signed with TCP-AO after its timestamp", ao_after,
