@@ -931,6 +931,50 @@ static struct sess_cfg session_cfg_of(const struct enforce_params *p, uint64_t s
 	return cfg;
 }
 
+/* The session's settings into its veth's entry of the set's tc_sess, every
+ * CPU's copy (egress.h, struct tc_sess_val); the tc programs' counts kept,
+ * or zeroed for a new entry (a veth's ifindex may be a gone one's). */
+static int tc_sess_write(int fd, __u32 ifindex, const struct sess_cfg *cfg, bool fresh)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	cleanup_free struct tc_sess_val *v = NULL;
+
+	if (ncpu <= 0)
+		return ncpu ? ncpu : -EINVAL;
+	if (!(v = calloc((size_t)ncpu, sizeof(*v))))
+		return -ENOMEM;
+	if (!fresh && bpf_map_lookup_elem(fd, &ifindex, v))
+		memset(v, 0, (size_t)ncpu * sizeof(*v));
+	for (int c = 0; c < ncpu; c++)
+		v[c].cfg = *cfg;
+	return bpf_map_update_elem(fd, &ifindex, v, BPF_ANY) ? -errno : 0;
+}
+
+/* The key a set's tc_sess holds for a veth (0: none) and the tc programs'
+ * counts there, summed over the CPUs into cnt. A set pinned by an errand
+ * before the counts moved there holds the key alone (a hash of __u64). */
+static __u64 tc_sess_read(int fd, __u32 ifindex, uint64_t cnt[CNT_MAX])
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	int ncpu = libbpf_num_possible_cpus();
+	cleanup_free struct tc_sess_val *v = NULL;
+	__u64 key = 0;
+
+	memset(cnt, 0, sizeof(uint64_t) * CNT_MAX);
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		return 0;
+	if (info.type == BPF_MAP_TYPE_HASH && info.value_size == sizeof(key))
+		return bpf_map_lookup_elem(fd, &ifindex, &key) ? 0 : key;
+	if (info.type != BPF_MAP_TYPE_PERCPU_HASH || info.value_size != sizeof(*v) || ncpu <= 0 ||
+	    !(v = calloc((size_t)ncpu, sizeof(*v))) || bpf_map_lookup_elem(fd, &ifindex, v))
+		return 0;
+	for (int c = 0; c < ncpu; c++)
+		for (int i = 0; i < CNT_MAX; i++)
+			cnt[i] += v[c].cnt[i];
+	return v[0].cfg.cgid;
+}
+
 /* -EAGAIN with why in err: the set changed while a session was added. */
 static int set_replaced(const char *bpf_dir, char *err, size_t errlen)
 {
@@ -949,14 +993,14 @@ static int prepare_veth_locked(struct enforce *e, const struct progset *ps,
 			       const struct enforce_params *p, char *err, size_t errlen)
 {
 	struct sess_cfg cfg = session_cfg_of(p, ps->hash);
-	__u32 zero = 0, ifindex = (__u32)p->host_ifindex;
-	__u64 key = p->cgroup_id;
+	__u32 zero = 0;
 	int rc;
 
 	cfg.mode = EGRESS_MODE_NONE;
-	if (bpf_map_update_elem(e->fd[I_CONFIG], &zero, &cfg, BPF_ANY) ||
-	    bpf_map_update_elem(ps->tc_sess, &ifindex, &key, BPF_ANY)) {
-		rc = -errno;
+	rc = bpf_map_update_elem(e->fd[I_CONFIG], &zero, &cfg, BPF_ANY) ? -errno : 0;
+	if (!rc)
+		rc = tc_sess_write(ps->tc_sess, cfg.ifindex, &cfg, true);
+	if (rc) {
 		snprintf(err, errlen, "cannot add the session's veth: %s", strerror(-rc));
 		return rc;
 	}
@@ -1104,6 +1148,9 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 		rc = -errno;
 		snprintf(err, errlen, "cannot fill the session's config map: %s", strerror(-rc));
 	}
+	/* and its copy, which the tc programs read */
+	if (!rc && p->host_ifindex && (rc = tc_sess_write(ps->tc_sess, cfg.ifindex, &cfg, false)))
+		snprintf(err, errlen, "cannot fill the session's veth entry: %s", strerror(-rc));
 	if (!rc) {
 		hooks_hold(ps, p->hooks_cgroup);
 		rc = verify_hooks(ps, p, err, errlen);
@@ -1626,17 +1673,29 @@ int enforce_walk(const char *pin_dir, enforce_entry_fn fn, void *arg)
 	return n;
 }
 
+/* A session's counters: its counters map's and its veth's in tc_sess. */
 int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX])
 {
-	char err[256];
+	char err[PATH_MAX + 64], bpf_dir[PATH_MAX], set_dir[PATH_MAX];
 	cleanup_close int fd = pin_open(pin_dir, EGRESS_MAP_COUNTERS, err, sizeof(err));
+	cleanup_close int tc_fd = -1;
 	int ncpu = libbpf_num_possible_cpus();
+	struct sess_cfg cfg;
+	uint64_t tc[CNT_MAX];
 
 	memset(out, 0, sizeof(uint64_t) * CNT_MAX);
 	if (fd < 0)
 		return -errno;
 	if (ncpu <= 0)
 		return ncpu ? ncpu : -EINVAL;
+	if (session_cfg(pin_dir, &cfg) == 0 && cfg.ifindex) {
+		parent_dir(pin_dir, bpf_dir, sizeof(bpf_dir));
+		if (!path_fmt(set_dir, sizeof(set_dir), "%s/prog/%016llx", bpf_dir,
+			      (unsigned long long)cfg.set_hash) &&
+		    (tc_fd = pin_open(set_dir, "tc_sess", err, sizeof(err))) >= 0 &&
+		    tc_sess_read(tc_fd, cfg.ifindex, tc) == cfg.cgid)
+			memcpy(out, tc, sizeof(tc));
+	}
 	for (__u32 i = 0; i < CNT_MAX; i++) {
 		cleanup_free __u64 *vals = calloc((size_t)ncpu, sizeof(*vals));
 
@@ -1719,8 +1778,9 @@ static int session_cfg(const char *pin_dir, struct sess_cfg *cfg)
 static void set_remove(const char *bpf_dir, const char *pin_dir, const struct sess_cfg *cfg)
 {
 	char dir[PATH_MAX], err[PATH_MAX + 64], path[PATH_MAX];
-	__u64 key = cfg->cgid, cur;
+	__u64 key = cfg->cgid;
 	__u32 ifindex = cfg->ifindex;
+	uint64_t cnt[CNT_MAX];
 	struct outer_op ops[I_MAX];
 	size_t n = 0, bad;
 	int fd;
@@ -1738,7 +1798,7 @@ static void set_remove(const char *bpf_dir, const char *pin_dir, const struct se
 	for (size_t i = 0; i < n; i++)
 		close(ops[i].map);
 	if (ifindex && (fd = pin_open(dir, "tc_sess", err, sizeof(err))) >= 0) {
-		if (bpf_map_lookup_elem(fd, &ifindex, &cur) == 0 && cur == key)
+		if (tc_sess_read(fd, ifindex, cnt) == key)
 			bpf_map_delete_elem(fd, &ifindex);
 		close(fd);
 	}

@@ -103,12 +103,18 @@ struct {
 	__type(value, __u8);
 } forbid6 SEC(".maps");
 
-/* The host side of each session's veth: its ifindex -> the session's key. */
+/* The host side of each session's veth: its ifindex -> the session's key,
+ * a copy of its settings and the tc programs' counts (egress.h): a segment
+ * finds all of them in one lookup where the config and the counters were
+ * two outer maps and two inner ones. Per CPU, so that the counts are
+ * plain increments; allocated per entry (a preallocated per-CPU table is
+ * its full size on every CPU). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, EGRESS_SESSIONS_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct tc_sess_val);
 } tc_sess SEC(".maps");
 
 /* The session whose cgroup a hook is linked to: its key, which the agent
@@ -141,7 +147,8 @@ struct {
 /* One session, as a hook found it. */
 struct sess {
 	__u64 key;
-	struct sess_cfg *c;
+	struct sess_cfg *c;	  /* its settings (in tc, tc_sess's copy) */
+	struct tc_sess_val *tc; /* in tc: its tc_sess value, this CPU's; NULL in the hooks */
 };
 
 /* The policy's decisions, shared with userspace; its lookups are defined below. */
@@ -161,6 +168,7 @@ static __always_inline bool sess_find(__u64 key, struct sess *s)
 
 	s->key = key;
 	s->c = NULL;
+	s->tc = NULL;
 	m = key ? bpf_map_lookup_elem(&cfg_of, &key) : NULL;
 	if (m)
 		s->c = bpf_map_lookup_elem(m, &zero);
@@ -175,10 +183,21 @@ static __always_inline bool sess_of_hook(struct sess *s)
 	return sess_find(*k, s);
 }
 
+/* The session whose veth a tc program runs on. */
+static __always_inline bool sess_of_veth(__u32 ifindex, struct sess *s)
+{
+	struct tc_sess_val *v = bpf_map_lookup_elem(&tc_sess, &ifindex);
+
+	s->tc = v;
+	s->c = v ? &v->cfg : NULL;
+	s->key = v ? v->cfg.cgid : 0;
+	return s->key != 0;
+}
+
 static __always_inline void count(const struct sess *s, __u32 idx)
 {
-	void *m = inner(&counters_of, s);
-	__u64 *v = m ? bpf_map_lookup_elem(m, &idx) : NULL;
+	void *m = s->tc ? NULL : inner(&counters_of, s);
+	__u64 *v = s->tc ? &s->tc->cnt[idx] : m ? bpf_map_lookup_elem(m, &idx) : NULL;
 
 	if (v)
 		*v += 1;
@@ -229,13 +248,23 @@ static __always_inline void event_put(const struct sess *s, const __u8 addr[16],
 static __always_inline bool event_take(const struct sess *s)
 {
 	__u64 now = bpf_ktime_get_boot_ns(), tat;
+	struct sess_cfg *c = s->c;
+	__u32 zero = 0;
 
-	tat = s->c->ev_tat_ns;
+	/* One bucket a session: in tc, the config map's, not the copy. */
+	if (s->tc) {
+		c = inner(&cfg_of, s);
+		if (c)
+			c = bpf_map_lookup_elem(c, &zero);
+		if (!c)
+			return false;
+	}
+	tat = c->ev_tat_ns;
 	if (tat < now)
 		tat = now;
 	if (tat - now > (EGRESS_EVENT_BURST - 1) * EVENT_INTERVAL_NS)
 		return false;
-	s->c->ev_tat_ns = tat + EVENT_INTERVAL_NS;
+	c->ev_tat_ns = tat + EVENT_INTERVAL_NS;
 	return true;
 }
 
@@ -949,7 +978,6 @@ int errand_tc_in(struct __sk_buff *skb)
 	__u32 ifindex = skb->ifindex;
 	struct iphdr *ip;
 	void *flows;
-	__u64 *key;
 	__u16 sport, dport;
 	__u8 addr[16];
 	__u32 flags, grant, tcp_off = 0, tcp_doff = 0;
@@ -957,8 +985,7 @@ int errand_tc_in(struct __sk_buff *skb)
 	__u8 why = 0, proto = 0, *l4 = NULL;
 
 	/* A veth of no session: nothing passes. */
-	key = bpf_map_lookup_elem(&tc_sess, &ifindex);
-	if (!key || !sess_find(*key, s))
+	if (!sess_of_veth(ifindex, s))
 		return TC_ACT_SHOT;
 	if ((void *)(eth + 1) > end)
 		goto drop_proto;
@@ -1147,22 +1174,17 @@ int errand_tc_out(struct __sk_buff *skb)
 	struct ethhdr *eth = data;
 	struct flow_key fk = {};
 	struct flow_val *cur = NULL;
-	struct sess sess = {}, *s = &sess;
+	struct sess sess, *s = &sess;
 	__u32 ifindex = skb->ifindex;
 	struct tcphdr *th;
 	struct iphdr *ip;
 	void *flows;
-	__u64 *key;
 
 	if ((void *)(eth + 1) > end ||
 	    (eth->h_proto != bpf_htons(ETH_P_IP) && eth->h_proto != bpf_htons(ETH_P_IPV6)))
 		return TC_ACT_OK;
-	/* Only the session's key: its flows and grants are read by it, its
-	 * settings not at all (two lookups fewer a segment). */
-	key = bpf_map_lookup_elem(&tc_sess, &ifindex);
-	if (!key)
+	if (!sess_of_veth(ifindex, s))
 		return TC_ACT_OK;
-	s->key = *key;
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		__u8 proto = 0, *l4 = NULL;

@@ -120,14 +120,27 @@ static uint64_t flow_last(struct egress_bpf *s)
 	return v.last_ns;
 }
 
+/* A count of the tc programs', summed over the CPUs of the veth's entry. */
+static uint64_t tc_count(int fd, uint32_t ifindex, int idx)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	struct tc_sess_val v[ncpu > 0 ? ncpu : 1];
+	uint64_t n = 0;
+
+	if (ncpu <= 0 || bpf_map_lookup_elem(fd, &ifindex, v))
+		return UINT64_MAX;
+	for (int c = 0; c < ncpu; c++)
+		n += v[c].cnt[idx];
+	return n;
+}
+
 int main(void)
 {
 	const uint64_t idle = EGRESS_FLOW_IDLE_S * NS;
 	struct sess_cfg cfg = {.cgid = 42, .mode = EGRESS_MODE_RESTRICTED, .ifindex = 1};
 	uint32_t grant = 7, lo = 1, zero = 0;
-	uint64_t key = 42;
 	struct egress_bpf *s;
-	int cfd;
+	int cfd, tfd, ncpu = libbpf_num_possible_cpus();
 	uint64_t end, now;
 	int gfd;
 
@@ -152,8 +165,19 @@ int main(void)
 	cfd = inner(bpf_map__fd(s->maps.cfg_of), BPF_MAP_TYPE_ARRAY, 4, sizeof(cfg), 1, 0);
 	CHECK_TRUE(flows_fd >= 0 && gfd >= 0 && cfd >= 0, "the session's maps, in the set's");
 	CHECK_INT(bpf_map_update_elem(cfd, &zero, &cfg, BPF_ANY), 0, "its config");
-	CHECK_INT(bpf_map_update_elem(bpf_map__fd(s->maps.tc_sess), &lo, &key, BPF_ANY), 0,
-		  "its veth (loopback here)");
+	tfd = bpf_map__fd(s->maps.tc_sess);
+	if (!CHECK_TRUE(ncpu > 0, "the CPUs (%d)", ncpu))
+		return test_exit();
+	{
+		/* its veth (every CPU's copy of the config, counts from 0) */
+		struct tc_sess_val tv[ncpu];
+
+		memset(tv, 0, sizeof(tv));
+		for (int c = 0; c < ncpu; c++)
+			tv[c].cfg = cfg;
+		CHECK_INT(bpf_map_update_elem(tfd, &lo, tv, BPF_ANY), 0,
+			  "its veth (loopback here)");
+	}
 
 	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT, "a segment of no flow: dropped");
 	CHECK_INT(run(s->progs.errand_tc_out, false), TC_ACT_OK,
@@ -173,6 +197,11 @@ int main(void)
 	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT,
 		  "a flow silent for longer than %d s: dropped", EGRESS_FLOW_IDLE_S);
 	CHECK_INT(run(s->progs.errand_tc_out, false), TC_ACT_SHOT, "... toward the session too");
+	CHECK_INT(tc_count(tfd, lo, CNT_FLOW_ENDED), 2,
+		  "both counted as an ended flow's, in the veth's entry");
+	CHECK_INT(tc_count(tfd, lo, CNT_TC_PASS), 2, "... beside the two segments that passed");
+	CHECK_INT(tc_count(tfd, lo, CNT_TC_DROP), 3,
+		  "... and three dropped (the one of no flow, then these)");
 
 	/* A grant's flow: grants_live decides. */
 	flow_set(s, boot_ns(), grant);
