@@ -21,7 +21,7 @@ W_CONFIG=$(world_config bench6)
 world_serve wan "$W_DIR/bench6-serve.log" "[$HOST6_A]:9111" "[$HOST6_A]:9112"
 
 sess() {
-	errand_run --pin a6.test="[$HOST6_A]:9112" --egress a6.test:9112 -- "$PROBE" "$@"
+	errand_run --pin a6.test="[$HOST6_A]:9112" --egress a6.test:9112 -- "${SESSION_PROBE[@]}" "$@"
 	cat "$RUN_OUT"
 }
 

@@ -22,6 +22,11 @@ bare_up() {
 	ip -n "$B" link set eth0 up
 	ip -n "$B" link set lo up
 	ip -n "$B" route add default via 10.214.0.1
+	# TCP timestamps as a session's namespace has them (agent/netlink.c):
+	# with the default's offset hashed from each connection's addresses and
+	# ports, a peer's TIME_WAIT dropped some SYNs of the unconfined arm
+	# (PAWS), each a second's retry.
+	in_bare sysctl -qw net.ipv4.tcp_timestamps=2
 	in_host sysctl -qw net.ipv4.ip_forward=1
 	in_host nft -f - <<NFT
 table ip ${W}bench {
@@ -34,6 +39,13 @@ in_bare() { nsenter --net="/run/netns/$B" "$@"; }
 # The probe in the bare namespace, and the figure of its rr (conn/s) and
 # bulk (Mbit/s) reports on stdin.
 bare() { in_bare "$PROBE" "$@"; }
+# The probe as a session's command measuring the path: it starts half a
+# second after the session does. The agent's refill of its pool (the next
+# prepared network and launcher, about 15 ms of CPU) follows each start, and
+# on two cores it landed on the probe's first connections; the start has
+# benchmarks of its own (bench/start.sh, bench/scale.sh).
+SESSION_WAIT=(sh -c 'sleep 0.5; exec "$0" "$@"')
+SESSION_PROBE=("${SESSION_WAIT[@]}" "$PROBE")
 rate() { sed -n 's/.*(\([0-9.]*\)\/s).*/\1/p' | head -n1; }
 mbit() { sed -n 's/.*(\([0-9.]*\) Mbit\/s).*/\1/p' | head -n1; }
 

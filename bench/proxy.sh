@@ -109,7 +109,7 @@ W_PIDS+=($!)
 
 sess() {
 	errand_run --pin a.test=198.18.1.10 --egress a.test:9122 --egress a.test:9132 --egress a.test:5022 \
-		-- "$PROBE" "$@"
+		-- "${SESSION_PROBE[@]}" "$@"
 	cat "$RUN_OUT"
 }
 squid_() { in_bare "$CONNECTC" "$1" 10.214.0.1 3128 198.18.1.10 "$2" "$3" ${4:+"$4"}; }
