@@ -688,6 +688,16 @@ int errand_sock(struct bpf_sock *sk)
  * the entry's cache line between CPUs for nothing. */
 #define FLOW_TOUCH_NS 1000000000ull
 
+/* A flow's clock (flow_val.last_ns): the coarse monotonic one, the time of
+ * the last tick, read without the clock source. A segment read the boot
+ * clock's two or three times, each a read of the TSC, which a VM's host
+ * may trap; a flow's idleness (hours) needs no finer. A grant's end is
+ * the boot clock's (the agent's): read only for a grant's flow. */
+static __always_inline __u64 flow_now(void)
+{
+	return bpf_ktime_get_coarse_ns();
+}
+
 /* A flow passes while it has been used within FLOW_IDLE_NS and the grant
  * that admitted it (if one did) is neither revoked nor past its end. An
  * ended flow is left in the map as it is, so both directions keep dropping
@@ -704,7 +714,7 @@ static __always_inline bool flow_live(const struct sess *s, const struct flow_va
 	end = inner(&grants_of, s);
 	if (end)
 		end = bpf_map_lookup_elem(end, &grant);
-	return end && (!*end || now < *end);
+	return end && (!*end || bpf_ktime_get_boot_ns() < *end);
 }
 
 #define IPV6_EXT_MAX 8
@@ -1111,7 +1121,7 @@ transport:
 			emit(s, addr, dport, IPPROTO_TCP, why, HOOK_TC);
 			goto drop;
 		}
-		fv.last_ns = bpf_ktime_get_boot_ns();
+		fv.last_ns = flow_now();
 		fv.grant = grant;
 		flows = inner(&flows_of, s);
 		if (!flows)
@@ -1122,7 +1132,7 @@ transport:
 	flows = inner(&flows_of, s);
 	cur = flows ? bpf_map_lookup_elem(flows, &fk) : NULL;
 	if (cur) {
-		__u64 now = bpf_ktime_get_boot_ns();
+		__u64 now = flow_now();
 
 		if (!flow_live(s, cur, now)) {
 			count(s, CNT_FLOW_ENDED);
@@ -1141,7 +1151,7 @@ transport:
 	 * the retransmissions of a refused flow would flood the ring. */
 	why = verdict(s, addr, dport, &flags, &grant);
 	if (!why && !(flags & ENTRY_F_ONCE) && flows) {
-		fv.last_ns = bpf_ktime_get_boot_ns();
+		fv.last_ns = flow_now();
 		fv.grant = grant;
 		bpf_map_update_elem(flows, &fk, &fv, BPF_ANY);
 		goto pass;
@@ -1213,7 +1223,7 @@ int errand_tc_out(struct __sk_buff *skb)
 	flows = inner(&flows_of, s);
 	if (flows)
 		cur = bpf_map_lookup_elem(flows, &fk);
-	if (cur && !flow_live(s, cur, bpf_ktime_get_boot_ns())) {
+	if (cur && !flow_live(s, cur, flow_now())) {
 		count(s, CNT_FLOW_ENDED);
 		count(s, CNT_TC_DROP);
 		return TC_ACT_SHOT;

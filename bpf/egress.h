@@ -184,7 +184,7 @@ struct flow_key {
 _Static_assert(sizeof(struct flow_key) == 24, "flow_key size");
 
 struct flow_val {
-	__u64 last_ns; /* CLOCK_BOOTTIME of its last segment from the session */
+	__u64 last_ns; /* CLOCK_MONOTONIC_COARSE of its last segment from the session */
 	__u32 grant;   /* the grant whose entry admitted it (errandctl grant); 0: the policy */
 	__u32 pad;
 };

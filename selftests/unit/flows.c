@@ -40,13 +40,17 @@ struct pkt {
 	struct tcphdr tcp;
 } __attribute__((packed));
 
-static uint64_t boot_ns(void)
+/* CLOCK_BOOTTIME is a grant's end's clock (the agent's);
+ * CLOCK_MONOTONIC_COARSE a flow's (flow_now in bpf/egress.bpf.c). */
+static uint64_t clock_ns(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_BOOTTIME, &ts);
+	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
 }
+#define boot_ns() clock_ns(CLOCK_BOOTTIME)
+#define flow_ns() clock_ns(CLOCK_MONOTONIC_COARSE)
 
 /* A segment of the flow SESS:SPORT -> HOST:DPORT, outward (from the session)
  * or inward (toward it). */
@@ -184,7 +188,7 @@ int main(void)
 		  "toward the session, a segment of no flow is not the guard's to judge");
 
 	/* The policy's flow (grant 0): idleness alone ends it. */
-	now = boot_ns();
+	now = flow_ns();
 	flow_set(s, now - idle + 60 * NS, 0);
 	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_OK,
 		  "a flow silent for a minute less than the idle time passes");
@@ -193,7 +197,7 @@ int main(void)
 		   "... and its last segment is now: it ages from there");
 	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_OK,
 		  "so it passes again (its SYN long before the idle time does not matter)");
-	flow_set(s, boot_ns() - idle - NS, 0);
+	flow_set(s, flow_ns() - idle - NS, 0);
 	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT,
 		  "a flow silent for longer than %d s: dropped", EGRESS_FLOW_IDLE_S);
 	CHECK_INT(run(s->progs.errand_tc_out, false), TC_ACT_SHOT, "... toward the session too");
@@ -204,7 +208,7 @@ int main(void)
 		  "... and three dropped (the one of no flow, then these)");
 
 	/* A grant's flow: grants_live decides. */
-	flow_set(s, boot_ns(), grant);
+	flow_set(s, flow_ns(), grant);
 	CHECK_INT(run(s->progs.errand_tc_in, true), TC_ACT_SHOT,
 		  "a flow of a grant grants_live does not hold: dropped");
 	end = 0;
