@@ -43,6 +43,11 @@ if [ $listener = 1 ]; then
 	assert_eq "$(grep -c "recv udp $gw:53 from $sess:" "$GWLOG")" 1 \
 		"the agent namespace got the small datagram, not the fragmented one"
 fi
+# The backstop's counts (kept beside the session's key, per CPU) reach show.
+counters=$(in_host "$ERRANDCTL" --config "$W_CONFIG" show "$SESSION" --json |
+	python3 -c 'import json,sys; c=json.load(sys.stdin)["counters"]; print(c["tcPassed"], c["tcDropped"])')
+assert_le 4 "${counters% *}" "show counts what the backstop passed (the control connection, the small datagram)"
+assert_le 5 "${counters#* }" "... and what it dropped (the spoofed SYN and its retry, three fragments, the datagram to 443)"
 errand_stop
 
 assert_match "$(event_count "addr=$HOST_A port=0 reason=spoof hook=tc")" '^[1-9]' "spoof events from tc for the other source"
