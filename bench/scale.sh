@@ -6,8 +6,8 @@
 # rate from one more session (connect, read the greeting, close; CONNS of
 # them, client and server on one CPU, so that the rate is bound by the CPU
 # a connection takes and not by where the scheduler puts the two ends;
-# the median of three such sessions), the agent's RSS and the kernel memory of one session's maps
-# (bpftool's memlock). Sessions are added 50 at a time; a level stops early
+# the median of three such sessions), the agent's RSS and the kernel
+# memory of one session's maps (bpftool's memlock). Sessions are added 50 at a time; a level stops early
 # when MemAvailable falls below MIN_FREE_MB (default 2048) and says so.
 set -u
 . "$(dirname "$0")/lib.sh"

@@ -170,8 +170,10 @@ int main(void)
 	CHECK_TRUE(flows_fd >= 0 && gfd >= 0 && cfd >= 0, "the session's maps, in the set's");
 	CHECK_INT(bpf_map_update_elem(cfd, &zero, &cfg, BPF_ANY), 0, "its config");
 	tfd = bpf_map__fd(s->maps.tc_sess);
-	if (!CHECK_TRUE(ncpu > 0, "the CPUs (%d)", ncpu))
+	if (!CHECK_TRUE(ncpu > 0, "the CPUs (%d)", ncpu)) {
+		egress_bpf__destroy(s);
 		return test_exit();
+	}
 	{
 		/* its veth (every CPU's copy of the config, counts from 0) */
 		struct tc_sess_val tv[ncpu];
