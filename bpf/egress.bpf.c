@@ -147,7 +147,7 @@ struct {
 /* One session, as a hook found it. */
 struct sess {
 	__u64 key;
-	struct sess_cfg *c;	  /* its settings (in tc, tc_sess's copy) */
+	struct sess_cfg *c;	/* its settings (in tc, tc_sess's copy) */
 	struct tc_sess_val *tc; /* in tc: its tc_sess value, this CPU's; NULL in the hooks */
 };
 

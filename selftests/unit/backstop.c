@@ -386,6 +386,7 @@ static void moved(int fd, const char *what, const uint8_t *opts, size_t n, size_
  * option, is left as it is. */
 static void timestamps(void)
 {
+	/* clang-format off */
 	/* Linux's layout of a segment's options, and of a SYN's */
 	static const uint8_t ts[] = {1, 1, 8, 10, 0, 0, 0x03, 0xe8, 0, 0, 0, 7};
 	static const uint8_t syn[] = {2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0x03, 0xe8,
@@ -400,6 +401,7 @@ static void timestamps(void)
 	/* the end of options before it; an option of length 0 before it */
 	static const uint8_t eol[] = {0, 1, 8, 10, 0, 0, 0x03, 0xe8, 0, 0, 0, 7};
 	static const uint8_t bad[] = {5, 0, 8, 10, 0, 0, 0x03, 0xe8, 0, 0, 0, 7};
+	/* clang-format on */
 	uint32_t shift = enforce_ts_shift();
 	uint8_t back[sizeof(ts)];
 
