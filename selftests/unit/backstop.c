@@ -409,8 +409,8 @@ static void timestamps(void)
 	CHECK_INT(enforce_ts_shift(), shift, "and the same each time it is asked");
 	moved(prog_fd, "a segment's timestamp, on its way out", ts, sizeof(ts), 2, false,
 	      1000 + shift, 7);
-	moved(prog_fd, "a timestamp in a SYN's layout, after MSS and SACK-permitted", syn, sizeof(syn), 6,
-	      false, 1000 + shift, 0);
+	moved(prog_fd, "a timestamp in a SYN's layout, after MSS and SACK-permitted", syn,
+	      sizeof(syn), 6, false, 1000 + shift, 0);
 	moved(prog_fd, "a segment signed with TCP-AO", ao, sizeof(ao), 18, false, 1000, 7);
 	moved(prog_fd, "a segment signed with TCP-AO after its timestamp", ao_after,
 	      sizeof(ao_after), 2, false, 1000, 7);
@@ -424,8 +424,8 @@ static void timestamps(void)
 	back[9] = (uint8_t)((1000 + shift) >> 16);
 	back[10] = (uint8_t)((1000 + shift) >> 8);
 	back[11] = (uint8_t)(1000 + shift);
-	moved(guard_fd, "the echo of a moved timestamp, on its way in", back, sizeof(back), 2,
-	      true, 1000, 1000);
+	moved(guard_fd, "the echo of a moved timestamp, on its way in", back, sizeof(back), 2, true,
+	      1000, 1000);
 	moved(guard_fd, "an echo of 0, on its way in", syn, sizeof(syn), 6, true, 1000, 0);
 	moved(guard_fd, "an echo in a segment signed with TCP-AO", ao, sizeof(ao), 18, true, 1000,
 	      7);
