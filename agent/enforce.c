@@ -189,7 +189,7 @@ struct progset {
 	int prog[P_MAX];
 	__u32 prog_id[P_MAX]; /* the kernel's ids of prog, which verification compares */
 	int outer[I_MAX];
-	int tc_sess;
+	int veth_sess;
 	int sess_cg; /* the hooks' cgroup storage: a cgroup's session key */
 };
 
@@ -268,8 +268,8 @@ static void set_free(struct progset *ps)
 	for (int i = 0; i < I_MAX; i++)
 		if (ps->outer[i] >= 0)
 			close(ps->outer[i]);
-	if (ps->tc_sess >= 0)
-		close(ps->tc_sess);
+	if (ps->veth_sess >= 0)
+		close(ps->veth_sess);
 	if (ps->sess_cg >= 0)
 		close(ps->sess_cg);
 	free(ps);
@@ -289,7 +289,7 @@ static struct progset *set_open(const char *dir, uint64_t hash)
 		ps->prog[i] = -1;
 	for (int i = 0; i < I_MAX; i++)
 		ps->outer[i] = -1;
-	ps->tc_sess = ps->sess_cg = -1;
+	ps->veth_sess = ps->sess_cg = -1;
 	for (int i = 0; i < P_MAX; i++) {
 		if ((ps->prog[i] = pin_open(dir, prog_names[i], err, sizeof(err))) < 0)
 			goto fail_errno;
@@ -299,7 +299,7 @@ static struct progset *set_open(const char *dir, uint64_t hash)
 	for (int i = 0; i < I_MAX; i++)
 		if ((ps->outer[i] = pin_open(dir, inners[i].outer, err, sizeof(err))) < 0)
 			goto fail_errno;
-	if ((ps->tc_sess = pin_open(dir, "tc_sess", err, sizeof(err))) < 0 ||
+	if ((ps->veth_sess = pin_open(dir, "veth_sess", err, sizeof(err))) < 0 ||
 	    (ps->sess_cg = pin_open(dir, "sess_cg", err, sizeof(err))) < 0)
 		goto fail_errno;
 	return ps;
@@ -931,13 +931,13 @@ static struct sess_cfg session_cfg_of(const struct enforce_params *p, uint64_t s
 	return cfg;
 }
 
-/* The session's settings into its veth's entry of the set's tc_sess, every
- * CPU's copy (egress.h, struct tc_sess_val); the tc programs' counts kept,
+/* The session's settings into its veth's entry of the set's veth_sess, every
+ * CPU's copy (egress.h, struct veth_sess_val); the tc programs' counts kept,
  * or zeroed for a new entry (a veth's ifindex may be a gone one's). */
-static int tc_sess_write(int fd, __u32 ifindex, const struct sess_cfg *cfg, bool fresh)
+static int veth_sess_write(int fd, __u32 ifindex, const struct sess_cfg *cfg, bool fresh)
 {
 	int ncpu = libbpf_num_possible_cpus();
-	cleanup_free struct tc_sess_val *v = NULL;
+	cleanup_free struct veth_sess_val *v = NULL;
 
 	if (ncpu <= 0)
 		return ncpu ? ncpu : -EINVAL;
@@ -950,15 +950,26 @@ static int tc_sess_write(int fd, __u32 ifindex, const struct sess_cfg *cfg, bool
 	return bpf_map_update_elem(fd, &ifindex, v, BPF_ANY) ? -errno : 0;
 }
 
-/* The key a set's tc_sess holds for a veth (0: none) and the tc programs'
- * counts there, summed over the CPUs into cnt. A set pinned by an errand
- * before the counts moved there holds the key alone (a hash of __u64). */
-static __u64 tc_sess_read(int fd, __u32 ifindex, uint64_t cnt[CNT_MAX])
+/* A set's map of veths, -1 with errno if it has none. Sets pinned by an
+ * errand before the settings and counts moved there have tc_sess instead, a
+ * hash of keys alone: a name of its own, so that such an errand, reading a
+ * key of __u64 from it, never opens this map of larger values. */
+static int veth_sess_open(const char *set_dir, char *err, size_t errlen)
+{
+	int fd = pin_open(set_dir, "veth_sess", err, errlen);
+
+	return fd >= 0 ? fd : pin_open(set_dir, "tc_sess", err, errlen);
+}
+
+/* The key a set's map of veths holds for a veth (0: none) and the tc
+ * programs' counts there, summed over the CPUs into cnt (zero in an older
+ * set's tc_sess, which holds the key alone). */
+static __u64 veth_sess_read(int fd, __u32 ifindex, uint64_t cnt[CNT_MAX])
 {
 	struct bpf_map_info info = {};
 	__u32 len = sizeof(info);
 	int ncpu = libbpf_num_possible_cpus();
-	cleanup_free struct tc_sess_val *v = NULL;
+	cleanup_free struct veth_sess_val *v = NULL;
 	__u64 key = 0;
 
 	memset(cnt, 0, sizeof(uint64_t) * CNT_MAX);
@@ -987,7 +998,7 @@ static int set_replaced(const char *bpf_dir, char *err, size_t errlen)
 
 /* The session's veth, once its maps are in the set: its ifindex and
  * addresses in its config (the mode still none: enforce_unpin finds the
- * veth's key through it), the session's key under the ifindex in tc_sess,
+ * veth's key through it), the session's key under the ifindex in veth_sess,
  * and its tc filters. Under set_lock, ps the set's. */
 static int prepare_veth_locked(struct enforce *e, const struct progset *ps,
 			       const struct enforce_params *p, char *err, size_t errlen)
@@ -999,7 +1010,7 @@ static int prepare_veth_locked(struct enforce *e, const struct progset *ps,
 	cfg.mode = EGRESS_MODE_NONE;
 	rc = bpf_map_update_elem(e->fd[I_CONFIG], &zero, &cfg, BPF_ANY) ? -errno : 0;
 	if (!rc)
-		rc = tc_sess_write(ps->tc_sess, cfg.ifindex, &cfg, true);
+		rc = veth_sess_write(ps->veth_sess, cfg.ifindex, &cfg, true);
 	if (rc) {
 		snprintf(err, errlen, "cannot add the session's veth: %s", strerror(-rc));
 		return rc;
@@ -1149,7 +1160,8 @@ static int attach_locked(struct enforce *e, const struct enforce_params *p, char
 		snprintf(err, errlen, "cannot fill the session's config map: %s", strerror(-rc));
 	}
 	/* and its copy, which the tc programs read */
-	if (!rc && p->host_ifindex && (rc = tc_sess_write(ps->tc_sess, cfg.ifindex, &cfg, false)))
+	if (!rc && p->host_ifindex &&
+	    (rc = veth_sess_write(ps->veth_sess, cfg.ifindex, &cfg, false)))
 		snprintf(err, errlen, "cannot fill the session's veth entry: %s", strerror(-rc));
 	if (!rc) {
 		hooks_hold(ps, p->hooks_cgroup);
@@ -1673,7 +1685,7 @@ int enforce_walk(const char *pin_dir, enforce_entry_fn fn, void *arg)
 	return n;
 }
 
-/* A session's counters: its counters map's and its veth's in tc_sess. */
+/* A session's counters: its counters map's and its veth's in veth_sess. */
 int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX])
 {
 	char err[PATH_MAX + 64], bpf_dir[PATH_MAX], set_dir[PATH_MAX];
@@ -1692,8 +1704,8 @@ int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX])
 		parent_dir(pin_dir, bpf_dir, sizeof(bpf_dir));
 		if (!path_fmt(set_dir, sizeof(set_dir), "%s/prog/%016llx", bpf_dir,
 			      (unsigned long long)cfg.set_hash) &&
-		    (tc_fd = pin_open(set_dir, "tc_sess", err, sizeof(err))) >= 0 &&
-		    tc_sess_read(tc_fd, cfg.ifindex, tc) == cfg.cgid)
+		    (tc_fd = veth_sess_open(set_dir, err, sizeof(err))) >= 0 &&
+		    veth_sess_read(tc_fd, cfg.ifindex, tc) == cfg.cgid)
 			memcpy(out, tc, sizeof(tc));
 	}
 	for (__u32 i = 0; i < CNT_MAX; i++) {
@@ -1797,8 +1809,8 @@ static void set_remove(const char *bpf_dir, const char *pin_dir, const struct se
 	outer_ops(ops, n, &bad);
 	for (size_t i = 0; i < n; i++)
 		close(ops[i].map);
-	if (ifindex && (fd = pin_open(dir, "tc_sess", err, sizeof(err))) >= 0) {
-		if (tc_sess_read(fd, ifindex, cnt) == key)
+	if (ifindex && (fd = veth_sess_open(dir, err, sizeof(err))) >= 0) {
+		if (veth_sess_read(fd, ifindex, cnt) == key)
 			bpf_map_delete_elem(fd, &ifindex);
 		close(fd);
 	}

@@ -27,7 +27,7 @@
  * id of its cgroup: the cgroup hooks take it from their cgroup's storage
  * (sess_cg: the hooks that run for a socket are those of the cgroup it was
  * made in, so a socket passed out keeps its session), the tc programs from
- * the veth they run on (tc_sess). Each outer map below gives, for that key,
+ * the veth they run on (veth_sess). Each outer map below gives, for that key,
  * a map of the session's own, which no other key reaches: a key can never
  * name another session. */
 #define INNER(name, ...)                                                                           \
@@ -114,8 +114,8 @@ struct {
 	__uint(max_entries, EGRESS_SESSIONS_MAX);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u32);
-	__type(value, struct tc_sess_val);
-} tc_sess SEC(".maps");
+	__type(value, struct veth_sess_val);
+} veth_sess SEC(".maps");
 
 /* The session whose cgroup a hook is linked to: its key, which the agent
  * writes into the cgroup's storage when it links the session's hooks (0,
@@ -147,8 +147,8 @@ struct {
 /* One session, as a hook found it. */
 struct sess {
 	__u64 key;
-	struct sess_cfg *c;	/* its settings (in tc, tc_sess's copy) */
-	struct tc_sess_val *tc; /* in tc: its tc_sess value, this CPU's; NULL in the hooks */
+	struct sess_cfg *c;	  /* its settings (in tc, veth_sess's copy) */
+	struct veth_sess_val *tc; /* in tc: its veth_sess value, this CPU's; NULL in the hooks */
 };
 
 /* The policy's decisions, shared with userspace; its lookups are defined below. */
@@ -186,7 +186,7 @@ static __always_inline bool sess_of_hook(struct sess *s)
 /* The session whose veth a tc program runs on. */
 static __always_inline bool sess_of_veth(__u32 ifindex, struct sess *s)
 {
-	struct tc_sess_val *v = bpf_map_lookup_elem(&tc_sess, &ifindex);
+	struct veth_sess_val *v = bpf_map_lookup_elem(&veth_sess, &ifindex);
 
 	s->tc = v;
 	s->c = v ? &v->cfg : NULL;

@@ -243,17 +243,17 @@ enum egress_counter {
 	CNT_MAX = 8
 };
 
-/* tc_sess's value, one per CPU (a per-CPU hash keyed by the host side's
+/* veth_sess's value, one per CPU (a per-CPU hash keyed by the host side's
  * ifindex): all the tc programs need of a session in the one lookup that
  * finds it. cfg is a copy of the session's config (cfg.cgid, its key),
  * written with it, the same on every CPU; its ev_tat_ns is not used (the
  * event bucket is the config map's). cnt are the tc programs' counts, this
  * CPU's: a session's counters are its counters map's plus these. */
-struct tc_sess_val {
+struct veth_sess_val {
 	struct sess_cfg cfg;
 	__u64 cnt[CNT_MAX];
 };
-_Static_assert(sizeof(struct tc_sess_val) == 144, "tc_sess_val size");
+_Static_assert(sizeof(struct veth_sess_val) == 144, "veth_sess_val size");
 
 #define DNS_PORT 53
 #define DOT_PORT 853

@@ -21,7 +21,7 @@ assert_eq "$(sets)" "$own " "... which it loaded no second time"
 # hash, its config naming that hash. A set nobody uses lies beside it.
 # The session before's teardown (errandctl's child, after its status)
 # is done first: renamed under it, its set's pins were not where it took
-# its key out (the key then stayed in the renamed set's tc_sess).
+# its key out (the key then stayed in the renamed set's veth_sess).
 teardown_wait
 old=00000000000000aa
 mv "$P/$own" "$P/$old"

@@ -940,7 +940,7 @@ leftovers() {
 	if [ -d "/sys/fs/bpf/$W" ]; then
 		find "/sys/fs/bpf/$W" -mindepth 1 2>/dev/null | grep -v "^/sys/fs/bpf/$W/prog\(/\|$\)" |
 			sed 's/^/bpffs /'
-		for f in /sys/fs/bpf/"$W"/prog/*/cfg_of /sys/fs/bpf/"$W"/prog/*/tc_sess; do
+		for f in /sys/fs/bpf/"$W"/prog/*/cfg_of /sys/fs/bpf/"$W"/prog/*/veth_sess /sys/fs/bpf/"$W"/prog/*/tc_sess; do
 			[ -e "$f" ] || continue
 			bpftool -j map dump pinned "$f" 2>/dev/null |
 				python3 -c 'import json,sys; n=len(json.load(sys.stdin)); print(n) if n else None' |

@@ -128,7 +128,7 @@ static uint64_t flow_last(struct egress_bpf *s)
 static uint64_t tc_count(int fd, uint32_t ifindex, int idx)
 {
 	int ncpu = libbpf_num_possible_cpus();
-	struct tc_sess_val v[ncpu > 0 ? ncpu : 1];
+	struct veth_sess_val v[ncpu > 0 ? ncpu : 1];
 	uint64_t n = 0;
 
 	if (ncpu <= 0 || bpf_map_lookup_elem(fd, &ifindex, v))
@@ -169,14 +169,14 @@ int main(void)
 	cfd = inner(bpf_map__fd(s->maps.cfg_of), BPF_MAP_TYPE_ARRAY, 4, sizeof(cfg), 1, 0);
 	CHECK_TRUE(flows_fd >= 0 && gfd >= 0 && cfd >= 0, "the session's maps, in the set's");
 	CHECK_INT(bpf_map_update_elem(cfd, &zero, &cfg, BPF_ANY), 0, "its config");
-	tfd = bpf_map__fd(s->maps.tc_sess);
+	tfd = bpf_map__fd(s->maps.veth_sess);
 	if (!CHECK_TRUE(ncpu > 0, "the CPUs (%d)", ncpu)) {
 		egress_bpf__destroy(s);
 		return test_exit();
 	}
 	{
 		/* its veth (every CPU's copy of the config, counts from 0) */
-		struct tc_sess_val tv[ncpu];
+		struct veth_sess_val tv[ncpu];
 
 		memset(tv, 0, sizeof(tv));
 		for (int c = 0; c < ncpu; c++)
