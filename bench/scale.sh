@@ -6,7 +6,9 @@
 # rate from one more session (connect, read the greeting, close; CONNS of
 # them, client and server on one CPU, so that the rate is bound by the CPU
 # a connection takes and not by where the scheduler puts the two ends;
-# the median of three such sessions), the agent's RSS and the kernel
+# the median of three such sessions; and, beside it, an unconfined process's
+# on the same path, which tells what the host's load does to both from
+# what the sessions do to a session's), the agent's RSS and the kernel
 # memory of one session's maps (bpftool's memlock). Sessions are added 50 at a time; a level stops early
 # when MemAvailable falls below MIN_FREE_MB (default 2048) and says so.
 set -u
@@ -18,10 +20,11 @@ MIN_FREE_MB=${MIN_FREE_MB:-2048}
 HOLD=${HOLD:-7200}
 
 world_up >/dev/null
+bare_up
 W_CONFIG=$(world_config scale '"addressPool": "10.200.0.0/16"')
 : >"$W_DIR/scale-serve.log"
 _start_ready wan "$W_DIR/scale-serve.out" taskset -c 0 "$PROBE" serve --log "$W_DIR/scale-serve.log" \
-	198.18.1.10:9102
+	198.18.1.10:9102 198.18.1.10:9101
 agent_start --max-sessions 1100 >/dev/null || exit 1
 
 free_mb() { awk '/^MemAvailable/ { print int($2 / 1024) }' /proc/meminfo; }
@@ -60,10 +63,17 @@ conn_rate() {
 		rate <"$RUN_OUT"
 	done | median
 }
+bare_rate() {
+	local i
+	for i in 1 2 3; do
+		sleep 0.5
+		in_bare taskset -c 0 "$PROBE" rr 198.18.1.10 9101 "$CONNS" | rate
+	done | median
+}
 
 n=0
-printf '| sessions | started in (s) | start, one more (ms) | connects/s, one more | agent RSS (MiB) | one session'"'"'s maps (KiB) | MemAvailable (MiB) |\n'
-printf '| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
+printf '| sessions | started in (s) | start, one more (ms) | connects/s, one more | connects/s, unconfined | agent RSS (MiB) | one session'"'"'s maps (KiB) | MemAvailable (MiB) |\n'
+printf '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
 for level in $LEVELS; do
 	t0=$(date +%s)
 	short=
@@ -89,8 +99,8 @@ for level in $LEVELS; do
 	up=$(live)
 	t1=$(date +%s)
 	[ "$(failed)" != 0 ] && short="$short ($(failed) failed to start: $(grep -h '^errandctl: ' "$W_DIR"/scale*.err | head -n 1))"
-	printf '| %s%s | %s | %s | %s | %s | %s | %s |\n' "$up" "$short" "$((t1 - t0))" "$(start_ms)" "$(conn_rate)" \
-		"$(($(rss_kb) / 1024))" "$(one_maps_kb)" "$(free_mb)"
+	printf '| %s%s | %s | %s | %s | %s | %s | %s | %s |\n' "$up" "$short" "$((t1 - t0))" "$(start_ms)" \
+		"$(conn_rate)" "$(bare_rate)" "$(($(rss_kb) / 1024))" "$(one_maps_kb)" "$(free_mb)"
 	# a level cut short ends the table (a test's status, not the loop's)
 	if [ -n "$short" ]; then break; fi
 done
