@@ -513,7 +513,7 @@ void inspect_print_show(const json_t *show, FILE *f)
 		json_is_true(json_object_get(it, "attached")) ? "attached" : "NOT ATTACHED");
 	fprintf(f, "counters\n");
 	json_object_foreach((json_t *)json_object_get(show, "counters"), key, v)
-		fprintf(f, "  %-14s %" JSON_INTEGER_FORMAT "\n", key, json_integer_value(v));
+		fprintf(f, "  %-16s %" JSON_INTEGER_FORMAT "\n", key, json_integer_value(v));
 	fprintf(f, "gaps\n");
 	json_array_foreach(json_object_get(show, "gaps"), i, it)
 	{

@@ -22,10 +22,8 @@ bare_up() {
 	ip -n "$B" link set eth0 up
 	ip -n "$B" link set lo up
 	ip -n "$B" route add default via 10.214.0.1
-	# TCP timestamps as a session's namespace has them (agent/netlink.c):
-	# with the default's offset hashed from each connection's addresses and
-	# ports, a peer's TIME_WAIT dropped some SYNs of the unconfined arm
-	# (PAWS), each a second's retry.
+	# TCP timestamps as a session's namespace has them (agent/netlink.c,
+	# without a random offset a connection), so both arms' TCP is the same.
 	in_bare sysctl -qw net.ipv4.tcp_timestamps=2
 	in_host sysctl -qw net.ipv4.ip_forward=1
 	in_host nft -f - <<NFT
