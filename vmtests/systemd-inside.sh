@@ -13,8 +13,11 @@ FAIL=0
 CG=/sys/fs/cgroup
 SCOPE=$CG/system.slice/errand-sessions.scope
 
-ok() { echo "ok - $*"; PASS=$((PASS + 1)); }
-notok() { echo "not ok - $*"; FAIL=$((FAIL + 1)); }
+# The time of the last line printed, read by the watchdog below.
+STAMP=/run/errand-vmtest.stamp
+stamp() { printf '%(%s)T\n' -1 >"$STAMP"; }
+ok() { echo "ok - $*"; PASS=$((PASS + 1)); stamp; }
+notok() { echo "not ok - $*"; FAIL=$((FAIL + 1)); stamp; }
 check() { # check NAME COMMAND...
 	local name=$1
 	shift
@@ -23,7 +26,7 @@ check() { # check NAME COMMAND...
 eq() { # eq ACTUAL EXPECTED NAME
 	if [ "$1" = "$2" ]; then ok "$3"; else notok "$3: actual '$1', expected '$2'"; fi
 }
-trace() { echo "# $*"; }
+trace() { echo "# $*"; stamp; }
 finish() {
 	echo "vmtest: systemd tests took $((SECONDS - T0)) s"
 	echo "$PASS passed, $FAIL failed, 0 skipped"
@@ -32,6 +35,30 @@ finish() {
 	exit 0
 }
 trap finish EXIT
+
+# A watchdog that needs no fork (a guest whose forks block cannot start one
+# later): when nothing was printed for 150 s, the kernel's blocked tasks,
+# every CPU's backtrace and every task go to the console, once. A guest went
+# silent during the fork bomb below twice in full make check runs, its own
+# timeouts never firing; this is what tells why the next time.
+stamp
+mkfifo /run/errand-vmtest.fifo
+(
+	exec 8<>/run/errand-vmtest.fifo
+	dumped=0
+	while [ $dumped = 0 ]; do
+		read -r -t 15 -u 8 _
+		read -r last <"$STAMP" || continue
+		printf -v now '%(%s)T' -1
+		[ $((now - last)) -ge 150 ] || continue
+		echo "# watchdog: nothing printed for $((now - last)) s; blocked tasks, CPUs and tasks follow"
+		echo 8 >/proc/sys/kernel/printk
+		echo w >/proc/sysrq-trigger
+		echo l >/proc/sysrq-trigger
+		echo t >/proc/sysrq-trigger
+		dumped=1
+	done
+) &
 # session_cg PATTERN: the running session's directory in the scope,
 # errand/<id>, of the process whose command line matches (a populated one
 # need not be a session's: each of the agent's prepared networks,
