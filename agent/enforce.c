@@ -44,6 +44,12 @@ struct enforce {
 	 * second at a thousand sessions. */
 	int counters_fd;
 	__u64 *cnt_vals; /* one counter's per-CPU values, read into */
+	/* The veth's entry in its set's veth_sess, where the tc programs
+	 * count (veth_of); veth_fd -1 and veth_looked: the session has none. */
+	bool veth_looked;
+	int veth_fd;
+	__u32 veth_ifindex;
+	__u64 veth_key;
 	struct ring_buffer *rb;
 	void (*fn)(const struct egress_event *ev, void *arg);
 	void *arg;
@@ -907,6 +913,7 @@ static void parent_dir(const char *pin_dir, char *out, size_t len)
 static void enforce_init(struct enforce *e)
 {
 	e->allow_fd = e->events_fd = e->grants_fd = e->self_fd = e->counters_fd = e->once_fd = -1;
+	e->veth_fd = -1;
 	for (int i = 0; i < I_MAX; i++)
 		e->fd[i] = -1;
 }
@@ -984,6 +991,27 @@ static __u64 veth_sess_read(int fd, __u32 ifindex, uint64_t cnt[CNT_MAX])
 		for (int i = 0; i < CNT_MAX; i++)
 			cnt[i] += v[c].cnt[i];
 	return v[0].cfg.cgid;
+}
+
+/* The session's veth in its set's map of veths: the map, the veth's ifindex
+ * and the key its entry holds. -ENOENT: no veth (--egress none). */
+static int veth_of(const char *pin_dir, int *fd, __u32 *ifindex, __u64 *key)
+{
+	char err[PATH_MAX + 64], bpf_dir[PATH_MAX], set_dir[PATH_MAX];
+	struct sess_cfg cfg;
+
+	*fd = -1;
+	if (session_cfg(pin_dir, &cfg) || !cfg.ifindex)
+		return -ENOENT;
+	parent_dir(pin_dir, bpf_dir, sizeof(bpf_dir));
+	if (path_fmt(set_dir, sizeof(set_dir), "%s/prog/%016llx", bpf_dir,
+		     (unsigned long long)cfg.set_hash))
+		return -ENAMETOOLONG;
+	if ((*fd = veth_sess_open(set_dir, err, sizeof(err))) < 0)
+		return -errno;
+	*ifindex = cfg.ifindex;
+	*key = cfg.cgid;
+	return 0;
 }
 
 /* -EAGAIN with why in err: the set changed while a session was added. */
@@ -1447,6 +1475,17 @@ int enforce_events_suppressed(struct enforce *e, const char *pin_dir, uint64_t *
 	*total = 0;
 	for (int c = 0; c < ncpu; c++)
 		*total += e->cnt_vals[c];
+	/* the tc programs' refusals past the bucket are counted at the veth */
+	if (!e->veth_looked) {
+		e->veth_looked = true;
+		veth_of(pin_dir, &e->veth_fd, &e->veth_ifindex, &e->veth_key);
+	}
+	if (e->veth_fd >= 0) {
+		uint64_t tc[CNT_MAX];
+
+		if (veth_sess_read(e->veth_fd, e->veth_ifindex, tc) == e->veth_key)
+			*total += tc[CNT_EVENTS_SUPPRESSED];
+	}
 	*fresh = *total > e->reported ? *total - e->reported : 0;
 	e->reported = *total;
 	return 0;
@@ -1470,6 +1509,8 @@ void enforce_free(struct enforce *e)
 		close(e->once_fd);
 	if (e->counters_fd >= 0)
 		close(e->counters_fd);
+	if (e->veth_fd >= 0)
+		close(e->veth_fd);
 	free(e->cnt_vals);
 	if (e->grants_fd >= 0)
 		close(e->grants_fd);
@@ -1688,26 +1729,21 @@ int enforce_walk(const char *pin_dir, enforce_entry_fn fn, void *arg)
 /* A session's counters: its counters map's and its veth's in veth_sess. */
 int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX])
 {
-	char err[PATH_MAX + 64], bpf_dir[PATH_MAX], set_dir[PATH_MAX];
+	char err[PATH_MAX + 64];
 	cleanup_close int fd = pin_open(pin_dir, EGRESS_MAP_COUNTERS, err, sizeof(err));
 	cleanup_close int tc_fd = -1;
 	int ncpu = libbpf_num_possible_cpus();
-	struct sess_cfg cfg;
 	uint64_t tc[CNT_MAX];
+	__u32 ifindex;
+	__u64 key;
 
 	memset(out, 0, sizeof(uint64_t) * CNT_MAX);
 	if (fd < 0)
 		return -errno;
 	if (ncpu <= 0)
 		return ncpu ? ncpu : -EINVAL;
-	if (session_cfg(pin_dir, &cfg) == 0 && cfg.ifindex) {
-		parent_dir(pin_dir, bpf_dir, sizeof(bpf_dir));
-		if (!path_fmt(set_dir, sizeof(set_dir), "%s/prog/%016llx", bpf_dir,
-			      (unsigned long long)cfg.set_hash) &&
-		    (tc_fd = veth_sess_open(set_dir, err, sizeof(err))) >= 0 &&
-		    veth_sess_read(tc_fd, cfg.ifindex, tc) == cfg.cgid)
-			memcpy(out, tc, sizeof(tc));
-	}
+	if (!veth_of(pin_dir, &tc_fd, &ifindex, &key) && veth_sess_read(tc_fd, ifindex, tc) == key)
+		memcpy(out, tc, sizeof(tc));
 	for (__u32 i = 0; i < CNT_MAX; i++) {
 		cleanup_free __u64 *vals = calloc((size_t)ncpu, sizeof(*vals));
 

@@ -101,7 +101,9 @@ struct session {
 	struct dns_responder *dns;
 	struct observe_server *obs;
 	struct event_limiter *limiter;
-	uint64_t suppressed_check_ns, suppressed_log_ns; /* see session_suppressed */
+	/* see session_suppressed; event_seen: the last drain handed one on */
+	uint64_t suppressed_check_ns, suppressed_log_ns, suppressed_until_ns;
+	bool event_seen;
 	struct disk_watch disk;
 	struct addr *self; /* the agent namespace's own addresses */
 	size_t n_self;
@@ -916,14 +918,25 @@ static void session_grant_used(struct session *s, const struct egress_event *bev
 }
 
 /* What the kernel's event bucket held back: a count a second to the live
- * stream, and to the log at most once per EVENT_LOG_INTERVAL_NS. */
-static void session_suppressed(struct session *s)
+ * stream, and to the log at most once per EVENT_LOG_INTERVAL_NS. The bucket
+ * holds back a refusal only within an event's interval (1/EGRESS_EVENT_RATE
+ * s) of one it let through, which the agent drains: the count is read
+ * while events came within SUPPRESSED_WATCH_NS, and once after, so that an
+ * idle session never wakes the agent for it (a thousand did, a thousand
+ * times a second). At the end (all), it is read whatever came. */
+#define SUPPRESSED_WATCH_NS 1500000000ull
+static void session_suppressed(struct session *s, bool all)
 {
 	struct event_rec ev = {.suppressed = true, .session = s->id};
 	uint64_t now = boottime_ns();
 	char line[EVENT_LINE_MAX];
 
-	if (now - s->suppressed_check_ns < 1000000000ull)
+	if (s->event_seen) {
+		s->event_seen = false;
+		s->suppressed_until_ns = now + SUPPRESSED_WATCH_NS;
+	}
+	if (!all && (now - s->suppressed_check_ns < 1000000000ull ||
+		     s->suppressed_check_ns >= s->suppressed_until_ns))
 		return;
 	s->suppressed_check_ns = now;
 	if (enforce_events_suppressed(s->enf, s->pin_dir, &ev.total, &ev.count) || !ev.count)
@@ -943,6 +956,7 @@ static void print_event(const struct egress_event *bev, void *arg)
 	struct session *s = arg;
 	struct event_rec ev;
 
+	s->event_seen = true;
 	if (bev->reason == EVENT_GRANT_USED) {
 		session_grant_used(s, bev);
 		return;
@@ -3093,7 +3107,7 @@ static bool session_check(struct session *s)
 	if (s->rules)
 		rules_events_drain(s->rules, s->id, rule_event, s);
 	s->events_ready = false;
-	session_suppressed(s);
+	session_suppressed(s, false);
 	if (s->st)
 		state_denied_flush(s->st);
 	if (s->dyn_ready || (s->dyn_due_ns && boottime_ns() >= s->dyn_due_ns)) {
@@ -3119,8 +3133,7 @@ static bool session_check(struct session *s)
 	enforce_events_drain(s->enf, print_event, s);
 	if (s->rules)
 		rules_events_drain(s->rules, s->id, rule_event, s);
-	s->suppressed_check_ns = 0;
-	session_suppressed(s);
+	session_suppressed(s, true);
 	if (s->st)
 		state_denied_flush(s->st);
 	s->status = session_collect(s);
@@ -3132,7 +3145,8 @@ static bool session_check(struct session *s)
 /* The loop runs it only when the session's handlers woke it or its time
  * came: with a thousand sessions, a turn of the agent's loop costs an
  * idle one nothing. Events left past the budget are served next turn,
- * after the rest; the suppressed count is read once a second. */
+ * after the rest; the suppressed count is read once a second while events
+ * come (session_suppressed). */
 static uint64_t session_turn(void *arg, uint64_t now)
 {
 	struct session *s = arg;
@@ -3143,7 +3157,9 @@ static uint64_t session_turn(void *arg, uint64_t now)
 		return UINT64_MAX;
 	if (enforce_events_backlog(s->enf))
 		return 0;
-	due = s->suppressed_check_ns + 1000000000ull;
+	due = s->suppressed_check_ns < s->suppressed_until_ns
+		      ? s->suppressed_check_ns + 1000000000ull
+		      : UINT64_MAX;
 	if (s->dyn_due_ns && s->dyn_due_ns < due)
 		due = s->dyn_due_ns;
 	return due;

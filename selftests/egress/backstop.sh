@@ -48,9 +48,25 @@ counters=$(in_host "$ERRANDCTL" --config "$W_CONFIG" show "$SESSION" --json |
 	python3 -c 'import json,sys; c=json.load(sys.stdin)["counters"]; print(c["tcPassed"], c["tcDropped"])')
 assert_le 4 "${counters% *}" "show counts what the backstop passed (the control connection, the small datagram)"
 assert_le 5 "${counters#* }" "... and what it dropped (the spoofed SYN and its retry, three fragments, the datagram to 443)"
+
+# A flood of spoofed datagrams: each is dropped, and what the session's event
+# bucket (a burst of 200) holds back of the backstop's refusals is counted at
+# the veth, shown, and reported to observe like the hooks'.
+observe_start --json
+sleep 1 # observe is connected
+assert_eq "$(in_session "$SESSION" "$PROBE" udp $HOST_A 9 --from $spoof --count 1000)" ok \
+	"root in the session netns sends 1000 datagrams from $spoof"
+sleep 2.5
+observe_stop
+sup=$(in_host "$ERRANDCTL" --config "$W_CONFIG" show "$SESSION" --json |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"].get("eventsSuppressed", 0))')
+assert_le 700 "$sup" "show counts the backstop's refusals past the event bucket (eventsSuppressed $sup)"
+assert_match "$OBSERVE_TEXT" "\"event\":\"suppressed\",\"session\":\"$SESSION\",\"count\":[1-9]" \
+	"observe reports what the bucket held back of the backstop's refusals"
 errand_stop
 
-assert_match "$(event_count "addr=$HOST_A port=0 reason=spoof hook=tc")" '^[1-9]' "spoof events from tc for the other source"
+assert_match "$(event_count "addr=$HOST_A port=0 reason=spoof hook=tc")" '^[1-9][0-9]*$' "spoof events from tc for the other source"
+assert_le "$(event_count "reason=spoof hook=tc")" 300 "... no more of them than the event bucket lets through"
 assert_match "$(event_count "proto=udp addr=$gw port=0 reason=fragment hook=tc")" '^[1-9]' "fragment events from tc"
 assert_eq "$(event_count "proto=udp addr=$gw port=53 ")" 0 "no event for the small datagram to the responder's port"
 assert_eq "$(event_count "proto=udp addr=$HOST_A port=443 reason=udp hook=tc")" 1 "one tc udp event for UDP to the pinned host"

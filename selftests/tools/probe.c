@@ -48,7 +48,8 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: probe tcp ADDR PORT [--timeout S] [--from SRCADDR] [--taken PID:FD]\n"
 		"       probe sock-hold COUNT SECONDS\n"
-		"       probe udp|udp-connect ADDR PORT [--size BYTES] [--from SRCADDR]\n"
+		"       probe udp|udp-connect ADDR PORT [--size BYTES] [--count N]\n"
+		"                 [--from SRCADDR]\n"
 		"       probe tcp-hold ADDR PORT SECONDS\n"
 		"       probe tcp-talk ADDR PORT SECONDS | probe tick-serve --log FILE ADDR:PORT\n"
 		"       probe syn-serve --log FILE ADDR:PORT\n"
@@ -303,15 +304,17 @@ static char *trim(char *s)
 }
 
 /* Options after ADDR PORT: --timeout S, --from ADDR (bind the source address
- * first), --size N (datagram size), --taken PID:FD (not a socket of its own:
- * the one process PID holds as FD, taken with pidfd_getfd; kept in taken,
- * which socket_from reads). Unknown ones are a usage error. */
+ * first), --size N (datagram size), --count N (datagrams sent), --taken
+ * PID:FD (not a socket of its own: the one process PID holds as FD, taken
+ * with pidfd_getfd; kept in taken, which socket_from reads). Unknown ones
+ * are a usage error. */
 static const char *taken;
 
 struct opts {
 	int timeout_s;
 	const char *from;
 	size_t size;
+	long count;
 };
 
 static int opts_parse(int argc, char **argv, int first, struct opts *o)
@@ -337,6 +340,8 @@ static int opts_parse(int argc, char **argv, int first, struct opts *o)
 			o->timeout_s = (int)v;
 		else if (!strcmp(argv[i], "--size") && v > 0 && v <= 65507)
 			o->size = (size_t)v;
+		else if (!strcmp(argv[i], "--count") && v > 0 && v <= 1000000)
+			o->count = v;
 		else
 			return -EINVAL;
 	}
@@ -401,7 +406,7 @@ static int cmd_tcp(int argc, char **argv)
 	ssize_t n;
 	int fd;
 
-	if (argc < 3 || opts_parse(argc, argv, 3, &o) || o.size)
+	if (argc < 3 || opts_parse(argc, argv, 3, &o) || o.size || o.count)
 		return usage();
 	if (parse_port(argv[2], &port) || endpoint_make(argv[1], port, &ep))
 		return usage();
@@ -420,11 +425,11 @@ static int cmd_tcp(int argc, char **argv)
 
 static int cmd_udp(int argc, char **argv, bool connected)
 {
-	struct opts o = {.size = 4};
+	struct opts o = {.size = 4, .count = 1};
 	struct endpoint ep;
 	char *data;
 	uint16_t port;
-	ssize_t n;
+	ssize_t n = 0;
 	int fd;
 
 	if (argc < 3 || opts_parse(argc, argv, 3, &o) || o.timeout_s)
@@ -441,13 +446,11 @@ static int cmd_udp(int argc, char **argv, bool connected)
 		return usage();
 	if (fd < 0)
 		return fail_errno(-fd);
-	if (connected) {
-		if (connect(fd, (struct sockaddr *)&ep.ss, ep.len) < 0)
-			return fail_errno(errno);
-		n = send(fd, data, o.size, 0);
-	} else {
-		n = sendto(fd, data, o.size, 0, (struct sockaddr *)&ep.ss, ep.len);
-	}
+	if (connected && connect(fd, (struct sockaddr *)&ep.ss, ep.len) < 0)
+		return fail_errno(errno);
+	for (long i = 0; i < o.count && n >= 0; i++)
+		n = connected ? send(fd, data, o.size, 0)
+			      : sendto(fd, data, o.size, 0, (struct sockaddr *)&ep.ss, ep.len);
 	if (n < 0)
 		return fail_errno(errno);
 	close(fd);
