@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: errand-agent's limits are explicit and refuse cleanly: past 64 control clients at once the next one gets one error line naming the limit (not a silent close) and the agent goes on serving; past 16 observers of a session the next one gets one line saying so; both served again once the others are gone; errandctl run clients waiting for their sessions do not count against the 64 (--max-sessions bounds them), so 140 waiting sessions (past the 128 inotify instances a user may hold) all start and leave control commands served.
+# Guarantee: errand-agent's limits are explicit and refuse cleanly: past 64 control clients at once the next one gets one error line naming the limit (not a silent close) and the agent goes on serving; past 16 observers of a session the next one gets one line saying so; both served again once the others are gone; errandctl run clients waiting for their sessions do not count against the 64 (--max-sessions bounds them), so 140 waiting sessions (past the 128 inotify instances a user may hold) all start and leave control commands served, and, idle, never wake the agent's loop.
 # selftests-timeout: 300
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -87,6 +87,15 @@ assert_eq "$n" 140 "140 errandctl run wait for their sessions, and sessions is a
 assert_match "$(ctl version 2>&1)" "^errand-agent [0-9]" "... and so is version"
 # (a refusal is an errandctl: line; a start's statements are errand: lines)
 assert_empty "$(grep -h '^errandctl: ' "$W_DIR"/wait*.err)" "none of the 140 was refused"
+# Idle sessions cost the agent's loop nothing: with the 140 asleep, its
+# main thread wakes a few times in 3 s (its own tick is once a second), not
+# once a second for each (a timer of each session's did, 140 times a second).
+wakeups() { awk '/^voluntary_ctxt_switches/ { print $2 }' "/proc/$AGENT_PID/task/$AGENT_PID/status"; }
+sleep 2
+w0=$(wakeups)
+sleep 3
+w=$(($(wakeups) - w0))
+assert_le "$w" 30 "140 idle sessions leave the agent's loop asleep: it woke $w times in 3 s"
 for id in $(ctl sessions --json | python3 -c 'import json,sys; print(" ".join(s["id"] for s in json.load(sys.stdin) if s.get("status") != "exited"))'); do
 	ctl stop "$id" >/dev/null
 done
