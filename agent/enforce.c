@@ -38,10 +38,11 @@ struct enforce {
 	/* Entries of the allow map: the agent writes every one, and stops at
 	 * EGRESS_ALLOW_MAX (the trie holds one more: see egress.h). */
 	unsigned allow_n;
-	/* counters, kept open: read every second for every session, opening
-	 * its pin each time (a path walk in a bpffs of a thousand sessions)
+	/* counters, kept open: read every second while the session's events
+	 * come (they were read every second for every session once; opening
+	 * its pin each time, a path walk in a bpffs of a thousand sessions,
 	 * and reading every counter held the agent's loop a quarter of each
-	 * second at a thousand sessions. */
+	 * second at a thousand sessions). */
 	int counters_fd;
 	__u64 *cnt_vals; /* one counter's per-CPU values, read into */
 	/* The veth's entry in its set's veth_sess, where the tc programs
