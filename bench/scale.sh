@@ -5,17 +5,20 @@
 # session's start (median of 5 `errandctl run -- /bin/true`), the connect
 # rate from one more session (connect, read the greeting, close; CONNS of
 # them, client and server on one CPU, so that the rate is bound by the CPU
-# a connection takes and not by where the scheduler puts the two ends;
-# the median of three such sessions; and, beside it, an unconfined process's
-# on the same path, which tells what the host's load does to both from
-# what the sessions do to a session's), the agent's RSS and the kernel
-# memory of one session's maps (bpftool's memlock). Sessions are added 50 at a time; a level stops early
+# a connection takes and not by where the scheduler puts the two ends)
+# taking turns with an unconfined process's on the same path, ROUNDS fresh
+# sessions and as many unconfined runs: the median of each and of the
+# pairs' ratios (this machine's speed drifts by a third within a minute,
+# both arms' alike, so the ratio taken pair by pair is what compares one
+# level with another), the agent's RSS and the kernel memory of one
+# session's maps (bpftool's memlock). Sessions are added 50 at a time; a level stops early
 # when MemAvailable falls below MIN_FREE_MB (default 2048) and says so.
 set -u
 . "$(dirname "$0")/lib.sh"
 
 LEVELS=${LEVELS:-"1 100 1000"}
 CONNS=${CONNS:-5000}
+ROUNDS=${ROUNDS:-5}
 MIN_FREE_MB=${MIN_FREE_MB:-2048}
 HOLD=${HOLD:-7200}
 
@@ -55,25 +58,26 @@ start_ms() {
 		sleep 0.3
 	done | median
 }
-conn_rate() {
-	local i
-	for i in 1 2 3; do
+# "SESSION | UNCONFINED | RATIO": the medians of ROUNDS pairs, each a fresh
+# session's rate and then an unconfined process's.
+conn_rates() {
+	local s b
+	for _ in $(seq 1 "$ROUNDS"); do
 		errand_run --pin a.test=198.18.1.10 --egress a.test:9102 -- "${SESSION_WAIT[@]}" \
 			taskset -c 0 "$PROBE" rr 198.18.1.10 9102 "$CONNS" >/dev/null
-		rate <"$RUN_OUT"
-	done | median
-}
-bare_rate() {
-	local i
-	for i in 1 2 3; do
+		s=$(rate <"$RUN_OUT")
 		sleep 0.5
-		in_bare taskset -c 0 "$PROBE" rr 198.18.1.10 9101 "$CONNS" | rate
-	done | median
+		b=$(in_bare taskset -c 0 "$PROBE" rr 198.18.1.10 9101 "$CONNS" | rate)
+		echo "${s:-0} ${b:-0}"
+	done >"$W_DIR/scale-rates"
+	printf '%s | %s | %s' "$(cut -d' ' -f1 "$W_DIR/scale-rates" | median)" \
+		"$(cut -d' ' -f2 "$W_DIR/scale-rates" | median)" \
+		"$(awk '$2 > 0 { printf "%.3f\n", $1 / $2 }' "$W_DIR/scale-rates" | median)"
 }
 
 n=0
-printf '| sessions | started in (s) | start, one more (ms) | connects/s, one more | connects/s, unconfined | agent RSS (MiB) | one session'"'"'s maps (KiB) | MemAvailable (MiB) |\n'
-printf '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
+printf '| sessions | started in (s) | start, one more (ms) | connects/s, one more | connects/s, unconfined | one more / unconfined | agent RSS (MiB) | one session'"'"'s maps (KiB) | MemAvailable (MiB) |\n'
+printf '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
 for level in $LEVELS; do
 	t0=$(date +%s)
 	short=
@@ -99,8 +103,8 @@ for level in $LEVELS; do
 	up=$(live)
 	t1=$(date +%s)
 	[ "$(failed)" != 0 ] && short="$short ($(failed) failed to start: $(grep -h '^errandctl: ' "$W_DIR"/scale*.err | head -n 1))"
-	printf '| %s%s | %s | %s | %s | %s | %s | %s | %s |\n' "$up" "$short" "$((t1 - t0))" "$(start_ms)" \
-		"$(conn_rate)" "$(bare_rate)" "$(($(rss_kb) / 1024))" "$(one_maps_kb)" "$(free_mb)"
+	printf '| %s%s | %s | %s | %s | %s | %s | %s |\n' "$up" "$short" "$((t1 - t0))" "$(start_ms)" \
+		"$(conn_rates)" "$(($(rss_kb) / 1024))" "$(one_maps_kb)" "$(free_mb)"
 	# a level cut short ends the table (a test's status, not the loop's)
 	if [ -n "$short" ]; then break; fi
 done
