@@ -54,6 +54,7 @@
  * answer: one that reads slowly or never is dropped, never waited for. */
 #define CLIENT_DEADLINE_NS (5ull * 1000000000ull)
 #define REPLY_DEADLINE_NS (10ull * 1000000000ull)
+#define RUN_LINES_UNREAD (64u << 10)
 /* How long a stopping agent waits for its jobs. */
 #define QUIT_WAIT_NS (30ull * 1000000000ull)
 /* The orphan sweep runs at start, on reload, and this often. */
@@ -142,6 +143,10 @@ static void client_close(struct client *c)
 
 	if (c->fd < 0)
 		return;
+	if (c->waits) {
+		session_caller_set(c->waits, NULL, NULL);
+		c->waits = NULL;
+	}
 	loop_del(a->loop, c->fd);
 	close(c->fd);
 	c->fd = -1;
@@ -206,8 +211,8 @@ static int client_flush(struct client *c)
 	return 0;
 }
 
-/* Queues an answer frame; it leaves as fast as the client reads it. */
-static int reply_write(struct client *c, uint16_t type, const json_t *payload)
+/* Queues a frame; it leaves as fast as the client reads it. */
+static int frame_queue(struct client *c, uint16_t type, const json_t *payload)
 {
 	uint8_t *frame, *out;
 	size_t len;
@@ -227,8 +232,16 @@ static int reply_write(struct client *c, uint16_t type, const json_t *payload)
 	free(frame);
 	c->out = out;
 	c->out_len += len;
-	c->deadline_ns = boottime_ns() + REPLY_DEADLINE_NS;
 	return client_flush(c);
+}
+
+/* An answer: the client has REPLY_DEADLINE_NS to read it whole. */
+static int reply_write(struct client *c, uint16_t type, const json_t *payload)
+{
+	if (c->fd < 0)
+		return -EPIPE;
+	c->deadline_ns = boottime_ns() + REPLY_DEADLINE_NS;
+	return frame_queue(c, type, payload);
 }
 
 static void reply_error_of(struct client *c, bool request, const char *fmt, va_list ap)
@@ -282,6 +295,44 @@ static void reply(struct client *c, uint16_t type, json_t *payload)
 		log_debug("cannot answer a client: %s", strerror(-rc));
 	json_decref(payload);
 }
+
+/* A line of the session's refusals for errandctl run's stderr
+ * (session_caller). No deadline: the run may wait for days, reading only
+ * when a line comes. A client with RUN_LINES_UNREAD bytes not read yet
+ * misses lines (the agent's log has each) rather than growing the agent. */
+static void run_line(const char *line, void *arg)
+{
+	struct client *c = arg;
+	json_t *p;
+
+	if (c->fd < 0 || c->out_len - c->out_off > RUN_LINES_UNREAD)
+		return;
+	p = json_pack("{s:s}", "line", line);
+	if (p && frame_queue(c, CONTROL_RUN_LINE, p) == -ENOMEM)
+		log_debug("cannot pass a line to a run's caller: out of memory");
+	json_decref(p);
+}
+
+/* The run's answer: its session's exit status. The connection ends once
+ * the client has it. */
+static void run_exit(struct client *c, int status)
+{
+	struct session *s = c->waits;
+	json_t *p = json_pack("{s:s,s:i}", "session", session_id(s), "status",
+			      status < 0 ? 125 : status & 0xff);
+
+	session_caller_set(s, NULL, NULL);
+	c->waits = NULL;
+	c->closing = true;
+	reply(c, CONTROL_RUN_EXIT, p);
+}
+
+static void run_exited(int status, void *arg)
+{
+	run_exit(arg, status);
+}
+
+static const struct session_caller run_caller = {.line = run_line, .exited = run_exited};
 
 static int config_reload(struct agent *a, char *err, size_t errlen)
 {
@@ -690,7 +741,7 @@ static void start_done(void *arg)
 	struct session *s = j->s;
 	json_t *started;
 	bool served, relayed;
-	int fds[2], rc;
+	int pidfd, rc;
 
 	a->starting--;
 	if (j->ran)
@@ -726,9 +777,6 @@ static void start_done(void *arg)
 		 session_net_prepared(s) ? " in a network prepared ahead" : "");
 	if (c->gone) {
 		/* errandctl run went away: the session goes on. */
-		rc = session_take_status(s);
-		if (rc >= 0)
-			close(rc);
 		client_free(c);
 		goto out;
 	}
@@ -738,20 +786,13 @@ static void start_done(void *arg)
 	/* The statements are not in it: its command's stderr had them first
 	 * (session_params.say_buf). */
 	started = json_pack("{s:s,s:b}", "session", session_id(s), "relayed", relayed);
-	fds[0] = session_pidfd(s);
-	/* The status pipe, when the status need not wait for relayed output. */
-	fds[1] = session_take_status(s);
-	if (relayed && fds[1] >= 0) {
-		close(fds[1]);
-		fds[1] = -1;
-	}
+	pidfd = session_pidfd(s);
 	/* The first answer on this connection: the socket takes it whole. */
-	rc = control_write_fds(c->fd, CONTROL_RUN_STARTED, started, fds, fds[1] >= 0 ? 2 : 1);
-	if (fds[1] >= 0)
-		close(fds[1]);
+	rc = control_write_fds(c->fd, CONTROL_RUN_STARTED, started, &pidfd, 1);
 	if (rc == 0) {
 		c->waits = s;
 		c->deadline_ns = 0;
+		session_caller_set(s, &run_caller, c);
 	} else {
 		client_close(c);
 	}
@@ -1030,7 +1071,6 @@ static void client_handler(void *arg, int fd, uint32_t events)
 	if (c->waits || c->starting) {
 		/* errandctl run went away (it sends nothing more): the session
 		 * goes on. */
-		c->waits = NULL;
 		client_close(c);
 		return;
 	}
@@ -1120,14 +1160,8 @@ static void session_ended(struct session *s, void *arg)
 	log_info("session %s ended with status %d", session_id(s), status);
 	for (struct client *c = a->clients, *next; c; c = next) {
 		next = c->next;
-		if (c->waits == s) {
-			json_t *p = json_pack("{s:s,s:i}", "session", session_id(s), "status",
-					      status < 0 ? 125 : status & 0xff);
-
-			c->waits = NULL;
-			c->closing = true;
-			reply(c, CONTROL_RUN_EXIT, p);
-		}
+		if (c->waits == s)
+			run_exit(c, status);
 	}
 	for (i = 0; i < a->n_sessions && a->sessions[i] != s; i++)
 		;

@@ -94,6 +94,20 @@ int agent_call(struct agent_conn *ac, uint16_t type, const json_t *payload,
 	return rc;
 }
 
+/* A run-line: the session's refusal, on this errandctl's stderr as embedded
+ * errandctl prints it. False for any other message. */
+static bool run_line(const struct control_msg *m)
+{
+	char shown[ESC_LEN(2048)];
+
+	if (m->type != CONTROL_RUN_LINE)
+		return false;
+	fprintf(stderr, "%s\n",
+		esc_text(json_string_value(json_object_get(m->payload, "line")), shown,
+			 sizeof(shown)));
+	return true;
+}
+
 static int exit_file_status(const char *run_dir, const char *id)
 {
 	char path[PATH_MAX], buf[16] = "";
@@ -110,38 +124,20 @@ static int exit_file_status(const char *run_dir, const char *id)
 	return buf[0] ? atoi(buf) : -1;
 }
 
-/* A line "N\n" from the status pipe, N a status; -1 for nothing or
- * anything else (the pipe ended without one: the launcher's file says). */
-static int status_read(int fd)
-{
-	char buf[16];
-	char *end;
-	ssize_t n;
-	long v;
-
-	do
-		n = read(fd, buf, sizeof(buf) - 1);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	v = strtol(buf, &end, 10);
-	if (end == buf || *end != '\n' || v < 0 || v > 255)
-		return -1;
-	return (int)v;
-}
-
-/* The launcher is gone: the agent's run-exit, else the status file the
- * launcher (or the agent, for a killed one) left. */
+/* The launcher is gone: the agent's run-exit, which comes after the lines
+ * of every refusal of the session's (the launcher's status file may be
+ * there first); the file once the agent is gone, or silent for
+ * EXIT_WAIT_MS (a session it could not serve). */
 static int wait_status(struct agent_conn *ac, bool connected, const char *run_dir, const char *id)
 {
+	int status;
+
 	for (int waited = 0; waited < EXIT_WAIT_MS; waited += 50) {
 		struct control_msg m = {};
-		struct pollfd p = {.fd = connected ? ac->fd : -1, .events = POLLIN};
+		struct pollfd p = {.fd = ac->fd, .events = POLLIN};
 		char err[256];
-		int status;
 
-		if (connected && poll(&p, 1, 0) > 0) {
+		if (connected && poll(&p, 1, 50) > 0) {
 			if (control_read(ac->fd, &m, err, sizeof(err)) == 0 &&
 			    m.type == CONTROL_RUN_EXIT) {
 				status = (int)json_integer_value(
@@ -149,14 +145,20 @@ static int wait_status(struct agent_conn *ac, bool connected, const char *run_di
 				control_msg_free(&m);
 				return status;
 			}
+			connected = run_line(&m);
 			control_msg_free(&m);
-			connected = false;
+			continue;
 		}
+		if (connected)
+			continue;
 		status = exit_file_status(run_dir, id);
 		if (status >= 0)
 			return status;
 		usleep(50 * 1000);
 	}
+	status = exit_file_status(run_dir, id);
+	if (status >= 0)
+		return status;
 	fprintf(stderr, "errandctl: session %s ended without an exit status\n", id);
 	return 125;
 }
@@ -166,7 +168,7 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	const int stdio[3] = {0, 1, 2};
 	struct control_msg m = {};
 	char err[512], id[CONTROL_ID_MAX + 1], shown[ESC_LEN(1024)];
-	int fds[CONTROL_FDS_MAX], nfds = 0, pidfd = -1, status_fd = -1, sfd, status;
+	int fds[CONTROL_FDS_MAX], nfds = 0, pidfd = -1, sfd, status;
 	struct timeval none = {}, start = {.tv_sec = RUN_START_TIMEOUT_S};
 	sigset_t mask, old;
 	bool connected = true, relayed, gone = false;
@@ -184,7 +186,7 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 		fprintf(stderr, "errandctl: errand-agent did not start the session: %s\n", err);
 		return 125;
 	}
-	if (m.type != CONTROL_RUN_STARTED || nfds < 1 || nfds > 2) {
+	if (m.type != CONTROL_RUN_STARTED || nfds != 1) {
 		fprintf(stderr, "errandctl: %s\n",
 			m.type == CONTROL_ERROR
 				? esc_text(json_string_value(json_object_get(m.payload, "error")),
@@ -196,8 +198,6 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 		return 125;
 	}
 	pidfd = fds[0];
-	if (nfds == 2)
-		status_fd = fds[1];
 	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(m.payload, "session")));
 	relayed = json_is_true(json_object_get(m.payload, "relayed"));
 	control_msg_free(&m);
@@ -211,23 +211,14 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	for (;;) {
-		struct pollfd p[4] = {
+		struct pollfd p[3] = {
 			{.fd = gone ? -1 : pidfd, .events = POLLIN},
 			{.fd = connected ? ac->fd : -1, .events = POLLIN},
 			{.fd = sfd, .events = POLLIN},
-			{.fd = status_fd, .events = POLLIN},
 		};
 
-		if (poll(p, 4, -1) < 0 && errno != EINTR)
+		if (poll(p, 3, -1) < 0 && errno != EINTR)
 			break;
-		if (p[3].revents) {
-			/* The session's processes are gone: its PID 1 says how the
-			 * command ended ahead of its own end and the launcher's. */
-			if ((status = status_read(status_fd)) >= 0)
-				goto done;
-			close(status_fd);
-			status_fd = -1;
-		}
 		if (p[2].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -243,10 +234,11 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 				control_msg_free(&m);
 				goto done;
 			}
-			/* The agent went away (a restart): the launcher still runs the
-			 * session, and its pidfd says when it ends. */
+			/* A refusal's line, or the agent went away (a restart): the
+			 * launcher still runs the session, and its pidfd says when it
+			 * ends. */
+			connected = run_line(&m);
 			control_msg_free(&m);
-			connected = false;
 		}
 		if (p[0].revents)
 			gone = true;
@@ -258,8 +250,6 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	status = wait_status(ac, connected, run_dir, id);
 done:
 	close(pidfd);
-	if (status_fd >= 0)
-		close(status_fd);
 	if (sfd >= 0)
 		close(sfd);
 	sigprocmask(SIG_SETMASK, &old, NULL);

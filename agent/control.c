@@ -103,6 +103,7 @@ static const struct member exit_members[] = {
 	{"status", M_INT, true, 0, 255},
 	{0},
 };
+static const struct member line_members[] = {{"line", M_LINE, true, 0, 0}, {0}};
 static const struct member sessions_reply_members[] = {{"sessions", M_OBJECTS, true, 0, 0}, {0}};
 static const struct member show_reply_members[] = {{"session", M_OBJECT, true, 0, 0}, {0}};
 static const struct member denied_reply_members[] = {{"denied", M_OBJECTS, true, 0, 0}, {0}};
@@ -134,6 +135,7 @@ static const struct type_info types[] = {
 	{CONTROL_ERROR, "error", 4 * KIB, error_members, NULL},
 	{CONTROL_RUN_STARTED, "run-started", 64 * KIB, started_members, NULL},
 	{CONTROL_RUN_EXIT, "run-exit", 256, exit_members, NULL},
+	{CONTROL_RUN_LINE, "run-line", 2 * KIB, line_members, NULL},
 	{CONTROL_SESSIONS_REPLY, "sessions-reply", 16 * MIB, sessions_reply_members, NULL},
 	{CONTROL_SHOW_REPLY, "show-reply", 4 * MIB, show_reply_members, NULL},
 	{CONTROL_DENIED_REPLY, "denied-reply", 32 * MIB, denied_reply_members, NULL},

@@ -31,7 +31,10 @@
  *		  secrets?: [str], project?: str, image?: str, json?: bool,
  *		  config?: str}
  *		 -> run-started {session: id, relayed?: bool}, later run-exit
- *		 {session: id, status: 0..255}; relayed: the session's output
+ *		 {session: id, status: 0..255}, and between them any number
+ *		 of run-line {line: "one line"}: a refusal of the session's
+ *		 for the caller's stderr, as embedded errandctl prints it
+ *		 (printable ASCII, at most 2 KiB); relayed: the session's output
  *		 goes through the agent's relay (agent/outscrub.h), and run-exit
  *		 comes once all of it has reached the caller. config: the text
  *		 of the configuration the client named, sent by a client that
@@ -83,6 +86,7 @@ enum control_type {
 	CONTROL_DENIED_REPLY = CONTROL_REPLY | 7,
 	CONTROL_VERSION_REPLY = CONTROL_REPLY | 8,
 	CONTROL_RECEIPTS_REPLY = CONTROL_REPLY | 9,
+	CONTROL_RUN_LINE = CONTROL_REPLY | 10,
 };
 
 struct control_msg {

@@ -687,8 +687,8 @@ static long int_value(const char *v, const char *end)
 	return x;
 }
 
-/* The exit status: the agent's run-exit, the PID 1's pipe, or the
- * launcher's status file, as agent/client.c waits for them. */
+/* The exit status: the agent's run-exit, else the launcher's status file,
+ * as agent/client.c waits for them. */
 
 static int exit_file_status(const char *run_dir, const char *id)
 {
@@ -710,49 +710,6 @@ static int exit_file_status(const char *run_dir, const char *id)
 	return (int)int_value(text, text + n);
 }
 
-static int status_read(int fd)
-{
-	char text[16];
-	long n = xread(fd, text, sizeof(text) - 1), v;
-	const char *e;
-
-	if (n <= 0)
-		return -1;
-	/* "N\n", nothing else (as agent/client.c reads it) */
-	v = int_value(text, text + n);
-	for (e = text; e < text + n && *e >= '0' && *e <= '9'; e++)
-		;
-	return v >= 0 && v <= 255 && e < text + n && *e == '\n' ? (int)v : -1;
-}
-
-static int run_exit_status(int fd)
-{
-	struct msg m;
-
-	if (recv_msg(fd, &m) || m.type != CONTROL_RUN_EXIT)
-		return -1;
-	return (int)int_value(member(m.p, m.p + m.len, "status"), m.p + m.len);
-}
-
-static int wait_status(int sock, bool connected, const char *run_dir, const char *id)
-{
-	for (int waited = 0; waited < EXIT_WAIT_MS; waited += 50) {
-		struct pollfd p = {.fd = connected ? sock : -1, .events = POLLIN};
-		struct timespec zero = {0, 0}, tick = {0, 50 * 1000 * 1000};
-		int status;
-
-		if (connected && sys6(__NR_ppoll, (long)&p, 1, (long)&zero, 0, 0, 0) > 0) {
-			if ((status = run_exit_status(sock)) >= 0)
-				return status;
-			connected = false;
-		}
-		if ((status = exit_file_status(run_dir, id)) >= 0)
-			return status;
-		SYS(nanosleep, &tick, 0, 0);
-	}
-	say_exit("session ", id, " ended without an exit status", EXIT_ERRAND);
-}
-
 /* One byte as esc_text() shows it (lib/escape.h): printable ASCII as it
  * is, any other as \xNN. */
 static void put_shown(struct buf *b, unsigned char c)
@@ -764,6 +721,73 @@ static void put_shown(struct buf *b, unsigned char c)
 		put(b, (const char *)&c, 1);
 	else
 		put(b, e, 4);
+}
+
+/* The bytes of the JSON string at v, each shown as esc_text() shows it.
+ * The agent's lines hold printable ASCII alone (an error's control
+ * characters are made spaces, an event's names are made safe), so jansson
+ * escapes only '"' and '\\' in them. */
+static void put_string_shown(struct buf *b, const char *v, const char *end)
+{
+	for (v++; v < end && *v != '"'; v++) {
+		if (*v == '\\' && v + 1 < end)
+			v++;
+		put_shown(b, (unsigned char)*v);
+	}
+}
+
+/* The next answer while the session runs: run-exit's status; RUN_LINE_SAID
+ * for a run-line, which goes to stderr as errandctl-full prints it (a
+ * refusal of the session's); -1 for anything else, or none. */
+#define RUN_LINE_SAID (-2)
+static int run_answer(int fd)
+{
+	struct msg m;
+	const char *end, *v;
+	char line[2200];
+	struct buf b = {line, 0, sizeof(line), false};
+
+	if (recv_msg(fd, &m))
+		return -1;
+	for (int i = 0; i < m.nfds; i++)
+		SYS(close, m.fds[i], 0, 0);
+	end = m.p + m.len;
+	if (m.type == CONTROL_RUN_EXIT)
+		return (int)int_value(member(m.p, end, "status"), end);
+	if (m.type != CONTROL_RUN_LINE)
+		return -1;
+	v = member(m.p, end, "line");
+	if (v && v < end && *v == '"') {
+		put_string_shown(&b, v, end);
+		put(&b, "\n", 1);
+		xwrite_all(2, b.p, b.len);
+	}
+	return RUN_LINE_SAID;
+}
+
+static int wait_status(int sock, bool connected, const char *run_dir, const char *id)
+{
+	int status;
+
+	for (int waited = 0; waited < EXIT_WAIT_MS; waited += 50) {
+		struct pollfd p = {.fd = sock, .events = POLLIN};
+		struct timespec tick = {0, 50 * 1000 * 1000};
+
+		if (connected && sys6(__NR_ppoll, (long)&p, 1, (long)&tick, 0, 0, 0) > 0) {
+			if ((status = run_answer(sock)) >= 0)
+				return status;
+			connected = status == RUN_LINE_SAID;
+			continue;
+		}
+		if (connected)
+			continue;
+		if ((status = exit_file_status(run_dir, id)) >= 0)
+			return status;
+		SYS(nanosleep, &tick, 0, 0);
+	}
+	if ((status = exit_file_status(run_dir, id)) >= 0)
+		return status;
+	say_exit("session ", id, " ended without an exit status", EXIT_ERRAND);
 }
 
 /* An error answer to run. The request itself refused (errandctl's own
@@ -782,14 +806,7 @@ static __attribute__((noreturn)) void refused(const char *p, const char *end)
 		say_exit("errand-agent refused the run without saying why", NULL, NULL,
 			 EXIT_ERRAND);
 	line[0] = '\0';
-	/* The JSON string's bytes, each shown as errandctl-full shows it. The
-	 * agent's line holds no control character (reply_error makes each a
-	 * space), so jansson escapes only '"' and '\\' in it. */
-	for (e++; e < end && *e != '"'; e++) {
-		if (*e == '\\' && e + 1 < end)
-			e++;
-		put_shown(&b, (unsigned char)*e);
-	}
+	put_string_shown(&b, e, end);
 	say_exit(line, NULL, NULL, EXIT_ERRAND);
 }
 
@@ -800,7 +817,7 @@ static int run(int sock, const char *run_dir)
 	struct msg m;
 	char id[CONTROL_ID_MAX + 1];
 	const char *end;
-	int pidfd, status_fd = -1, sfd;
+	int pidfd, sfd;
 	bool connected = true, relayed, gone = false;
 	long rc = recv_msg(sock, &m);
 
@@ -819,40 +836,30 @@ static int run(int sock, const char *run_dir)
 	end = m.p + m.len;
 	if (m.type == CONTROL_ERROR)
 		refused(m.p, end);
-	if (m.type != CONTROL_RUN_STARTED || m.nfds < 1 ||
+	if (m.type != CONTROL_RUN_STARTED || m.nfds != 1 ||
 	    !string_value(member(m.p, end, "session"), end, id, sizeof(id)))
 		say_exit("errand-agent answered run with something else than run-started", NULL,
 			 NULL, EXIT_ERRAND);
 	pidfd = m.fds[0];
-	if (m.nfds == 2)
-		status_fd = m.fds[1];
 	relayed = member(m.p, end, "relayed") && sprefix(member(m.p, end, "relayed"), "true");
 	/* The session may run for days: no read timeout from here on. */
 	SYS4(setsockopt, sock, SOL_SOCKET, SO_RCVTIMEO, &none);
 	SYS4(rt_sigprocmask, 0 /* SIG_BLOCK */, &mask, NULL, sizeof(mask));
 	sfd = (int)SYS4(signalfd4, -1, &mask, sizeof(mask), O_CLOEXEC | O_NONBLOCK);
 	for (;;) {
-		struct pollfd p[4] = {
+		struct pollfd p[3] = {
 			{.fd = gone ? -1 : pidfd, .events = POLLIN},
 			{.fd = connected ? sock : -1, .events = POLLIN},
 			{.fd = sfd, .events = POLLIN},
-			{.fd = status_fd, .events = POLLIN},
 		};
 		int status;
 
-		long r = sys6(__NR_ppoll, (long)p, 4, 0, 0, 0, 0);
+		long r = sys6(__NR_ppoll, (long)p, 3, 0, 0, 0, 0);
 
 		if (r == -4 /* EINTR */)
 			continue;
 		if (r < 0)
 			break;
-		if (p[3].revents) {
-			/* The session's PID 1 says how the command ended. */
-			if ((status = status_read(status_fd)) >= 0)
-				return status;
-			SYS(close, status_fd, 0, 0);
-			status_fd = -1;
-		}
 		if (p[2].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
@@ -861,10 +868,10 @@ static int run(int sock, const char *run_dir)
 				SYS4(pidfd_send_signal, pidfd, si.ssi_signo, 0, 0);
 		}
 		if (p[1].revents) {
-			if ((status = run_exit_status(sock)) >= 0)
+			if ((status = run_answer(sock)) >= 0)
 				return status;
 			/* The agent went away: the launcher's pidfd says when. */
-			connected = false;
+			connected = status == RUN_LINE_SAID;
 		}
 		if (p[0].revents)
 			gone = true;

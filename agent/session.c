@@ -85,6 +85,9 @@ struct session {
 	bool net_prepared;   /* it took a network prepared ahead (sandbox.pool) */
 	bool record_ahead;   /* its record directory and files were made with it */
 	bool json;	     /* events as JSON lines */
+	const struct session_caller *caller; /* session_caller_set */
+	void *caller_arg;
+	bool status_watched; /* status_rd is on the loop, for the caller */
 	struct state *st;    /* state.db; NULL when it cannot be opened */
 	char id[SESSION_ID_LEN + 1];
 	char cgroup_mount[PATH_MAX];
@@ -118,7 +121,7 @@ struct session {
 	struct session *grants_next, **grants_pprev; /* in grants_watch */
 	pid_t pid;				     /* the launcher */
 	int pidfd;
-	/* The status pipe's read end, for errandctl run (session_take_status);
+	/* The status pipe's read end, for errandctl run (session_caller_set);
 	 * its write end is the session's PID 1's (errand-launch --status-fd). */
 	int status_rd;
 	bool child; /* this process started the launcher (and reaps it) */
@@ -821,12 +824,22 @@ void session_detach(struct session *s)
 		session_release(s);
 }
 
+/* A line of the session's refusals: this process's stderr (embedded,
+ * errandctl's own; the agent's log) and the run's caller. */
+static void session_say(struct session *s, const char *line)
+{
+	fprintf(stderr, "%s\n", line);
+	if (s->caller)
+		s->caller->line(line, s->caller_arg);
+}
+
 /* A refused name gets a suggestion naming the exact command, at most once
  * a minute per host and three hosts a minute per session; only single
  * exact names, never a wildcard. */
 static void session_suggest(struct session *s, const char *name)
 {
-	char line[EVENT_LINE_MAX], host[HOST_NAME_MAX_LEN + 8], norm[HOST_NAME_MAX_LEN + 1];
+	char line[EVENT_LINE_MAX], said[EVENT_LINE_MAX - 8], host[HOST_NAME_MAX_LEN + 8];
+	char norm[HOST_NAME_MAX_LEN + 1];
 	char word[sizeof(host) + 3];
 	uint16_t port = HOST_DEFAULT_PORT;
 	json_t *ev;
@@ -850,14 +863,21 @@ static void session_suggest(struct session *s, const char *name)
 	else
 		snprintf(host, sizeof(host), "%s:%u", name, port);
 	esc_shell(host, word, sizeof(word));
-	log_info("session %s: %s is not allowed; to allow it: errandctl grant %s %s", s->id, name,
+	snprintf(said, sizeof(said),
+		 "session %s: %s is not allowed; to allow it: errandctl grant %s %s", s->id, name,
 		 s->id, word);
+	log_info("%s", said);
 	snprintf(line, sizeof(line), "errandctl grant %s %s", s->id, word);
 	ev = json_pack("{s:s,s:s,s:s,s:s}", "event", "suggest", "session", s->id, "name", name,
 		       "command", line);
 	text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
 	if (text)
 		observe_broadcast(s->obs, text);
+	/* The caller hears it as an embedded errandctl's stderr has it. */
+	if (s->caller && !s->json)
+		snprintf(line, sizeof(line), "errand: %s", said);
+	if (s->caller && (!s->json || text))
+		s->caller->line(s->json ? text : line, s->caller_arg);
 	free(text);
 	json_decref(ev);
 }
@@ -891,7 +911,7 @@ static void session_event(const struct event_rec *ev, void *arg)
 	}
 	if (!s->json)
 		event_format(ev, false, line, sizeof(line));
-	fprintf(stderr, "%s\n", line);
+	session_say(s, line);
 }
 
 /* A connection spent a once grant: the grant is used, and answers no more.
@@ -948,7 +968,7 @@ static void session_suppressed(struct session *s, bool all)
 	s->suppressed_log_ns = now;
 	if (!s->json)
 		event_format(&ev, false, line, sizeof(line));
-	fprintf(stderr, "%s\n", line);
+	session_say(s, line);
 }
 
 static void print_event(const struct egress_event *bev, void *arg)
@@ -2140,7 +2160,7 @@ static void rule_event(const char *json, const char *text, const char *target, v
 	observe_broadcast(s->obs, json);
 	if (s->limiter && !event_limiter_pass(s->limiter, target, boottime_ns()))
 		return;
-	fprintf(stderr, "%s\n", s->json ? json : text);
+	session_say(s, s->json ? json : text);
 }
 
 /* The session's id and lock, before any object of it exists. */
@@ -2887,14 +2907,6 @@ int session_pidfd(const struct session *s)
 	return s->pidfd;
 }
 
-int session_take_status(struct session *s)
-{
-	int fd = s->status_rd;
-
-	s->status_rd = -1;
-	return fd;
-}
-
 bool session_output_relayed(const struct session *s)
 {
 	return s->out.started;
@@ -3098,6 +3110,60 @@ static void session_on_disk(void *arg, int fd, uint32_t events)
 	session_kill(s);
 }
 
+/* Refusals made just before the end are still in the ring: the kernel's
+ * bucket keeps them under one budget's worth. Every refusal the command
+ * made is there once its processes are gone: a hook writes its event
+ * before the call it refuses returns. */
+static void session_drain_last(struct session *s)
+{
+	enforce_events_drain(s->enf, print_event, s);
+	if (s->rules)
+		rules_events_drain(s->rules, s->id, rule_event, s);
+	session_suppressed(s, true);
+	if (s->st)
+		state_denied_flush(s->st);
+}
+
+/* The session's PID 1 wrote its status ("N\n") once every process of the
+ * session had ended, or closed the pipe without (killed): the caller has
+ * the status, after the lines of every refusal, without waiting for the
+ * launcher's end. */
+static void session_on_status(void *arg, int fd, uint32_t events)
+{
+	struct session *s = arg;
+	char buf[16], *end;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	long v = -1;
+
+	(void)events;
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n > 0) {
+		buf[n] = '\0';
+		v = strtol(buf, &end, 10);
+		if (end == buf || *end != '\n' || v < 0 || v > 255)
+			v = -1;
+	}
+	loop_del(s->loop, fd);
+	s->status_watched = false;
+	if (v < 0 || !s->caller)
+		return;
+	session_drain_last(s);
+	/* A caller whose socket failed on a line is gone by now. */
+	if (s->caller)
+		s->caller->exited((int)v, s->caller_arg);
+}
+
+void session_caller_set(struct session *s, const struct session_caller *to, void *arg)
+{
+	s->caller = to;
+	s->caller_arg = arg;
+	/* Relayed output says the end itself, once it has all gone out. */
+	if (to && s->loop && s->status_rd >= 0 && !s->status_watched && !s->out.started)
+		s->status_watched =
+			loop_add(s->loop, s->status_rd, EPOLLIN, session_on_status, s) == 0;
+}
+
 /* The session's turn, when a handler of its woke it or its time came:
  * true once it ended (and s may be gone). */
 static bool session_check(struct session *s)
@@ -3128,14 +3194,7 @@ static bool session_check(struct session *s)
 		loop_del(s->loop, s->pidfd);
 		return false;
 	}
-	/* Refusals made just before the end are still in the ring: the kernel's
-	 * bucket keeps them under one budget's worth. */
-	enforce_events_drain(s->enf, print_event, s);
-	if (s->rules)
-		rules_events_drain(s->rules, s->id, rule_event, s);
-	session_suppressed(s, true);
-	if (s->st)
-		state_denied_flush(s->st);
+	session_drain_last(s);
 	s->status = session_collect(s);
 	s->pid_ready = false;
 	s->ended(s, s->ended_arg);
@@ -3197,6 +3256,9 @@ void session_unattach(struct session *s)
 		return;
 	loop_hook_del(l, s);
 	loop_del(l, s->pidfd);
+	if (s->status_watched)
+		loop_del(l, s->status_rd);
+	s->status_watched = false;
 	if (s->enf)
 		loop_del(l, enforce_events_fd(s->enf));
 	grants_watch_detach(s);

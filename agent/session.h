@@ -86,6 +86,19 @@ void session_unattach(struct session *s);
  * end before the teardown job. */
 void session_record_state(struct session *s, struct state *st);
 void session_record_end(struct session *s);
+/* The caller of errandctl run, when an agent runs the session: line gets
+ * each line embedded errandctl prints on its stderr for the session
+ * (refusals, held-back counts, suggestions); exited the command's status
+ * from the session's PID 1, once every process of the session has ended
+ * and after the lines of all its refusals, ahead of the launcher's end
+ * (never for relayed output, nor when PID 1 ends without saying: then
+ * session_ended_fn says it). Both run on the loop. Set once the session is
+ * attached; NULL stops them. */
+struct session_caller {
+	void (*line)(const char *line, void *arg);
+	void (*exited)(int status, void *arg);
+};
+void session_caller_set(struct session *s, const struct session_caller *to, void *arg);
 /* Kills every process of the session (the launcher reports 137). */
 void session_stop(struct session *s);
 /* Rereads grants.json: the next DNS answer and connect see it. */
@@ -99,10 +112,6 @@ void session_detach(struct session *s);
 const char *session_id(const struct session *s);
 pid_t session_pid(const struct session *s);
 int session_pidfd(const struct session *s);
-/* The status pipe's read end, now the caller's, for errandctl run: a line
- * "N\n" once every process of the session has ended, or nothing (PID 1
- * killed, a restarted agent). -1 when the session has none. */
-int session_take_status(struct session *s);
 int session_status(const struct session *s);
 /* Whether its stdout and stderr go through an output relay (agent/outscrub.h):
  * then it ends, for session_ended_fn, once the relay has written everything. */

@@ -1,0 +1,72 @@
+#!/bin/bash
+# Guarantee: through errand-agent, errandctl run's stderr has its session's refusals as an embedded errandctl prints them (each refused connect and send, each denied name, the grant suggestion; with --json the same as JSON objects), from the front and from errandctl-full alike, and the agent's log keeps them too; a refusal made the instant before the command exits is on stderr before errandctl returns; a caller gets no line of another session's.
+# selftests-timeout: 180
+. "$(dirname "$0")/../lib/world.sh"
+need_errandctl
+world_up
+world_dns || exit 1
+W_CONFIG=$(dns_config refusals)
+
+script="echo \"sid=\$ERRAND_SESSION\"; $(probe_script \
+	api "resolve api.test" \
+	priv "tcp $HOST_PRIV 443" \
+	udp "udp $HOST_A 9999" \
+	b "tcp $HOST_B 443" \
+	gai "resolve other.test" \
+	a "tcp $HOST_A 443")"
+
+# The run's lines of errand's refusals, its id made ID.
+said() {
+	grep '^errand: session' "$RUN_ERR" | sed "s/$(result sid)/ID/g" | sort
+}
+
+# Embedded: the reference.
+errand_run --egress api.test -- sh -c "$script"
+assert_eq "$(result priv)$(result udp)$(result b)" EPERMEPERMEPERM "embedded, the three calls are refused"
+embedded=$(said)
+assert_eq "$(echo "$embedded" | grep -c .)" 5 \
+	"... and its stderr has five lines: three refusals, a denied name and its suggestion"
+trace "embedded: $embedded"
+
+agent_start || exit 1
+errand_run --egress api.test -- sh -c "$script"
+sid=$(result sid)
+assert_eq "$(result a)" "ok hello $HOST_A:443" "through errand-agent, the allowed connect works (control)"
+assert_eq "$(result priv)$(result udp)$(result b)" EPERMEPERMEPERM "... the three calls are refused"
+assert_eq "$(said)" "$embedded" "... and errandctl's stderr has the lines embedded errandctl prints, line for line"
+assert_eq "$(grep -c "^errand: session=$sid refused " "$AGENT_LOG")" 3 \
+	"... which the agent's log has too"
+
+ERRANDCTL=$ROOT/build/bin/errandctl-full errand_run --egress api.test -- sh -c "$script"
+assert_eq "$(said)" "$embedded" "errandctl-full says the same lines"
+
+errand_run --json --egress api.test -- sh -c "$script"
+assert_match "$(events "\"addr\" *: *\"$HOST_PRIV\"")" \
+	"^\\{\"event\":\"refused\",\"session\":\"$(result sid)\",\"proto\":\"tcp\",\"addr\":\"$HOST_PRIV\",\"port\":443,\"reason\":\"forbidden\",\"hook\":\"connect4\"\\}$" \
+	"--json: the refusal is one JSON object on stderr"
+assert_eq "$(denial_count '"name" *: *"other.test"')" 1 "... and so is the denied name"
+
+# The command refuses and exits at once: the line is there when errandctl
+# returns, every time.
+seen=0
+for _ in $(seq 20); do
+	errand_run -- "$PROBE" tcp "$HOST_PRIV" 443 >/dev/null
+	[ "$(event_count "addr=$HOST_PRIV port=443 reason=forbidden")" = 1 ] && seen=$((seen + 1))
+done
+assert_eq "$seen" 20 "a refusal just before the command's exit is on stderr when errandctl returns (20 runs)"
+
+# Another session refuses while this one runs: its caller hears nothing of it.
+errand_start -- sh -c "$(bg_wait_sh)$PROBE tcp $HOST_PRIV 443; echo done=1"
+quiet_err=$RUN_ERR
+quiet=$SESSION
+errand_run -- sh -c "echo \"sid=\$ERRAND_SESSION\"; $PROBE tcp $HOST_B 443"
+assert_eq "$(event_count "addr=$HOST_B ")" 1 "a second session's caller has its refusal"
+bg_go
+bg_wait '^done=1' || true
+wait "$BG_PID"
+trace "the first session wrote: $(cat "$BG_OUT" "$quiet_err")"
+assert_eq "$(grep -c "refused proto" "$quiet_err")" 1 "the first session's caller has only its own refusal"
+assert_eq "$(grep -c "^errand: session=$quiet refused proto=tcp addr=$HOST_PRIV " "$quiet_err")" 1 \
+	"... named by its session"
+agent_stop
+world_finish
