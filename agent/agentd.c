@@ -34,6 +34,7 @@
 #include "agent/inspect.h"
 #include "agent/loop.h"
 #include "agent/netlink.h"
+#include "agent/observe.h"
 #include "agent/session.h"
 #include "agent/state.h"
 #include "egress.h"
@@ -99,7 +100,8 @@ struct agent {
 	char sock_path[PATH_MAX];
 	struct client *clients;
 	size_t n_clients;
-	struct client *dead; /* closed in this turn: freed at its end */
+	struct client *dead;	    /* closed in this turn: freed at its end */
+	struct observe_server *obs; /* the stream of every session's events */
 	struct session *sessions[MAX_SESSIONS];
 	size_t n_sessions;
 	size_t starting; /* sessions being started by jobs, counted against the limit */
@@ -1362,6 +1364,15 @@ static void agent_check(void *arg)
 	}
 }
 
+/* An observer connects to the agent's stream (or one that left is seen
+ * then). */
+static void on_observer(void *arg, int fd, uint32_t events)
+{
+	struct pollfd p = {.fd = fd, .revents = (short)events};
+
+	observe_server_process(arg, &p, 1);
+}
+
 static void agent_loop(struct agent *a)
 {
 	if (loop_add(a->loop, a->sig_fd, EPOLLIN, on_signal, a) ||
@@ -1444,7 +1455,7 @@ int main(int argc, char **argv)
 	char err[CONFIG_ERRLEN], *end;
 	bool foreground = false, verbose = false;
 	int opt, ready = -1;
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], obs_path[PATH_MAX];
 
 	/* The DNS worker: this binary exec'd again (agent/dnspriv.c). */
 	if (dnsp_worker_argv(argc, argv))
@@ -1518,6 +1529,12 @@ int main(int argc, char **argv)
 	a.loop = loop_new();
 	if (!a.loop)
 		fatal("cannot make the event loop");
+	/* After the control socket: another agent would have answered there. */
+	if (path_fmt(obs_path, sizeof(obs_path), "%s/" OBSERVE_AGENT_SOCKET, a.cfg.run_dir) ||
+	    !(a.obs = observe_server_new(obs_path, "this agent")) ||
+	    loop_add(a.loop, observe_server_fd(a.obs), EPOLLIN, on_observer, a.obs))
+		fatal("cannot serve the event stream on %s", obs_path);
+	session_observe_shared(a.obs);
 	/* Sessions of a previous agent: swept if dead, adopted if alive; the
 	 * host's probe is cached for the sessions to come. */
 	session_sweep(&a.cfg);
@@ -1580,6 +1597,8 @@ int main(int argc, char **argv)
 	}
 	loop_hook_del(a.loop, &a);
 	loop_del(a.loop, a.sig_fd);
+	loop_del(a.loop, observe_server_fd(a.obs));
+	observe_server_free(a.obs);
 	loop_free(a.loop);
 	close(a.listen_fd);
 	unlink(a.sock_path);

@@ -25,6 +25,7 @@ struct observe_server {
 	int fd;
 	int clients[OBSERVE_MAX_CLIENTS];
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	const char *whose;
 };
 
 static int unix_addr(const char *path, struct sockaddr_un *sa)
@@ -34,7 +35,7 @@ static int unix_addr(const char *path, struct sockaddr_un *sa)
 	return path_fmt(sa->sun_path, sizeof(sa->sun_path), "%s", path);
 }
 
-struct observe_server *observe_server_new(const char *path)
+struct observe_server *observe_server_new(const char *path, const char *whose)
 {
 	struct observe_server *s = calloc(1, sizeof(*s));
 	struct sockaddr_un sa;
@@ -49,6 +50,7 @@ struct observe_server *observe_server_new(const char *path)
 		return NULL;
 	}
 	snprintf(s->path, sizeof(s->path), "%s", path);
+	s->whose = whose;
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	unlink(path);
 	/* 0600 from birth: the stream names what sessions tried. The socket's
@@ -90,10 +92,24 @@ void observe_server_pollfds(struct observe_server *s, struct pollfd *fds, int *n
 			fds[(*n)++] = (struct pollfd){.fd = s->clients[i], .events = POLLIN};
 }
 
+int observe_server_fd(const struct observe_server *s)
+{
+	return s->fd;
+}
+
 static void drop_client(struct observe_server *s, int i)
 {
 	close(s->clients[i]);
 	s->clients[i] = -1;
+}
+
+/* Readers send nothing; anything, or a hang-up, ends them. */
+static void drop_if_gone(struct observe_server *s, int i)
+{
+	char buf[256];
+
+	if (read(s->clients[i], buf, sizeof(buf)) != -1 || errno != EAGAIN)
+		drop_client(s, i);
 }
 
 void observe_server_process(struct observe_server *s, const struct pollfd *fds, int n)
@@ -109,14 +125,22 @@ void observe_server_process(struct observe_server *s, const struct pollfd *fds, 
 				continue;
 			for (i = 0; i < OBSERVE_MAX_CLIENTS && s->clients[i] >= 0; i++)
 				;
+			/* All taken: those that left (unseen by a caller that polls
+			 * the listening socket alone) make room. */
+			for (int k = 0; i == OBSERVE_MAX_CLIENTS && k < OBSERVE_MAX_CLIENTS; k++) {
+				drop_if_gone(s, k);
+				if (s->clients[k] < 0)
+					i = k;
+			}
 			if (i == OBSERVE_MAX_CLIENTS) {
 				/* Refused in one line, never served half. */
-				static const char full[] =
-					"{\"error\":\"this session has " OBSERVE_MAX_CLIENTS_STR
-					" observers already; stop one\"}\n";
+				char full[128];
+				int len = snprintf(full, sizeof(full),
+						   "{\"error\":\"%s has " OBSERVE_MAX_CLIENTS_STR
+						   " observers already; stop one\"}\n",
+						   s->whose);
 
-				if (send(c, full, sizeof(full) - 1, MSG_DONTWAIT | MSG_NOSIGNAL) <
-				    0)
+				if (send(c, full, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 					log_debug("a refused observer did not take its line");
 				close(c);
 			} else {
@@ -124,15 +148,9 @@ void observe_server_process(struct observe_server *s, const struct pollfd *fds, 
 			}
 			continue;
 		}
-		for (int i = 0; i < OBSERVE_MAX_CLIENTS; i++) {
-			char buf[256];
-
-			if (s->clients[i] != fds[j].fd)
-				continue;
-			/* Readers send nothing; anything, or a hang-up, ends them. */
-			if (read(s->clients[i], buf, sizeof(buf)) != -1 || errno != EAGAIN)
-				drop_client(s, i);
-		}
+		for (int i = 0; i < OBSERVE_MAX_CLIENTS; i++)
+			if (s->clients[i] == fds[j].fd)
+				drop_if_gone(s, i);
 	}
 }
 
@@ -160,6 +178,7 @@ struct stream {
 };
 
 #define MAX_STREAMS 256
+#define AGENT_STREAM "" /* no session's id */
 
 static bool watching(struct stream *st, int n, const char *id)
 {
@@ -169,44 +188,58 @@ static bool watching(struct stream *st, int n, const char *id)
 	return false;
 }
 
-static void connect_new(const char *dir, const char *only, struct stream *st, int *n)
+/* A stream of id's (AGENT_STREAM: errand-agent's) from the socket at path. */
+static void stream_connect(const char *path, const char *id, struct stream *st, int *n)
 {
-	DIR *d = opendir(dir);
-	struct dirent *de;
+	struct sockaddr_un sa;
+	int fd;
 
-	if (!d)
+	if (*n >= MAX_STREAMS || unix_addr(path, &sa))
+		return;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return;
+	}
+	st[*n].fd = fd;
+	st[*n].len = 0;
+	snprintf(st[*n].id, sizeof(st[*n].id), "%s", id);
+	(*n)++;
+}
+
+/* errand-agent's stream, and the stream of each session an embedded
+ * errandctl runs. */
+static void connect_new(const char *run_dir, const char *only, struct stream *st, int *n)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	if (!watching(st, *n, AGENT_STREAM) &&
+	    !path_fmt(path, sizeof(path), "%s/" OBSERVE_AGENT_SOCKET, run_dir))
+		stream_connect(path, AGENT_STREAM, st, n);
+	if (path_fmt(dir, sizeof(dir), "%s/sessions", run_dir) || !(d = opendir(dir)))
 		return;
 	while ((de = readdir(d)) && *n < MAX_STREAMS) {
 		size_t len = strlen(de->d_name);
-		char id[NAME_MAX + 1], path[PATH_MAX];
-		struct sockaddr_un sa;
-		int fd;
+		char id[NAME_MAX + 1];
 
 		if (len <= 7 || strcmp(de->d_name + len - 7, ".events"))
 			continue;
 		snprintf(id, sizeof(id), "%.*s", (int)(len - 7), de->d_name);
-		if ((only && strcmp(id, only)) || watching(st, *n, id))
+		if ((only && strcmp(id, only)) || watching(st, *n, id) ||
+		    path_fmt(path, sizeof(path), "%s/%s", dir, de->d_name))
 			continue;
-		if (path_fmt(path, sizeof(path), "%s/%s", dir, de->d_name) || unix_addr(path, &sa))
-			continue;
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			continue;
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-			close(fd);
-			continue;
-		}
-		st[*n].fd = fd;
-		st[*n].len = 0;
-		snprintf(st[*n].id, sizeof(st[*n].id), "%s", id);
-		(*n)++;
+		stream_connect(path, id, st, n);
 	}
 	closedir(d);
 }
 
 /* Events carry what sessions named: the JSON goes out as ASCII (jansson
  * escapes controls, and \u escapes what is not ASCII), a line escaped whole. */
-static void print_json_line(const char *line, bool json)
+static void print_json_line(const char *line, bool json, const char *only)
 {
 	json_t *o = json_loads(line, 0, NULL);
 	struct event_rec ev = {};
@@ -214,6 +247,12 @@ static void print_json_line(const char *line, bool json)
 
 	if (!o)
 		return;
+	/* The agent's stream has every session's. */
+	if (only && json_is_string(json_object_get(o, "session")) &&
+	    strcmp(json_string_value(json_object_get(o, "session")), only)) {
+		json_decref(o);
+		return;
+	}
 	if (json_is_string(json_object_get(o, "error"))) {
 		fprintf(stderr, "errandctl: observe: %s\n",
 			esc_text(json_string_value(json_object_get(o, "error")), text,
@@ -259,7 +298,7 @@ static void print_json_line(const char *line, bool json)
 	json_decref(o);
 }
 
-static void read_stream(struct stream *s, bool json)
+static void read_stream(struct stream *s, bool json, const char *only)
 {
 	ssize_t r = read(s->fd, s->buf + s->len, sizeof(s->buf) - 1 - s->len);
 	char *nl;
@@ -273,7 +312,7 @@ static void read_stream(struct stream *s, bool json)
 	s->buf[s->len] = '\0';
 	while ((nl = strchr(s->buf, '\n'))) {
 		*nl = '\0';
-		print_json_line(s->buf, json);
+		print_json_line(s->buf, json, only);
 		s->len -= (size_t)(nl + 1 - s->buf);
 		memmove(s->buf, nl + 1, s->len + 1);
 	}
@@ -284,11 +323,8 @@ static void read_stream(struct stream *s, bool json)
 int observe_main(const char *run_dir, const char *session, bool json)
 {
 	static struct stream st[MAX_STREAMS];
-	char dir[PATH_MAX];
 	int n = 0;
 
-	if (path_fmt(dir, sizeof(dir), "%s/sessions", run_dir))
-		return 125;
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (;;) {
@@ -296,14 +332,14 @@ int observe_main(const char *run_dir, const char *session, bool json)
 		int k = 0;
 
 		/* New sessions are picked up as they start. */
-		connect_new(dir, session, st, &n);
+		connect_new(run_dir, session, st, &n);
 		for (int i = 0; i < n; i++)
 			fds[k++] = (struct pollfd){.fd = st[i].fd, .events = POLLIN};
 		if (poll(fds, (nfds_t)k, 500) < 0 && errno != EINTR)
 			return 125;
 		for (int i = 0; i < n; i++)
 			if (st[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				read_stream(&st[i], json);
+				read_stream(&st[i], json, session);
 		/* Compact away ended streams. */
 		for (int i = 0; i < n;) {
 			if (st[i].fd < 0)

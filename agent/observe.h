@@ -1,6 +1,8 @@
-/* The live event stream of a session: the embedded agent serves every event,
- * unthrottled, as JSON lines on <run>/sessions/<id>.events, and
- * `errandctl observe` reads the streams of every running session. */
+/* The live event stream: every event, unthrottled, as JSON lines. errand-agent
+ * serves those of all its sessions on <run>/observe.sock (an observer
+ * connected before a session starts has all of its events, however short
+ * the session); an embedded errandctl serves its session's on
+ * <run>/sessions/<id>.events. `errandctl observe` reads them all. */
 #ifndef ERRAND_OBSERVE_H
 #define ERRAND_OBSERVE_H
 
@@ -12,8 +14,14 @@
 
 struct observe_server;
 
-/* Listens on path (a Unix stream socket, mode 0600). NULL with errno set. */
-struct observe_server *observe_server_new(const char *path);
+#define OBSERVE_AGENT_SOCKET "observe.sock" /* under paths.run */
+
+/* Listens on path (a Unix stream socket, mode 0600); whose: "this session"
+ * or "this agent", as a refused observer is told. NULL with errno set. */
+struct observe_server *observe_server_new(const char *path, const char *whose);
+/* The listening socket, for a caller that polls it alone
+ * (observe_server_process with it accepts, and drops clients that hung up). */
+int observe_server_fd(const struct observe_server *s);
 /* Closes clients and the socket, removes path. NULL-safe. */
 void observe_server_free(struct observe_server *s);
 /* Adds its fds to fds[*n..max). */

@@ -71,6 +71,10 @@
 #define BPF_FS_ROOT "/sys/fs/bpf"
 #define VETH_SESS_PREFIX "es"
 
+/* errand-agent's stream of all its sessions' events (session_observe_shared);
+ * NULL: each session serves its own. */
+static struct observe_server *observe_shared;
+
 struct session {
 	struct errand_config
 		config; /* the session's own: the agent's config as it was, and the request */
@@ -735,7 +739,8 @@ static void session_teardown(struct session *s)
 	dns_responder_free(s->dns);
 	s->dns = NULL;
 	addrs_watch_release(s);
-	observe_server_free(s->obs);
+	if (s->obs != observe_shared)
+		observe_server_free(s->obs);
 	s->obs = NULL;
 	event_limiter_free(s->limiter);
 	s->limiter = NULL;
@@ -783,7 +788,8 @@ static void session_release(struct session *s)
 			close(s->held[k]);
 	dns_responder_free(s->dns);
 	addrs_watch_release(s);
-	observe_server_free(s->obs);
+	if (s->obs != observe_shared)
+		observe_server_free(s->obs);
 	event_limiter_free(s->limiter);
 	free(s->self);
 	enforce_free(s->enf);
@@ -1846,6 +1852,11 @@ static void addrs_watch_detach(struct session *s)
 	pthread_mutex_unlock(&addrs_watch.lock);
 }
 
+void session_observe_shared(struct observe_server *obs)
+{
+	observe_shared = obs;
+}
+
 static int session_services(struct session *s)
 {
 	char path[PATH_MAX], err[512];
@@ -1855,12 +1866,15 @@ static int session_services(struct session *s)
 	s->limiter = event_limiter_new();
 	if (!s->limiter)
 		return session_fail(s, -ENOMEM, "session %s: out of memory", s->id);
-	if (path_fmt(path, sizeof(path), "%s/sessions/%s.events", s->cfg->run_dir, s->id))
+	if (observe_shared)
+		s->obs = observe_shared;
+	else if (path_fmt(path, sizeof(path), "%s/sessions/%s.events", s->cfg->run_dir, s->id))
 		return session_fail(s, -ENAMETOOLONG,
 				    "session %s: its event socket's path is too long; shorten "
 				    "paths.run",
 				    s->id);
-	s->obs = observe_server_new(path);
+	else
+		s->obs = observe_server_new(path, "this session");
 	if (!s->obs) {
 		rc = -errno;
 		return session_fail(s, rc, "session %s: cannot serve events on %s: %s", s->id, path,
@@ -2982,7 +2996,7 @@ static void session_dyn_sync(struct session *s)
 			return; /* the old set stays registered */
 		n = 0;
 		timeout = -1;
-		if (s->obs)
+		if (s->obs && s->obs != observe_shared)
 			observe_server_pollfds(s->obs, now, &n, (int)cap);
 		s->n_obs_pfd = (size_t)n;
 		if (s->dns)
@@ -3177,7 +3191,7 @@ static bool session_check(struct session *s)
 	if (s->st)
 		state_denied_flush(s->st);
 	if (s->dyn_ready || (s->dyn_due_ns && boottime_ns() >= s->dyn_due_ns)) {
-		if (s->obs)
+		if (s->n_obs_pfd)
 			observe_server_process(s->obs, s->pfd, (int)s->n_obs_pfd);
 		if (s->dns)
 			dns_responder_process(s->dns, s->pfd + s->n_obs_pfd,

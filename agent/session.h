@@ -86,6 +86,11 @@ void session_unattach(struct session *s);
  * end before the teardown job. */
 void session_record_state(struct session *s, struct state *st);
 void session_record_end(struct session *s);
+/* Sessions started or adopted from now on send their events to obs (the
+ * agent's stream, which the caller serves and frees) instead of serving
+ * their own on <run>/sessions/<id>.events. Before any session starts. */
+struct observe_server;
+void session_observe_shared(struct observe_server *obs);
 /* The caller of errandctl run, when an agent runs the session: line gets
  * each line embedded errandctl prints on its stderr for the session
  * (refusals, held-back counts, suggestions); exited the command's status

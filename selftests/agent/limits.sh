@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: errand-agent's limits are explicit and refuse cleanly: past 64 control clients at once the next one gets one error line naming the limit (not a silent close) and the agent goes on serving; past 16 observers of a session the next one gets one line saying so; both served again once the others are gone; errandctl run clients waiting for their sessions do not count against the 64 (--max-sessions bounds them), so 140 waiting sessions (past the 128 inotify instances a user may hold) all start and leave control commands served, and, idle, never wake the agent's loop.
+# Guarantee: errand-agent's limits are explicit and refuse cleanly: past 64 control clients at once the next one gets one error line naming the limit (not a silent close) and the agent goes on serving; past 16 observers of the agent's event stream the next one gets one line saying so; both served again once the others are gone; errandctl run clients waiting for their sessions do not count against the 64 (--max-sessions bounds them), so 140 waiting sessions (past the 128 inotify instances a user may hold) all start and leave control commands served, and, idle, never wake the agent's loop.
 # selftests-timeout: 300
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -10,7 +10,7 @@ SOCK=$(agent_sock)
 ctl() { in_host "$ERRANDCTL" --config "$W_CONFIG" "$@"; }
 
 errand_start --egress none -- sleep 60 || exit 1
-EVENTS=/run/$W/sessions/$SESSION.events
+EVENTS=/run/$W/observe.sock
 
 # Holds N connections to SOCK open (sending nothing) for a while, then one
 # more connects and prints what it got, up to 1 s after connecting.
@@ -56,7 +56,7 @@ PY
 echo "$out" | sed 's/^/# /'
 assert_match "$(echo "$out" | grep '^control')" "^control 0x8002 the agent serves 64 clients at once already; try again shortly$" \
 	"the 65th control client gets one error line naming the limit"
-assert_match "$(echo "$out" | grep '^observe')" '^observe \{"error":"this session has 16 observers already; stop one"\}$' \
+assert_match "$(echo "$out" | grep '^observe')" '^observe \{"error":"this agent has 16 observers already; stop one"\}$' \
 	"the 17th observer gets one line naming the limit"
 sleep 0.5
 assert_match "$(ctl version 2>&1)" "^errand-agent [0-9]" "the agent serves again once they are gone"

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: through errand-agent, errandctl run's stderr has its session's refusals as an embedded errandctl prints them (each refused connect and send, each denied name, the grant suggestion; with --json the same as JSON objects), from the front and from errandctl-full alike, and the agent's log keeps them too; a refusal made the instant before the command exits is on stderr before errandctl returns; a caller gets no line of another session's.
+# Guarantee: through errand-agent, errandctl run's stderr has its session's refusals as an embedded errandctl prints them (each refused connect and send, each denied name, the grant suggestion; with --json the same as JSON objects), from the front and from errandctl-full alike, and the agent's log keeps them too, and an errandctl observe started before the sessions has every one, however short they are (errandctl observe ID only its session's); a refusal made the instant before the command exits is on stderr before errandctl returns; a caller gets no line of another session's.
 # selftests-timeout: 180
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -68,5 +68,34 @@ trace "the first session wrote: $(cat "$BG_OUT" "$quiet_err")"
 assert_eq "$(grep -c "refused proto" "$quiet_err")" 1 "the first session's caller has only its own refusal"
 assert_eq "$(grep -c "^errand: session=$quiet refused proto=tcp addr=$HOST_PRIV " "$quiet_err")" 1 \
 	"... named by its session"
+
+# An observer started before them has every refusal of sessions that live
+# a few milliseconds; one that names a session has that session's alone.
+observe_start
+all_out=$OBSERVE_OUT
+all_pid=$OBSERVE_PID
+ids=()
+for i in 1 2 3 4 5; do
+	errand_run -- sh -c "echo \"sid=\$ERRAND_SESSION\"; $PROBE tcp $HOST_PRIV 443" >/dev/null
+	ids+=("$(result sid)")
+	if [ "$i" = 2 ]; then
+		observe_start "${ids[1]}"
+		one_out=$OBSERVE_OUT
+		one_pid=$OBSERVE_PID
+	fi
+done
+errand_run -- sh -c "echo \"sid=\$ERRAND_SESSION\"; $PROBE tcp $HOST_B 443" >/dev/null
+sleep 0.5
+OBSERVE_PID=$one_pid OBSERVE_OUT=$one_out observe_stop
+OBSERVE_PID=$all_pid OBSERVE_OUT=$all_out observe_stop
+seen=0
+for id in "${ids[@]}"; do
+	[ "$(grep -c "^errand: session=$id refused proto=tcp addr=$HOST_PRIV port=443 " "$all_out")" = 1 ] &&
+		seen=$((seen + 1))
+done
+assert_eq "$seen" 5 "errandctl observe, started first, has the refusal of each of five short sessions"
+assert_eq "$(grep -c "addr=$HOST_B " "$all_out")" 1 "... and of the sixth"
+assert_eq "$(grep -c "refused" "$one_out")" 0 \
+	"errandctl observe ID, started after its session ended, has none of the others' refusals"
 agent_stop
 world_finish
