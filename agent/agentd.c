@@ -1534,6 +1534,12 @@ int main(int argc, char **argv)
 	    !(a.obs = observe_server_new(obs_path, "this agent")) ||
 	    loop_add(a.loop, observe_server_fd(a.obs), EPOLLIN, on_observer, a.obs))
 		fatal("cannot serve the event stream on %s", obs_path);
+	/* Who may ask for denied may watch: the control socket's group. */
+	observe_server_group(a.obs, a.group);
+	if (a.group != CONTROL_NO_GROUP &&
+	    (lchown(obs_path, 0, a.group) ||
+	     fchmodat(AT_FDCWD, obs_path, 0660, AT_SYMLINK_NOFOLLOW)))
+		fatal("cannot give %s to group " CONTROL_GROUP, obs_path);
 	session_observe_shared(a.obs);
 	/* Sessions of a previous agent: swept if dead, adopted if alive; the
 	 * host's probe is cached for the sessions to come. */

@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "agent/control.h"
 #include "agent/events.h"
 #include "agent/observe.h"
 #include "lib/escape.h"
@@ -26,6 +27,7 @@ struct observe_server {
 	int clients[OBSERVE_MAX_CLIENTS];
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	const char *whose;
+	gid_t group; /* who may watch besides root (observe_server_group) */
 };
 
 static int unix_addr(const char *path, struct sockaddr_un *sa)
@@ -51,6 +53,7 @@ struct observe_server *observe_server_new(const char *path, const char *whose)
 	}
 	snprintf(s->path, sizeof(s->path), "%s", path);
 	s->whose = whose;
+	s->group = CONTROL_NO_GROUP;
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	unlink(path);
 	/* 0600 from birth: the stream names what sessions tried. The socket's
@@ -97,6 +100,11 @@ int observe_server_fd(const struct observe_server *s)
 	return s->fd;
 }
 
+void observe_server_group(struct observe_server *s, gid_t group)
+{
+	s->group = group;
+}
+
 static void drop_client(struct observe_server *s, int i)
 {
 	close(s->clients[i]);
@@ -123,6 +131,11 @@ void observe_server_process(struct observe_server *s, const struct pollfd *fds, 
 
 			if (c < 0)
 				continue;
+			/* Past the file's mode, the kernel says who connected. */
+			if (control_peer_allowed(c, s->group)) {
+				close(c);
+				continue;
+			}
 			for (i = 0; i < OBSERVE_MAX_CLIENTS && s->clients[i] >= 0; i++)
 				;
 			/* All taken: those that left (unseen by a caller that polls
@@ -188,40 +201,57 @@ static bool watching(struct stream *st, int n, const char *id)
 	return false;
 }
 
-/* A stream of id's (AGENT_STREAM: errand-agent's) from the socket at path. */
-static void stream_connect(const char *path, const char *id, struct stream *st, int *n)
+/* A stream of id's (AGENT_STREAM: errand-agent's) from the socket at path.
+ * 0 or -errno. */
+static int stream_connect(const char *path, const char *id, struct stream *st, int *n)
 {
 	struct sockaddr_un sa;
 	int fd;
 
 	if (*n >= MAX_STREAMS || unix_addr(path, &sa))
-		return;
+		return -ENOSPC;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return;
+		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		int rc = -errno;
+
 		close(fd);
-		return;
+		return rc;
 	}
 	st[*n].fd = fd;
 	st[*n].len = 0;
 	snprintf(st[*n].id, sizeof(st[*n].id), "%s", id);
 	(*n)++;
+	return 0;
 }
 
 /* errand-agent's stream, and the stream of each session an embedded
- * errandctl runs. */
-static void connect_new(const char *run_dir, const char *only, struct stream *st, int *n)
+ * errandctl runs. 0, or -EACCES when this user may read neither, with one
+ * line saying so (nothing would ever come). */
+static int connect_new(const char *run_dir, const char *only, struct stream *st, int *n)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
 	struct dirent *de;
+	int agent = 0;
 	DIR *d;
 
-	if (!watching(st, *n, AGENT_STREAM) &&
-	    !path_fmt(path, sizeof(path), "%s/" OBSERVE_AGENT_SOCKET, run_dir))
-		stream_connect(path, AGENT_STREAM, st, n);
-	if (path_fmt(dir, sizeof(dir), "%s/sessions", run_dir) || !(d = opendir(dir)))
-		return;
+	if (path_fmt(path, sizeof(path), "%s/" OBSERVE_AGENT_SOCKET, run_dir) ||
+	    path_fmt(dir, sizeof(dir), "%s/sessions", run_dir))
+		return 0;
+	if (!watching(st, *n, AGENT_STREAM))
+		agent = stream_connect(path, AGENT_STREAM, st, n);
+	d = opendir(dir);
+	if (!d && errno == EACCES && (agent == -EACCES || agent == -ENOENT ||
+				      agent == -ECONNREFUSED)) {
+		fprintf(stderr,
+			"errandctl: observe: this user may not read the event streams (%s, %s); "
+			"run errandctl observe as root%s\n",
+			path, dir, agent == -EACCES ? " or as a member of group errand" : "");
+		return -EACCES;
+	}
+	if (!d)
+		return 0;
 	while ((de = readdir(d)) && *n < MAX_STREAMS) {
 		size_t len = strlen(de->d_name);
 		char id[NAME_MAX + 1];
@@ -235,6 +265,7 @@ static void connect_new(const char *run_dir, const char *only, struct stream *st
 		stream_connect(path, id, st, n);
 	}
 	closedir(d);
+	return 0;
 }
 
 /* Events carry what sessions named: the JSON goes out as ASCII (jansson
@@ -332,7 +363,8 @@ int observe_main(const char *run_dir, const char *session, bool json)
 		int k = 0;
 
 		/* New sessions are picked up as they start. */
-		connect_new(run_dir, session, st, &n);
+		if (connect_new(run_dir, session, st, &n))
+			return 125;
 		for (int i = 0; i < n; i++)
 			fds[k++] = (struct pollfd){.fd = st[i].fd, .events = POLLIN};
 		if (poll(fds, (nfds_t)k, 500) < 0 && errno != EINTR)

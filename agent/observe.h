@@ -8,6 +8,7 @@
 
 #include <poll.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #define OBSERVE_MAX_CLIENTS 16
 #define OBSERVE_MAX_CLIENTS_STR "16"
@@ -22,6 +23,10 @@ struct observe_server *observe_server_new(const char *path, const char *whose);
 /* The listening socket, for a caller that polls it alone
  * (observe_server_process with it accepts, and drops clients that hung up). */
 int observe_server_fd(const struct observe_server *s);
+/* Members of group (a gid; CONTROL_NO_GROUP: none) may watch too, as they
+ * may ask errand-agent for denied; anyone else is dropped at once, whatever
+ * the socket file's mode. Root only until it is called. */
+void observe_server_group(struct observe_server *s, gid_t group);
 /* Closes clients and the socket, removes path. NULL-safe. */
 void observe_server_free(struct observe_server *s);
 /* Adds its fds to fds[*n..max). */

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: errand-agent's control socket is root's alone (0600, or 0660 root:errand when that group exists) and refuses other users; a malformed or hostile client (a wrong version, an unknown type, a length over its type's maximum, which is refused before any payload byte is read, bad JSON, an unknown member, a frame that never completes) is dropped and the agent goes on serving everyone else.
+# Guarantee: errand-agent's control socket and its event stream are root's alone (0600, or 0660 root:errand when that group exists) and refuse other users (errandctl observe says so in one line, exit 125); a malformed or hostile client (a wrong version, an unknown type, a length over its type's maximum, which is refused before any payload byte is read, bad JSON, an unknown member, a frame that never completes) is dropped and the agent goes on serving everyone else.
 # selftests-timeout: 120
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -45,6 +45,32 @@ PY
 )
 chmod 600 "$SOCK"
 assert_eq "$out" closed "a peer that is neither root nor in group errand is dropped unanswered, whatever the socket's mode"
+
+# The event stream is the control socket's alike.
+OBS=/run/$W/observe.sock
+assert_eq "$(stat -c '%a %U %G' "$OBS")" "$mode" "the event stream's socket has the control socket's mode and owners"
+out=$(setpriv --reuid=errand-session --regid=errand-session --clear-groups \
+	timeout 10 "$ERRANDCTL" --config "$W_CONFIG" observe 2>&1)
+rc=$?
+assert_eq "$rc:$(echo "$out" | grep -c .)" 125:1 "errandctl observe as another user: exit 125, one line"
+assert_contains "$out" "this user may not read the event streams" "... saying so, not waiting for nothing"
+out=$(python3 - "$OBS" <<'PY'
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+os.chmod(sys.argv[1], 0o666)
+os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+s.connect(sys.argv[1])
+s.settimeout(3)
+try:
+    print("closed" if not s.recv(100) else "answered")
+except socket.timeout:
+    print("kept")
+except ConnectionResetError:
+    print("closed")
+PY
+)
+chmod "${mode%% *}" "$OBS"
+assert_eq "$out" closed "a watcher that is neither root nor in group errand is dropped, whatever the stream's mode"
 
 # Hostile frames, each on its own connection.
 send() {
