@@ -242,8 +242,8 @@ static int connect_new(const char *run_dir, const char *only, struct stream *st,
 	if (!watching(st, *n, AGENT_STREAM))
 		agent = stream_connect(path, AGENT_STREAM, st, n);
 	d = opendir(dir);
-	if (!d && errno == EACCES && (agent == -EACCES || agent == -ENOENT ||
-				      agent == -ECONNREFUSED)) {
+	if (!d && errno == EACCES &&
+	    (agent == -EACCES || agent == -ENOENT || agent == -ECONNREFUSED)) {
 		fprintf(stderr,
 			"errandctl: observe: this user may not read the event streams (%s, %s); "
 			"run errandctl observe as root%s\n",
