@@ -96,7 +96,7 @@ $(BUILD)/fuzz/%: selftests/fuzz/%.c $$(FUZZ_SRCS_$$*) lib/log.c lib/escape.c
 # Keep every intermediate (objects, skeletons): make would otherwise delete
 # them after each build and rebuild them next time.
 .SECONDARY:
-.PHONY: all deps deps-check accounts demo check bench fuzz format-check clean
+.PHONY: all deps deps-check accounts print-accounts demo check bench fuzz format-check clean
 all: $(BINS) $(TOOLS) $(UNITS) $(FUZZ_TARGETS)
 
 $(BUILD)/bpf/%.bpf.o: bpf/%.bpf.c bpf/%.h bpf/vmlinux.h
@@ -193,12 +193,17 @@ deps:
 
 # The unprivileged accounts sessions run as (sandbox.uid/gid default to it)
 # and errand-broker runs as, and errand-dns, which the DNS worker runs as.
+ACCOUNTS := errand-session errand-broker errand-dns
 accounts:
-	@for u in errand-session errand-broker errand-dns; do \
+	@for u in $(ACCOUNTS); do \
 		getent passwd $$u >/dev/null || \
 			useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
 				--user-group $$u; \
 	done
+
+# For an installer that makes them elsewhere (vmtests/systemd, in its image).
+print-accounts:
+	@echo $(ACCOUNTS)
 
 # Installs only when a package is missing, so demo and check work as the first
 # command typed on a fresh machine and cost nothing after.

@@ -125,6 +125,23 @@ eq "$rc" 137 "an allocation past the memory limit (256 MiB of 64) is killed (SIG
 eq "$(echo "$out" | grep -c 'big survived')" 0 "... and never finished"
 journalctl -k --no-pager 2>/dev/null | grep -m1 -i 'memory cgroup out of memory' | sed 's/^/# /'
 
+# a refusal reaches the caller's stderr through the unit's agent, and an
+# observe started before the session (the name is the session's own
+# question, answered NXDOMAIN by errand without asking anyone)
+errandctl observe >/tmp/obs.out 2>&1 &
+obs=$!
+sleep 1
+out=$(timeout -k 10 300 errandctl run -- getent hosts blocked.example 2>&1)
+rc=$?
+sleep 1
+kill "$obs"
+wait "$obs" 2>/dev/null
+trace "a denied name: rc $rc: $(echo "$out" | grep -v '^errand: \(gap\|weakened\)' | tr '\n' ' ')"
+check "through the unit's agent, errandctl run's stderr has the denied name's line" \
+	grep -q '^errand: session=[0-9a-f]* denied name=blocked.example type=A* reason=not-allowed$' <<<"$out"
+check "... and an errandctl observe started before the session has it too" \
+	grep -q '^errand: session=[0-9a-f]* denied name=blocked.example type=A* reason=not-allowed$' /tmp/obs.out
+
 # a session alive across a restart of the unit; its limits are in its cgroup
 errandctl run --egress none -- sh -c 'echo started; sleep 45; echo finished' >/tmp/bg.out 2>/tmp/bg.err &
 bg=$!
