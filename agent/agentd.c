@@ -1531,11 +1531,11 @@ int main(int argc, char **argv)
 		fatal("cannot make the event loop");
 	/* After the control socket: another agent would have answered there. */
 	if (path_fmt(obs_path, sizeof(obs_path), "%s/" OBSERVE_AGENT_SOCKET, a.cfg.run_dir) ||
-	    !(a.obs = observe_server_new(obs_path, "this agent")) ||
+	    !(a.obs = observe_server_new(obs_path)) ||
 	    loop_add(a.loop, observe_server_fd(a.obs), EPOLLIN, on_observer, a.obs))
 		fatal("cannot serve the event stream on %s", obs_path);
 	/* Who may ask for denied may watch: the control socket's group. */
-	observe_server_group(a.obs, a.group);
+	observe_server_agent(a.obs, a.group);
 	if (a.group != CONTROL_NO_GROUP &&
 	    (lchown(obs_path, 0, a.group) ||
 	     fchmodat(AT_FDCWD, obs_path, 0660, AT_SYMLINK_NOFOLLOW)))

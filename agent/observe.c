@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -26,8 +27,9 @@ struct observe_server {
 	int fd;
 	int clients[OBSERVE_MAX_CLIENTS];
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	const char *whose;
-	gid_t group; /* who may watch besides root (observe_server_group) */
+	const char *whose; /* "this session" or "this agent", for a refused reader */
+	gid_t group;	   /* who may watch besides root (observe_server_agent) */
+	int sndbuf;	   /* each reader's socket buffer; 0: the default */
 };
 
 static int unix_addr(const char *path, struct sockaddr_un *sa)
@@ -37,7 +39,7 @@ static int unix_addr(const char *path, struct sockaddr_un *sa)
 	return path_fmt(sa->sun_path, sizeof(sa->sun_path), "%s", path);
 }
 
-struct observe_server *observe_server_new(const char *path, const char *whose)
+struct observe_server *observe_server_new(const char *path)
 {
 	struct observe_server *s = calloc(1, sizeof(*s));
 	struct sockaddr_un sa;
@@ -52,7 +54,7 @@ struct observe_server *observe_server_new(const char *path, const char *whose)
 		return NULL;
 	}
 	snprintf(s->path, sizeof(s->path), "%s", path);
-	s->whose = whose;
+	s->whose = "this session";
 	s->group = CONTROL_NO_GROUP;
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	unlink(path);
@@ -100,9 +102,15 @@ int observe_server_fd(const struct observe_server *s)
 	return s->fd;
 }
 
-void observe_server_group(struct observe_server *s, gid_t group)
+/* A reader as slow as a terminal keeps up with a few sessions' bursts in the
+ * default buffer (200 KiB, about 1,400 lines), not with a thousand's. */
+#define OBSERVE_AGENT_SNDBUF (4 << 20)
+
+void observe_server_agent(struct observe_server *s, gid_t group)
 {
+	s->whose = "this agent";
 	s->group = group;
+	s->sndbuf = OBSERVE_AGENT_SNDBUF;
 }
 
 static void drop_client(struct observe_server *s, int i)
@@ -227,9 +235,10 @@ static int stream_connect(const char *path, const char *id, struct stream *st, i
 }
 
 /* errand-agent's stream, and the stream of each session an embedded
- * errandctl runs. 0, or -EACCES when this user may read neither, with one
- * line saying so (nothing would ever come). */
-static int connect_new(const char *run_dir, const char *only, struct stream *st, int *n)
+ * errandctl runs. 0, or -EACCES when this user may read neither at the
+ * first call (first), with one line saying so: nothing would ever come.
+ * Later (an agent's socket not yet given to its group), it tries again. */
+static int connect_new(const char *run_dir, const char *only, bool first, struct stream *st, int *n)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
 	struct dirent *de;
@@ -242,7 +251,7 @@ static int connect_new(const char *run_dir, const char *only, struct stream *st,
 	if (!watching(st, *n, AGENT_STREAM))
 		agent = stream_connect(path, AGENT_STREAM, st, n);
 	d = opendir(dir);
-	if (!d && errno == EACCES &&
+	if (!d && first && errno == EACCES &&
 	    (agent == -EACCES || agent == -ENOENT || agent == -ECONNREFUSED)) {
 		fprintf(stderr,
 			"errandctl: observe: this user may not read the event streams (%s, %s); "
@@ -335,6 +344,11 @@ static void read_stream(struct stream *s, bool json, const char *only)
 	char *nl;
 
 	if (r <= 0) {
+		if (!strcmp(s->id, AGENT_STREAM))
+			fprintf(stderr,
+				"errandctl: observe: errand-agent's stream ended (the agent "
+				"stopped, or this observer read too slowly); events until it "
+				"is back are not shown\n");
 		close(s->fd);
 		s->fd = -1;
 		return;
@@ -351,27 +365,57 @@ static void read_stream(struct stream *s, bool json, const char *only)
 		s->len = 0; /* a line that long is not errand's: drop it */
 }
 
+/* A watch on paths.run and its sessions directory: a new stream (the agent's,
+ * when it starts again; an embedded session's) is connected to as its socket
+ * appears, not at the next tick. -1 without: the tick alone finds them. */
+static int streams_watch(const char *run_dir)
+{
+	char dir[PATH_MAX];
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (inotify_add_watch(fd, run_dir, IN_CREATE | IN_MOVED_TO) < 0 ||
+	    (!path_fmt(dir, sizeof(dir), "%s/sessions", run_dir) &&
+	     inotify_add_watch(fd, dir, IN_CREATE | IN_MOVED_TO) < 0 && errno != ENOENT)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int observe_main(const char *run_dir, const char *session, bool json)
 {
 	static struct stream st[MAX_STREAMS];
-	int n = 0;
+	int n = 0, watch = streams_watch(run_dir);
+	bool first = true;
 
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (;;) {
-		struct pollfd fds[MAX_STREAMS];
+		struct pollfd fds[MAX_STREAMS + 1];
 		int k = 0;
 
 		/* New sessions are picked up as they start. */
-		if (connect_new(run_dir, session, st, &n))
+		if (connect_new(run_dir, session, first, st, &n))
 			return 125;
+		first = false;
 		for (int i = 0; i < n; i++)
 			fds[k++] = (struct pollfd){.fd = st[i].fd, .events = POLLIN};
+		fds[k++] = (struct pollfd){.fd = watch, .events = POLLIN};
 		if (poll(fds, (nfds_t)k, 500) < 0 && errno != EINTR)
 			return 125;
 		for (int i = 0; i < n; i++)
 			if (st[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				read_stream(&st[i], json, session);
+		if (fds[n].revents) {
+			char buf[4096];
+
+			/* A socket bound is listened on at once: a moment later. */
+			while (read(watch, buf, sizeof(buf)) > 0)
+				;
+			usleep(2000);
+		}
 		/* Compact away ended streams. */
 		for (int i = 0; i < n;) {
 			if (st[i].fd < 0)

@@ -17,16 +17,17 @@ struct observe_server;
 
 #define OBSERVE_AGENT_SOCKET "observe.sock" /* under paths.run */
 
-/* Listens on path (a Unix stream socket, mode 0600); whose: "this session"
- * or "this agent", as a refused observer is told. NULL with errno set. */
-struct observe_server *observe_server_new(const char *path, const char *whose);
+/* Listens on path (a Unix stream socket, mode 0600), for root's readers
+ * only. NULL with errno set. */
+struct observe_server *observe_server_new(const char *path);
 /* The listening socket, for a caller that polls it alone
  * (observe_server_process with it accepts, and drops clients that hung up). */
 int observe_server_fd(const struct observe_server *s);
-/* Members of group (a gid; CONTROL_NO_GROUP: none) may watch too, as they
- * may ask errand-agent for denied; anyone else is dropped at once, whatever
- * the socket file's mode. Root only until it is called. */
-void observe_server_group(struct observe_server *s, gid_t group);
+/* Makes it the agent's stream of all its sessions: members of group (a gid;
+ * CONTROL_NO_GROUP: none) may watch too, as they may ask errand-agent for
+ * denied, anyone else is dropped at once whatever the socket file's mode;
+ * each reader gets a buffer for every session's bursts. */
+void observe_server_agent(struct observe_server *s, gid_t group);
 /* Closes clients and the socket, removes path. NULL-safe. */
 void observe_server_free(struct observe_server *s);
 /* Adds its fds to fds[*n..max). */

@@ -1874,7 +1874,7 @@ static int session_services(struct session *s)
 				    "paths.run",
 				    s->id);
 	else
-		s->obs = observe_server_new(path, "this session");
+		s->obs = observe_server_new(path);
 	if (!s->obs) {
 		rc = -errno;
 		return session_fail(s, rc, "session %s: cannot serve events on %s: %s", s->id, path,

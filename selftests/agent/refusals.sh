@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: through errand-agent, errandctl run's stderr has its session's refusals as an embedded errandctl prints them (each refused connect and send, each denied name, the grant suggestion; with --json the same as JSON objects), from the front and from errandctl-full alike, and the agent's log keeps them too, and an errandctl observe started before the sessions has every one, however short they are (errandctl observe ID only its session's); a refusal made the instant before the command exits is on stderr before errandctl returns; a caller gets no line of another session's.
+# Guarantee: through errand-agent, errandctl run's stderr has its session's refusals as an embedded errandctl prints them (each refused connect and send, each denied name, the grant suggestion; with --json the same as JSON objects), from the front and from errandctl-full alike, and the agent's log keeps them too, and an errandctl observe started before the sessions has every one, however short they are (errandctl observe ID only its session's), and it goes on past a restart of the agent, saying that its stream ended; a refusal made the instant before the command exits is on stderr before errandctl returns; a caller gets no line of another session's.
 # selftests-timeout: 180
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -97,5 +97,18 @@ assert_eq "$seen" 5 "errandctl observe, started first, has the refusal of each o
 assert_eq "$(grep -c "addr=$HOST_B " "$all_out")" 1 "... and of the sixth"
 assert_eq "$(grep -c "refused" "$one_out")" 0 \
 	"errandctl observe ID, started after its session ended, has none of the others' refusals"
+
+# An observer outlives a restart of the agent: it says its stream ended, and
+# has the refusals of sessions the next agent runs.
+observe_start
+agent_stop
+agent_start || exit 1
+errand_run -- sh -c "echo \"sid=\$ERRAND_SESSION\"; $PROBE tcp $HOST_PRIV 443" >/dev/null
+sleep 0.5
+observe_stop
+assert_contains "$OBSERVE_TEXT" "errandctl: observe: errand-agent's stream ended" \
+	"an observer says when the agent's stream ends"
+assert_contains "$OBSERVE_TEXT" "errand: session=$(result sid) refused proto=tcp addr=$HOST_PRIV port=443 " \
+	"... and has the refusal of a session the restarted agent runs"
 agent_stop
 world_finish

@@ -89,7 +89,7 @@ int main(void)
 	/* At least ROUNDS sockets, and until the watcher has looked often
 	 * enough on a busy machine (30 s at most). */
 	for (int i = 0; (i < ROUNDS || atomic_load(&reads) < 300) && time(NULL) - t0 < 30; i++) {
-		struct observe_server *s = observe_server_new(obs, "this session");
+		struct observe_server *s = observe_server_new(obs);
 		int fd;
 
 		if (!s) {
