@@ -375,12 +375,13 @@ static int streams_watch(const char *run_dir)
 
 	if (fd < 0)
 		return -1;
-	if (inotify_add_watch(fd, run_dir, IN_CREATE | IN_MOVED_TO) < 0 ||
-	    (!path_fmt(dir, sizeof(dir), "%s/sessions", run_dir) &&
-	     inotify_add_watch(fd, dir, IN_CREATE | IN_MOVED_TO) < 0 && errno != ENOENT)) {
+	if (inotify_add_watch(fd, run_dir, IN_CREATE | IN_MOVED_TO) < 0) {
 		close(fd);
 		return -1;
 	}
+	/* root's alone: a member of group errand reads the agent's stream only */
+	if (!path_fmt(dir, sizeof(dir), "%s/sessions", run_dir))
+		inotify_add_watch(fd, dir, IN_CREATE | IN_MOVED_TO);
 	return fd;
 }
 

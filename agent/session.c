@@ -3188,8 +3188,6 @@ static bool session_check(struct session *s)
 		rules_events_drain(s->rules, s->id, rule_event, s);
 	s->events_ready = false;
 	session_suppressed(s, false);
-	if (s->st)
-		state_denied_flush(s->st);
 	if (s->dyn_ready || (s->dyn_due_ns && boottime_ns() >= s->dyn_due_ns)) {
 		if (s->n_obs_pfd)
 			observe_server_process(s->obs, s->pfd, (int)s->n_obs_pfd);
@@ -3199,6 +3197,10 @@ static bool session_check(struct session *s)
 		s->dyn_ready = false;
 		session_dyn_sync(s);
 	}
+	/* The kernel's refusals and the responder's denied names alike: a
+	 * session that goes quiet after them has nothing to flush them later. */
+	if (s->st)
+		state_denied_flush(s->st);
 	if (!s->pid_ready)
 		return false;
 	/* The caller hears of the end only once all the session wrote has
