@@ -1,6 +1,6 @@
 #!/bin/bash
-# Guarantee: through errand-agent, errandctl run's stderr has its session's refusals as an embedded errandctl prints them (each refused connect and send, each denied name, the grant suggestion; with --json the same as JSON objects), from the front and from errandctl-full alike, and the agent's log keeps them too, and an errandctl observe started before the sessions has every one, however short they are (errandctl observe ID only its session's), and it goes on past a restart of the agent, saying that its stream ended; a refusal made the instant before the command exits is on stderr before errandctl returns; a caller gets no line of another session's.
-# selftests-timeout: 180
+# Guarantee: through errand-agent, errandctl run's stderr has its session's refusals as an embedded errandctl prints them (each refused connect and send, each denied name, the grant suggestion; with --json the same as JSON objects), from the front and from errandctl-full alike, and the agent's log keeps them too, and an errandctl observe started before the sessions has every one, however short they are (errandctl observe ID only its session's), and it goes on past a restart of the agent, saying that its stream ended; a reader of the agent's stream that reads nothing for 8 s keeps all 1000 refusals of five sessions' bursts; a refusal made the instant before the command exits is on stderr before errandctl returns; a caller gets no line of another session's.
+# selftests-timeout: 300
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -98,6 +98,46 @@ assert_eq "$(grep -c "addr=$HOST_B " "$all_out")" 1 "... and of the sixth"
 assert_eq "$(grep -c "refused" "$one_out")" 0 \
 	"errandctl observe ID, started after its session ended, has none of the others' refusals"
 
+# A reader that lags keeps all of a burst of many sessions' events: five
+# sessions refuse 200 connects each (the kernel's burst) while it reads
+# nothing; the default socket buffer held about 230 of those lines.
+lag_out=$W_DIR/lag.out
+in_host python3 - "/run/$W/observe.sock" >"$lag_out" 2>&1 <<'EOF_PY' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+time.sleep(8)
+s.settimeout(2)
+buf = b""
+try:
+    while True:
+        b = s.recv(65536)
+        if not b:
+            print("closed")
+            break
+        buf += b
+except socket.timeout:
+    pass
+print("refused", buf.count(b'"event":"refused"'))
+EOF_PY
+lag=$!
+sleep 1
+burst='import socket
+for p in range(1000, 1200):
+    s = socket.socket()
+    try: s.connect(("'$HOST_PRIV'", p))
+    except OSError: pass
+    s.close()'
+bursts=()
+for _ in 1 2 3 4 5; do
+	in_host "$ERRANDCTL" run --config "$W_CONFIG" -- python3 -c "$burst" >/dev/null 2>&1 &
+	bursts+=($!)
+done
+wait "$lag"
+trace "the lagging reader: $(tr '\n' ' ' <"$lag_out")"
+assert_eq "$(grep -c '^closed' "$lag_out")" 0 "a reader of the agent's stream that reads nothing for 8 s is kept"
+assert_eq "$(sed -n 's/^refused //p' "$lag_out")" 1000 "... and then has all 1000 refusals of five sessions' bursts"
+wait "${bursts[@]}"
 # An observer outlives a restart of the agent: it says its stream ended, and
 # has the refusals of sessions the next agent runs.
 observe_start
