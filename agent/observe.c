@@ -370,30 +370,33 @@ static void read_stream(struct stream *s, bool json, const char *only)
 		s->len = 0; /* a line that long is not errand's: drop it */
 }
 
-/* A watch on paths.run and its sessions directory: a new stream (the agent's,
- * when it starts again; an embedded session's) is connected to as its socket
- * appears, not at the next tick. -1 without: the tick alone finds them. */
-static int streams_watch(const char *run_dir)
+/* Watches paths.run, its sessions directory and paths.run's parent (for
+ * paths.run itself, made by the first session an embedded errandctl runs):
+ * a new stream (the agent's, when it starts again; an embedded session's) is
+ * connected to as its socket appears, not at the next tick. Added again at
+ * each event and tick, as the directories appear; a missing one, or one this
+ * user may not read, is left to the tick. */
+static void streams_watch(int fd, const char *run_dir)
 {
 	char dir[PATH_MAX];
-	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	char *slash;
 
 	if (fd < 0)
-		return -1;
-	if (inotify_add_watch(fd, run_dir, IN_CREATE | IN_MOVED_TO) < 0) {
-		close(fd);
-		return -1;
-	}
-	/* root's alone: a member of group errand reads the agent's stream only */
+		return;
+	inotify_add_watch(fd, run_dir, IN_CREATE | IN_MOVED_TO);
 	if (!path_fmt(dir, sizeof(dir), "%s/sessions", run_dir))
 		inotify_add_watch(fd, dir, IN_CREATE | IN_MOVED_TO);
-	return fd;
+	snprintf(dir, sizeof(dir), "%s", run_dir);
+	if ((slash = strrchr(dir, '/')) && slash != dir) {
+		*slash = '\0';
+		inotify_add_watch(fd, dir, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR);
+	}
 }
 
 int observe_main(const char *run_dir, const char *session, bool json)
 {
 	static struct stream st[MAX_STREAMS];
-	int n = 0, watch = streams_watch(run_dir);
+	int n = 0, watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	bool first = true;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -403,6 +406,7 @@ int observe_main(const char *run_dir, const char *session, bool json)
 		int k = 0;
 
 		/* New sessions are picked up as they start. */
+		streams_watch(watch, run_dir);
 		if (connect_new(run_dir, session, first, st, &n))
 			return 125;
 		first = false;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: through errand-agent, errandctl run's stderr has its session's refusals as an embedded errandctl prints them (each refused connect and send, each denied name, the grant suggestion; with --json the same as JSON objects), from the front and from errandctl-full alike, and the agent's log keeps them too, and an errandctl observe started before the sessions has every one, however short they are (errandctl observe ID only its session's), and it goes on past a restart of the agent, saying that its stream ended; a reader of the agent's stream that reads nothing for 8 s keeps all 1000 refusals of five sessions' bursts; a refusal made the instant before the command exits is on stderr before errandctl returns; a caller gets no line of another session's.
+# Guarantee: through errand-agent, errandctl run's stderr has its session's refusals as an embedded errandctl prints them (each refused connect and send, each denied name, the grant suggestion; with --json the same as JSON objects), from the front and from errandctl-full alike, and the agent's log keeps them too, and an errandctl observe started before the sessions has every one, however short they are (errandctl observe ID only its session's), and it goes on past a restart of the agent, saying that its stream ended; a reader of the agent's stream that reads nothing for 8 s keeps all 1000 refusals of five sessions' bursts; without the agent, an observe started before an embedded session (and before its run directory exists) has its refusals; a refusal made the instant before the command exits is on stderr before errandctl returns; a caller gets no line of another session's.
 # selftests-timeout: 300
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -20,13 +20,21 @@ said() {
 	grep '^errand: session' "$RUN_ERR" | sed "s/$(result sid)/ID/g" | sort
 }
 
-# Embedded: the reference.
+# Embedded: the reference, with an observer started before the session
+# (and before its run directory exists).
+observe_start
 errand_run --egress api.test -- sh -c "$script"
 assert_eq "$(result priv)$(result udp)$(result b)" EPERMEPERMEPERM "embedded, the three calls are refused"
 embedded=$(said)
 assert_eq "$(echo "$embedded" | grep -c .)" 5 \
 	"... and its stderr has five lines: three refusals, a denied name and its suggestion"
 trace "embedded: $embedded"
+sleep 0.5
+observe_stop
+assert_eq "$(grep '^errand: session=[0-9a-f]* refused ' "$OBSERVE_OUT" | sed "s/$(result sid)/ID/g" | sort)" \
+	"$(echo "$embedded" | grep ' refused ' | sort)" \
+	"an errandctl observe started before the embedded session (and before its run directory existed) has its refusals"
+assert_contains "$(cat "$OBSERVE_OUT")" "errand: session=$(result sid) denied name=other.test type=A" "... and its denied name"
 
 agent_start || exit 1
 errand_run --egress api.test -- sh -c "$script"
