@@ -373,9 +373,9 @@ static void read_stream(struct stream *s, bool json, const char *only)
 /* Watches paths.run, its sessions directory and paths.run's parent (for
  * paths.run itself, made by the first session an embedded errandctl runs):
  * a new stream (the agent's, when it starts again; an embedded session's) is
- * connected to as its socket appears, not at the next tick. Added again at
- * each event and tick, as the directories appear; a missing one, or one this
- * user may not read, is left to the tick. */
+ * connected to as its socket appears, not at the next tick. Added again
+ * after each event and tick, as the directories appear; a missing one, or
+ * one this user may not read, is left to the tick. */
 static void streams_watch(int fd, const char *run_dir)
 {
 	char dir[PATH_MAX];
@@ -397,24 +397,29 @@ int observe_main(const char *run_dir, const char *session, bool json)
 {
 	static struct stream st[MAX_STREAMS];
 	int n = 0, watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	bool first = true;
+	bool first = true, look = true;
 
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (;;) {
 		struct pollfd fds[MAX_STREAMS + 1];
-		int k = 0;
+		int k = 0, ready;
 
-		/* New sessions are picked up as they start. */
-		streams_watch(watch, run_dir);
-		if (connect_new(run_dir, session, first, st, &n))
-			return 125;
-		first = false;
+		/* New sessions are picked up as they start (a socket made, the
+		 * watch says) or at the tick; not after every line read. */
+		if (look) {
+			streams_watch(watch, run_dir);
+			if (connect_new(run_dir, session, first, st, &n))
+				return 125;
+			first = false;
+		}
 		for (int i = 0; i < n; i++)
 			fds[k++] = (struct pollfd){.fd = st[i].fd, .events = POLLIN};
 		fds[k++] = (struct pollfd){.fd = watch, .events = POLLIN};
-		if (poll(fds, (nfds_t)k, 500) < 0 && errno != EINTR)
+		ready = poll(fds, (nfds_t)k, 500);
+		if (ready < 0 && errno != EINTR)
 			return 125;
+		look = ready == 0 || fds[n].revents;
 		for (int i = 0; i < n; i++)
 			if (st[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
 				read_stream(&st[i], json, session);
@@ -428,10 +433,12 @@ int observe_main(const char *run_dir, const char *session, bool json)
 		}
 		/* Compact away ended streams. */
 		for (int i = 0; i < n;) {
-			if (st[i].fd < 0)
+			if (st[i].fd < 0) {
 				st[i] = st[--n];
-			else
+				look = true; /* the agent's, dropped, is taken again */
+			} else {
 				i++;
+			}
 		}
 	}
 }

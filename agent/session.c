@@ -844,7 +844,9 @@ static void session_say(struct session *s, const char *line)
  * exact names, never a wildcard. */
 static void session_suggest(struct session *s, const char *name)
 {
-	char line[EVENT_LINE_MAX], said[EVENT_LINE_MAX - 8], host[HOST_NAME_MAX_LEN + 8];
+	/* said, led by "errand: ", fits a line */
+	char line[EVENT_LINE_MAX], said[EVENT_LINE_MAX - sizeof("errand: ") + 1];
+	char host[HOST_NAME_MAX_LEN + 8];
 	char norm[HOST_NAME_MAX_LEN + 1];
 	char word[sizeof(host) + 3];
 	uint16_t port = HOST_DEFAULT_PORT;
