@@ -1373,6 +1373,22 @@ static void on_observer(void *arg, int fd, uint32_t events)
 	observe_server_process(arg, &p, 1);
 }
 
+/* A new observer's first line: the sessions running, whose "ended" it may
+ * wait for (errandctl observe ID says at once when ID is not one). */
+static char *running_hello(void *arg)
+{
+	struct agent *a = arg;
+	json_t *ids = json_array(), *o;
+	char *line;
+
+	for (size_t i = 0; ids && i < a->n_sessions; i++)
+		json_array_append_new(ids, json_string(session_id(a->sessions[i])));
+	o = json_pack("{s:s,s:o}", "event", "running", "sessions", ids);
+	line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return line;
+}
+
 static void agent_loop(struct agent *a)
 {
 	if (loop_add(a->loop, a->sig_fd, EPOLLIN, on_signal, a) ||
@@ -1536,6 +1552,7 @@ int main(int argc, char **argv)
 		fatal("cannot serve the event stream on %s", obs_path);
 	/* Who may ask for denied may watch: the control socket's group. */
 	observe_server_agent(a.obs, a.group);
+	observe_server_hello(a.obs, running_hello, &a);
 	if (a.group != CONTROL_NO_GROUP &&
 	    (lchown(obs_path, 0, a.group) ||
 	     fchmodat(AT_FDCWD, obs_path, 0660, AT_SYMLINK_NOFOLLOW)))

@@ -27,9 +27,11 @@ struct observe_server {
 	int fd;
 	int clients[OBSERVE_MAX_CLIENTS];
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	const char *whose; /* "this session" or "this agent", for a refused reader */
-	gid_t group;	   /* who may watch besides root (observe_server_agent) */
-	int sndbuf;	   /* each reader's socket buffer; 0: the default */
+	const char *whose;	   /* "this session" or "this agent", for a refused reader */
+	gid_t group;		   /* who may watch besides root (observe_server_agent) */
+	int sndbuf;		   /* each reader's socket buffer; 0: the default */
+	char *(*hello)(void *arg); /* a reader's first line (observe_server_hello) */
+	void *hello_arg;
 };
 
 static int unix_addr(const char *path, struct sockaddr_un *sa)
@@ -114,6 +116,12 @@ void observe_server_agent(struct observe_server *s, gid_t group)
 	s->sndbuf = OBSERVE_AGENT_SNDBUF;
 }
 
+void observe_server_hello(struct observe_server *s, char *(*hello)(void *arg), void *arg)
+{
+	s->hello = hello;
+	s->hello_arg = arg;
+}
+
 static void drop_client(struct observe_server *s, int i)
 {
 	close(s->clients[i]);
@@ -127,6 +135,23 @@ static void drop_if_gone(struct observe_server *s, int i)
 
 	if (read(s->clients[i], buf, sizeof(buf)) != -1 || errno != EAGAIN)
 		drop_client(s, i);
+}
+
+/* The first line, before any event: a reader that cannot take it whole (a
+ * fresh socket's buffer holds a thousand sessions' ids many times) is
+ * dropped, as one that falls behind is. */
+static void say_hello(struct observe_server *s, int i)
+{
+	char *line = s->hello ? s->hello(s->hello_arg) : NULL;
+	size_t len;
+
+	if (!line)
+		return;
+	len = strlen(line);
+	line[len] = '\n'; /* hello's NUL: the line's end */
+	if (send(s->clients[i], line, len + 1, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)(len + 1))
+		drop_client(s, i);
+	free(line);
 }
 
 void observe_server_process(struct observe_server *s, const struct pollfd *fds, int n)
@@ -171,6 +196,7 @@ void observe_server_process(struct observe_server *s, const struct pollfd *fds, 
 					log_debug("an observer keeps the default buffer: %s",
 						  strerror(errno));
 				s->clients[i] = c;
+				say_hello(s, i);
 			}
 			continue;
 		}
@@ -199,9 +225,13 @@ void observe_broadcast(struct observe_server *s, const char *json_line)
 struct stream {
 	int fd;
 	char id[NAME_MAX + 1];
-	char buf[4096];
-	size_t len;
+	char *buf; /* a line at most: a session's events, or the agent's "running" */
+	size_t cap, len;
 };
+
+#define STREAM_BUF 4096
+/* The agent's first line names every session it runs: 11 bytes each. */
+#define AGENT_STREAM_BUF (64 << 10)
 
 #define MAX_STREAMS 256
 #define AGENT_STREAM "" /* no session's id */
@@ -231,6 +261,11 @@ static int stream_connect(const char *path, const char *id, struct stream *st, i
 
 		close(fd);
 		return rc;
+	}
+	st[*n].cap = *id ? STREAM_BUF : AGENT_STREAM_BUF;
+	if (!(st[*n].buf = malloc(st[*n].cap))) {
+		close(fd);
+		return -ENOMEM;
 	}
 	st[*n].fd = fd;
 	st[*n].len = 0;
@@ -282,28 +317,57 @@ static int connect_new(const char *run_dir, const char *only, bool first, struct
 	return 0;
 }
 
+/* What a line says of the session observe ID follows. */
+enum seen { SEEN_NOTHING, SEEN_RUNNING, SEEN_NOT_RUNNING, SEEN_ENDED };
+
+/* The agent's first line: is only among its running sessions? */
+static enum seen running_has(json_t *o, const char *only)
+{
+	json_t *ids = json_object_get(o, "sessions"), *id;
+	size_t i;
+
+	for (i = 0; i < json_array_size(ids); i++) {
+		id = json_array_get(ids, i);
+		if (json_is_string(id) && !strcmp(json_string_value(id), only))
+			return SEEN_RUNNING;
+	}
+	return SEEN_NOT_RUNNING;
+}
+
 /* Events carry what sessions named: the JSON goes out as ASCII (jansson
  * escapes controls, and \u escapes what is not ASCII), a line escaped whole. */
-static void print_json_line(const char *line, bool json, const char *only)
+static enum seen print_json_line(const char *line, bool json, const char *only)
 {
 	json_t *o = json_loads(line, 0, NULL);
 	struct event_rec ev = {};
 	char out[EVENT_LINE_MAX], text[ESC_LEN(EVENT_LINE_MAX)], *dump;
+	const char *event;
+	enum seen seen = SEEN_NOTHING;
 
 	if (!o)
-		return;
+		return SEEN_NOTHING;
+	event = json_string_value(json_object_get(o, "event")) ?: "";
+	/* Not an event: which sessions the agent runs, for observe ID. */
+	if (!strcmp(event, "running")) {
+		if (only)
+			seen = running_has(o, only);
+		json_decref(o);
+		return seen;
+	}
 	/* The agent's stream has every session's. */
 	if (only && json_is_string(json_object_get(o, "session")) &&
 	    strcmp(json_string_value(json_object_get(o, "session")), only)) {
 		json_decref(o);
-		return;
+		return SEEN_NOTHING;
 	}
+	if (only && !strcmp(event, "ended"))
+		seen = SEEN_ENDED;
 	if (json_is_string(json_object_get(o, "error"))) {
 		fprintf(stderr, "errandctl: observe: %s\n",
 			esc_text(json_string_value(json_object_get(o, "error")), text,
 				 sizeof(text)));
 		json_decref(o);
-		return;
+		return SEEN_NOTHING;
 	}
 	if (json) {
 		dump = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER);
@@ -312,19 +376,28 @@ static void print_json_line(const char *line, bool json, const char *only)
 		free(dump);
 		fflush(stdout);
 		json_decref(o);
-		return;
+		return seen;
 	}
-	if (!strcmp(json_string_value(json_object_get(o, "event")) ?: "", "suggest")) {
+	if (!strcmp(event, "ended")) {
+		snprintf(out, sizeof(out), "errand: session=%s ended status=%d",
+			 json_string_value(json_object_get(o, "session")) ?: "?",
+			 (int)json_integer_value(json_object_get(o, "status")));
+		printf("%s\n", esc_text(out, text, sizeof(text)));
+		fflush(stdout);
+		json_decref(o);
+		return seen;
+	}
+	if (!strcmp(event, "suggest")) {
 		snprintf(out, sizeof(out), "errand: session=%s suggest: %s",
 			 json_string_value(json_object_get(o, "session")) ?: "?",
 			 json_string_value(json_object_get(o, "command")) ?: "?");
 		printf("%s\n", esc_text(out, text, sizeof(text)));
 		fflush(stdout);
 		json_decref(o);
-		return;
+		return SEEN_NOTHING;
 	}
-	ev.denied = !strcmp(json_string_value(json_object_get(o, "event")) ?: "", "denied");
-	ev.suppressed = !strcmp(json_string_value(json_object_get(o, "event")) ?: "", "suppressed");
+	ev.denied = !strcmp(event, "denied");
+	ev.suppressed = !strcmp(event, "suppressed");
 	ev.count = (uint64_t)json_integer_value(json_object_get(o, "count"));
 	ev.total = (uint64_t)json_integer_value(json_object_get(o, "total"));
 	ev.session = json_string_value(json_object_get(o, "session")) ?: "?";
@@ -341,11 +414,16 @@ static void print_json_line(const char *line, bool json, const char *only)
 	printf("%s\n", esc_text(out, text, sizeof(text)));
 	fflush(stdout);
 	json_decref(o);
+	return SEEN_NOTHING;
 }
 
-static void read_stream(struct stream *s, bool json, const char *only)
+/* What it read says of only's session: the last word of its lines (a
+ * session's "ended" is its stream's last). An embedded session's stream
+ * ends with its session. */
+static enum seen read_stream(struct stream *s, bool json, const char *only)
 {
-	ssize_t r = read(s->fd, s->buf + s->len, sizeof(s->buf) - 1 - s->len);
+	ssize_t r = read(s->fd, s->buf + s->len, s->cap - 1 - s->len);
+	enum seen seen = SEEN_NOTHING, line;
 	char *nl;
 
 	if (r <= 0) {
@@ -354,20 +432,28 @@ static void read_stream(struct stream *s, bool json, const char *only)
 				"errandctl: observe: errand-agent's stream ended (the agent "
 				"stopped, or this observer read too slowly); events until it "
 				"is back are not shown\n");
+		else if (only)
+			seen = SEEN_ENDED;
 		close(s->fd);
 		s->fd = -1;
-		return;
+		free(s->buf);
+		s->buf = NULL;
+		return seen;
 	}
 	s->len += (size_t)r;
 	s->buf[s->len] = '\0';
 	while ((nl = strchr(s->buf, '\n'))) {
 		*nl = '\0';
-		print_json_line(s->buf, json, only);
+		if ((line = print_json_line(s->buf, json, only)) != SEEN_NOTHING)
+			seen = line;
 		s->len -= (size_t)(nl + 1 - s->buf);
 		memmove(s->buf, nl + 1, s->len + 1);
+		if (seen == SEEN_ENDED)
+			break;
 	}
-	if (s->len == sizeof(s->buf) - 1)
+	if (s->len == s->cap - 1)
 		s->len = 0; /* a line that long is not errand's: drop it */
+	return seen;
 }
 
 /* Watches paths.run, its sessions directory and paths.run's parent (for
@@ -393,11 +479,31 @@ static void streams_watch(int fd, const char *run_dir)
 	}
 }
 
+/* observe ID where ID runs neither under the agent nor embedded: 125, with
+ * one line, unless it ran when observe started (it ended while the agent's
+ * stream was gone: restarted, or dropped this observer; there is no more
+ * to see). */
+static int not_running(const char *id, bool was_running)
+{
+	if (was_running) {
+		fprintf(stderr,
+			"errandctl: observe: session %s ended while this observer had no "
+			"stream from errand-agent\n",
+			id);
+		return 0;
+	}
+	fprintf(stderr,
+		"errandctl: observe: no session %s is running; errandctl sessions shows those "
+		"that are\n",
+		id);
+	return 125;
+}
+
 int observe_main(const char *run_dir, const char *session, bool json)
 {
 	static struct stream st[MAX_STREAMS];
 	int n = 0, watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	bool first = true, look = true;
+	bool first = true, look = true, was_running = false;
 
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -411,6 +517,8 @@ int observe_main(const char *run_dir, const char *session, bool json)
 			streams_watch(watch, run_dir);
 			if (connect_new(run_dir, session, first, st, &n))
 				return 125;
+			if (first && session && !n)
+				return not_running(session, false);
 			first = false;
 		}
 		for (int i = 0; i < n; i++)
@@ -420,9 +528,20 @@ int observe_main(const char *run_dir, const char *session, bool json)
 		if (ready < 0 && errno != EINTR)
 			return 125;
 		look = ready == 0 || fds[n].revents;
-		for (int i = 0; i < n; i++)
-			if (st[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				read_stream(&st[i], json, session);
+		for (int i = 0; i < n; i++) {
+			enum seen seen;
+
+			if (st[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			seen = read_stream(&st[i], json, session);
+			if (seen == SEEN_ENDED)
+				return 0;
+			if (seen == SEEN_RUNNING)
+				was_running = true;
+			/* Not the agent's: followed on its own stream, if at all. */
+			if (seen == SEEN_NOT_RUNNING && !watching(st, n, session))
+				return not_running(session, was_running);
+		}
 		if (fds[n].revents) {
 			char buf[4096];
 

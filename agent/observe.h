@@ -28,6 +28,10 @@ int observe_server_fd(const struct observe_server *s);
  * denied, anyone else is dropped at once whatever the socket file's mode;
  * each reader gets a buffer for every session's bursts. */
 void observe_server_agent(struct observe_server *s, gid_t group);
+/* What a reader of the agent's stream is sent first: hello(arg) returns one
+ * JSON line, malloc'd ({"event":"running","sessions":[IDS]}, the sessions
+ * whose "ended" it would otherwise wait for), or NULL to send none. */
+void observe_server_hello(struct observe_server *s, char *(*hello)(void *arg), void *arg);
 /* Closes clients and the socket, removes path. NULL-safe. */
 void observe_server_free(struct observe_server *s);
 /* Adds its fds to fds[*n..max). */
@@ -38,7 +42,9 @@ void observe_server_process(struct observe_server *s, const struct pollfd *fds, 
 void observe_broadcast(struct observe_server *s, const char *json_line);
 
 /* errandctl observe: prints the events of session (NULL: all) under run_dir
- * until interrupted. Returns an exit status. */
+ * until interrupted, or, for one session, until it ends (0). 125 with one
+ * line when no session of that id is running, or this user may read no
+ * stream. */
 int observe_main(const char *run_dir, const char *session, bool json);
 
 #endif

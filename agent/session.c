@@ -3126,6 +3126,20 @@ static void session_on_disk(void *arg, int fd, uint32_t events)
 	session_kill(s);
 }
 
+/* The stream's last line of a session, after all its events: an observer of
+ * it alone (errandctl observe ID) stops there. */
+static void session_say_ended(struct session *s)
+{
+	json_t *o = json_pack("{s:s,s:s,s:i}", "event", "ended", "session", s->id, "status",
+			      s->status < 0 ? 125 : s->status & 0xff);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	if (text)
+		observe_broadcast(s->obs, text);
+	free(text);
+	json_decref(o);
+}
+
 /* Refusals made just before the end are still in the ring: the kernel's
  * bucket keeps them under one budget's worth. Every refusal the command
  * made is there once its processes are gone: a hook writes its event
@@ -3215,6 +3229,7 @@ static bool session_check(struct session *s)
 	session_drain_last(s);
 	s->status = session_collect(s);
 	s->pid_ready = false;
+	session_say_ended(s);
 	s->ended(s, s->ended_arg);
 	return true;
 }
