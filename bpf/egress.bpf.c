@@ -814,7 +814,8 @@ static __always_inline __u8 ip6_l4(void *p, void *end, __u8 *proto, __u8 **l4)
 
 /* IPv6 from the session, before its transport is judged as IPv4's is: MLD
  * reports, which the kernel sends for the session's address on its own
- * (from ::, behind hop-by-hop options), are dropped quietly; a source other
+ * (from ::, behind hop-by-hop options), are dropped quietly (no event, no
+ * count); a source other
  * than the session's address is spoofed; ICMPv6 passes only as neighbour
  * solicitation and advertisement (hop limit 255: never forwarded) to the
  * gateway or its solicited-node group, which reaching the gateway takes;
@@ -1014,8 +1015,10 @@ int errand_tc_in(struct __sk_buff *skb)
 		v6 = tc_ipv6(s, eth + 1, end, &proto, &l4, &why);
 		if (v6 == TC6_PASS)
 			goto pass;
+		/* The kernel's own MLD reports: not the command's, not counted
+		 * (an idle session's show would read drops it never made). */
 		if (v6 == TC6_QUIET)
-			goto drop;
+			return TC_ACT_SHOT;
 		if ((void *)(ip6 + 1) > end)
 			goto drop_proto;
 		__builtin_memcpy(addr, &ip6->daddr, 16);

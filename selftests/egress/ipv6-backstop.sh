@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: the tc backstop judges a session's IPv6 as its IPv4: the source must be the session's own address, extension headers are walked to the transport header (a chain past 8 is refused) and the transport judged by the same policy, fragments, routing headers, ICMPv6 (but neighbour discovery to the gateway) and UDP (but DNS to the responder) are dropped: raw IPv6 from root in the session's namespace reaches only what a connect could.
+# Guarantee: the tc backstop judges a session's IPv6 as its IPv4: the source must be the session's own address, extension headers are walked to the transport header (a chain past 8 is refused) and the transport judged by the same policy, fragments, routing headers, ICMPv6 (but neighbour discovery to the gateway) and UDP (but DNS to the responder) are dropped (the kernel's own MLD reports without an event or a count: an idle session's show reads tcDropped 0): raw IPv6 from root in the session's namespace reaches only what a connect could.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -13,6 +13,15 @@ mac=$(in_host "$IP" -o link show "$host_if" | sed -n 's/.*link\/ether \([0-9a-f:
 assert_match "$sess6" "^fd65:7272:616e::" "the session's IPv6 address is from the default addressPool6 ($sess6)"
 assert_match "$gw6" "^fd65:7272:616e::" "its default IPv6 route is via its gateway ($gw6)"
 assert_match "$mac" "^[0-9a-f:]{17}$" "the gateway's link address is $mac"
+
+# The kernel's own MLD reports for the session's addresses are dropped
+# without a count: an idle session's show has no drop it did not make.
+sleep 1
+assert_le 1 "$(in_session "$SESSION" awk '$1 == "Icmp6OutType143" { print $2 }' /proc/net/snmp6)" \
+	"the session's kernel sent its MLD reports"
+assert_eq "$(in_host "$ERRANDCTL" --config "$W_CONFIG" show "$SESSION" --json |
+	python3 -c 'import json,sys; print(json.load(sys.stdin)["counters"]["tcDropped"])')" 0 \
+	"... which show does not count as dropped (tcDropped 0 while the session is idle)"
 
 send() { # KIND DST [ARGS...]: root in the session writes one IPv6 datagram to the gateway
 	local kind=$1 dst=$2
