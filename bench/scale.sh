@@ -26,8 +26,21 @@ world_up >/dev/null
 bare_up
 W_CONFIG=$(world_config scale '"addressPool": "10.200.0.0/16"')
 : >"$W_DIR/scale-serve.log"
+# Each level's arms connect to ports of their own (the session's 9110 + 2k,
+# the unconfined one's the next), so that every level's rounds start with
+# no TIME_WAIT entries of an earlier level's for their server in the NAT's
+# table: a fresh session's address is new to the NAT, which must look past
+# each such entry for a free port (counted as "found" in the agent
+# namespace's /proc/net/stat/nf_conntrack), where the unconfined
+# namespace, the same every round, reuses its own.
+listen=()
+k=0
+for _ in $LEVELS; do
+	listen+=("198.18.1.10:$((9110 + 2 * k))" "198.18.1.10:$((9111 + 2 * k))")
+	k=$((k + 1))
+done
 _start_ready wan "$W_DIR/scale-serve.out" taskset -c 0 "$PROBE" serve --log "$W_DIR/scale-serve.log" \
-	198.18.1.10:9102 198.18.1.10:9101
+	198.18.1.10:9102 "${listen[@]}"
 agent_start --max-sessions 1100 >/dev/null || exit 1
 
 free_mb() { awk '/^MemAvailable/ { print int($2 / 1024) }' /proc/meminfo; }
@@ -59,15 +72,15 @@ start_ms() {
 	done | median
 }
 # "SESSION | UNCONFINED | RATIO": the medians of ROUNDS pairs, each a fresh
-# session's rate and then an unconfined process's.
+# session's rate and then an unconfined process's, to PORT and PORT + 1.
 conn_rates() {
-	local s b
+	local s b port=$1
 	for _ in $(seq 1 "$ROUNDS"); do
-		errand_run --pin a.test=198.18.1.10 --egress a.test:9102 -- "${SESSION_WAIT[@]}" \
-			taskset -c 0 "$PROBE" rr 198.18.1.10 9102 "$CONNS" >/dev/null
+		errand_run --pin a.test=198.18.1.10 --egress "a.test:$port" -- "${SESSION_WAIT[@]}" \
+			taskset -c 0 "$PROBE" rr 198.18.1.10 "$port" "$CONNS" >/dev/null
 		s=$(rate <"$RUN_OUT")
 		sleep 0.5
-		b=$(in_bare taskset -c 0 "$PROBE" rr 198.18.1.10 9101 "$CONNS" | rate)
+		b=$(in_bare taskset -c 0 "$PROBE" rr 198.18.1.10 $((port + 1)) "$CONNS" | rate)
 		echo "${s:-0} ${b:-0}"
 	done >"$W_DIR/scale-rates"
 	printf '%s | %s | %s' "$(cut -d' ' -f1 "$W_DIR/scale-rates" | median)" \
@@ -78,6 +91,7 @@ conn_rates() {
 n=0
 printf '| sessions | started in (s) | start, one more (ms) | connects/s, one more | connects/s, unconfined | one more / unconfined | agent RSS (MiB) | one session'"'"'s maps (KiB) | MemAvailable (MiB) |\n'
 printf '| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
+li=0
 for level in $LEVELS; do
 	t0=$(date +%s)
 	short=
@@ -104,7 +118,8 @@ for level in $LEVELS; do
 	t1=$(date +%s)
 	[ "$(failed)" != 0 ] && short="$short ($(failed) failed to start: $(grep -h '^errandctl: ' "$W_DIR"/scale*.err | head -n 1))"
 	printf '| %s%s | %s | %s | %s | %s | %s | %s |\n' "$up" "$short" "$((t1 - t0))" "$(start_ms)" \
-		"$(conn_rates)" "$(($(rss_kb) / 1024))" "$(one_maps_kb)" "$(free_mb)"
+		"$(conn_rates $((9110 + 2 * li)))" "$(($(rss_kb) / 1024))" "$(one_maps_kb)" "$(free_mb)"
 	# a level cut short ends the table (a test's status, not the loop's)
 	if [ -n "$short" ]; then break; fi
+	li=$((li + 1))
 done
