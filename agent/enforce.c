@@ -939,6 +939,8 @@ static struct sess_cfg session_cfg_of(const struct enforce_params *p, uint64_t s
 	return cfg;
 }
 
+#define VETH_SESS_TRIES 20
+
 /* The session's settings into its veth's entry of the set's veth_sess, every
  * CPU's copy (egress.h, struct veth_sess_val); the tc programs' counts kept,
  * or zeroed for a new entry (a veth's ifindex may be a gone one's). */
@@ -955,7 +957,17 @@ static int veth_sess_write(int fd, __u32 ifindex, const struct sess_cfg *cfg, bo
 		memset(v, 0, (size_t)ncpu * sizeof(*v));
 	for (int c = 0; c < ncpu; c++)
 		v[c].cfg = *cfg;
-	return bpf_map_update_elem(fd, &ifindex, v, BPF_ANY) ? -errno : 0;
+	/* An entry's per-CPU part comes from the kernel's atomic per-CPU
+	 * reserve, which its worker refills: at a thousand sessions, started
+	 * fifty at a time, one start in a thousand found it empty (ENOMEM) for
+	 * a moment. */
+	for (int tries = 0;; tries++) {
+		if (!bpf_map_update_elem(fd, &ifindex, v, BPF_ANY))
+			return 0;
+		if (errno != ENOMEM || tries == VETH_SESS_TRIES)
+			return -errno;
+		usleep(1000);
+	}
 }
 
 /* A set's map of veths, -1 with errno if it has none. Sets pinned by an

@@ -34,7 +34,8 @@ fi
 world_up >/dev/null
 bare_up
 # Each arm has ports of its own, so no arm's NAT and TIME_WAIT state slows
-# another's: bare 9101/5001, errand 9102/5002, XDP 9103/5003, on one CPU
+# another's (and the bare namespace takes a new address each round, as each
+# round's session comes from one: bench/lib.sh, bare_fresh): bare 9101/5001, errand 9102/5002, XDP 9103/5003, on one CPU
 # bare 9104 and errand 9105 (a server of their own, on CPU 0).
 for p in 5001 5002 5003; do
 	in_wan "$PROBE" bulk-serve 198.18.1.10:$p >/dev/null 2>&1 &
@@ -65,6 +66,7 @@ bare1() { in_bare taskset -c 0 "$PROBE" rr 198.18.1.10 9104 "$CONNS1" | rate >>"
 # and on two cores that work would otherwise land on whichever arm ran next.
 settle() { sleep 1; }
 for r in $(seq "$ROUNDS"); do
+	bare_fresh || exit 1
 	if [ $((r % 2)) = 1 ]; then
 		settle; bare rr 198.18.1.10 9101 "$CONNS" | rate >>"$W_DIR/rr.bare"
 		settle; sess rr 198.18.1.10 9102 "$CONNS" | rate >>"$W_DIR/rr.sess"

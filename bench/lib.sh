@@ -16,9 +16,9 @@ bare_up() {
 	ip netns add "$B"
 	trap 'ip netns del "$B" 2>/dev/null; world_down' EXIT
 	ip link add bh0 netns "$W-host" type veth peer name eth0 netns "$B"
-	in_host ip addr add 10.214.0.1/30 dev bh0
+	in_host ip addr add 10.214.0.1/24 dev bh0
 	in_host ip link set bh0 up
-	ip -n "$B" addr add 10.214.0.2/30 dev eth0
+	ip -n "$B" addr add 10.214.0.2/24 dev eth0
 	ip -n "$B" link set eth0 up
 	ip -n "$B" link set lo up
 	ip -n "$B" route add default via 10.214.0.1
@@ -28,9 +28,22 @@ bare_up() {
 	in_host sysctl -qw net.ipv4.ip_forward=1
 	in_host nft -f - <<NFT
 table ip ${W}bench {
-	chain post { type nat hook postrouting priority srcnat; ip saddr 10.214.0.0/30 masquerade; }
+	chain post { type nat hook postrouting priority srcnat; ip saddr 10.214.0.0/24 masquerade; }
 }
 NFT
+}
+# A new source address for the bare namespace's connections, as every fresh
+# session has one: to the NAT a new address's connections must find ports
+# free of the TIME_WAIT entries earlier rounds left for the same server
+# (the same address again reuses its own), so an arm of fresh sessions
+# taking turns with one that calls this each round pays that search alike.
+# Counted from the link, not kept in a variable: callers run in subshells.
+bare_fresh() {
+	local a
+	a=$((2 + $(ip -n "$B" -4 -o addr show dev eth0 | wc -l)))
+	[ "$a" -lt 255 ] || { echo "bare_fresh: out of addresses" >&2; return 1; }
+	ip -n "$B" addr add "10.214.0.$a/24" dev eth0
+	ip -n "$B" route replace default via 10.214.0.1 src "10.214.0.$a"
 }
 
 in_bare() { nsenter --net="/run/netns/$B" "$@"; }

@@ -31,8 +31,8 @@ W_CONFIG=$(world_config scale '"addressPool": "10.200.0.0/16"')
 # no TIME_WAIT entries of an earlier level's for their server in the NAT's
 # table: a fresh session's address is new to the NAT, which must look past
 # each such entry for a free port (counted as "found" in the agent
-# namespace's /proc/net/stat/nf_conntrack), where the unconfined
-# namespace, the same every round, reuses its own.
+# namespace's /proc/net/stat/nf_conntrack); the unconfined arm takes a new
+# address each round too (bare_fresh), so it pays that search alike.
 listen=()
 k=0
 for _ in $LEVELS; do
@@ -80,6 +80,7 @@ conn_rates() {
 			taskset -c 0 "$PROBE" rr 198.18.1.10 "$port" "$CONNS" >/dev/null
 		s=$(rate <"$RUN_OUT")
 		sleep 0.5
+		bare_fresh || return
 		b=$(in_bare taskset -c 0 "$PROBE" rr 198.18.1.10 $((port + 1)) "$CONNS" | rate)
 		echo "${s:-0} ${b:-0}"
 	done >"$W_DIR/scale-rates"
