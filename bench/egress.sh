@@ -34,9 +34,10 @@ fi
 world_up >/dev/null
 bare_up
 # Each arm has ports of its own, so no arm's NAT and TIME_WAIT state slows
-# another's (and the bare namespace takes a new address each round, as each
-# round's session comes from one: bench/lib.sh, bare_fresh): bare 9101/5001, errand 9102/5002, XDP 9103/5003, on one CPU
-# bare 9104 and errand 9105 (a server of their own, on CPU 0).
+# another's: bare 9101/5001, errand 9102/5002, XDP 9103/5003, on one CPU
+# bare 9104 and errand 9105 (a server of their own, on CPU 0). The bare
+# namespace takes a new address each round, as each round's session comes
+# from a new one (bare_fresh in bench/lib.sh).
 for p in 5001 5002 5003; do
 	in_wan "$PROBE" bulk-serve 198.18.1.10:$p >/dev/null 2>&1 &
 	W_PIDS+=($!)
