@@ -133,7 +133,7 @@ obs=$!
 sleep 1
 out=$(timeout -k 10 300 errandctl run -- getent hosts blocked.example 2>&1)
 rc=$?
-sleep 1
+wait_for 60 grep -q '^errand: session=[0-9a-f]* ended status=' /tmp/obs.out
 kill "$obs"
 wait "$obs" 2>/dev/null
 trace "a denied name: rc $rc: $(echo "$out" | grep -v '^errand: \(gap\|weakened\)' | tr '\n' ' ')"
@@ -141,6 +141,8 @@ check "through the unit's agent, errandctl run's stderr has the denied name's li
 	grep -q '^errand: session=[0-9a-f]* denied name=blocked.example type=A* reason=not-allowed$' <<<"$out"
 check "... and an errandctl observe started before the session has it too" \
 	grep -q '^errand: session=[0-9a-f]* denied name=blocked.example type=A* reason=not-allowed$' /tmp/obs.out
+check "... and then the session's end, with the status errandctl run returned ($rc)" \
+	grep -q "^errand: session=[0-9a-f]* ended status=$rc\$" /tmp/obs.out
 
 # a session alive across a restart of the unit; its limits are in its cgroup
 errandctl run --egress none -- sh -c 'echo started; sleep 45; echo finished' >/tmp/bg.out 2>/tmp/bg.err &
