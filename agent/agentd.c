@@ -321,7 +321,7 @@ static void run_exit(struct client *c, int status)
 {
 	struct session *s = c->waits;
 	json_t *p = json_pack("{s:s,s:i}", "session", session_id(s), "status",
-			      status < 0 ? 125 : status & 0xff);
+			      session_exit_code(status));
 
 	session_caller_set(s, NULL, NULL);
 	c->waits = NULL;

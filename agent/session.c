@@ -2938,6 +2938,11 @@ int session_status(const struct session *s)
 	return s->status;
 }
 
+int session_exit_code(int status)
+{
+	return status < 0 ? 125 : status & 0xff;
+}
+
 const char *session_record_dir(const struct session *s)
 {
 	return s->record_dir;
@@ -3131,7 +3136,7 @@ static void session_on_disk(void *arg, int fd, uint32_t events)
 static void session_say_ended(struct session *s)
 {
 	json_t *o = json_pack("{s:s,s:s,s:i}", "event", "ended", "session", s->id, "status",
-			      s->status < 0 ? 125 : s->status & 0xff);
+			      session_exit_code(s->status));
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 
 	if (text)
@@ -3431,7 +3436,7 @@ int session_run(const struct session_params *p)
 	while (!r.ended)
 		if (loop_once(l, -1))
 			break;
-	status = r.s->status < 0 ? 125 : r.s->status;
+	status = session_exit_code(r.s->status);
 	session_unattach(r.s);
 	loop_del(l, sfd);
 	session_end_after(r.s);

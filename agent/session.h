@@ -118,6 +118,9 @@ const char *session_id(const struct session *s);
 pid_t session_pid(const struct session *s);
 int session_pidfd(const struct session *s);
 int session_status(const struct session *s);
+/* What errandctl run exits with for a session's status: 125 when it has
+ * none (errand could not tell how it ended), else its low byte. */
+int session_exit_code(int status);
 /* Whether its stdout and stderr go through an output relay (agent/outscrub.h):
  * then it ends, for session_ended_fn, once the relay has written everything. */
 bool session_output_relayed(const struct session *s);
