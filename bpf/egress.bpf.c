@@ -933,6 +933,61 @@ static long opt_step(__u64 k, void *arg)
 	return 0;
 }
 
+/* Where the timestamp option is in options laid out as Linux lays them out,
+ * whole: a segment's (NOP, NOP, timestamp: 12 bytes) and a SYN's or
+ * SYN-ACK's (MSS, SACK-permitted or two NOPs, timestamp, NOP, window scale:
+ * 20). Every byte of them is accounted for, so no AO option hides among
+ * them. The option's index plus one, its value (echo false) or echo in
+ * *old; 0 for any other layout, or options past the packet's linear part
+ * (walked then). Read in place: most segments need neither the copy nor
+ * the walk, which cost more than the move itself. */
+static __always_inline __u64 ts_linux(__u8 *o, void *end, __u64 len, __u32 echo, __u32 *old)
+{
+	__u32 w0, w4, w16;
+
+	if (len == 12 && (void *)(o + 12) <= end) {
+		__builtin_memcpy(&w0, o, 4);
+		if (w0 != bpf_htonl(0x0101080a))
+			return 0;
+		__builtin_memcpy(old, echo ? o + 8 : o + 4, 4);
+		return 3;
+	}
+	if (len != 20 || (void *)(o + 20) > end)
+		return 0;
+	__builtin_memcpy(&w0, o, 4);
+	__builtin_memcpy(&w4, o + 4, 4);
+	__builtin_memcpy(&w16, o + 16, 4);
+	if ((w0 & bpf_htonl(0xffff0000)) != bpf_htonl(0x02040000) ||
+	    (w4 != bpf_htonl(0x0402080a) && w4 != bpf_htonl(0x0101080a)) ||
+	    (w16 & bpf_htonl(0xffffff00)) != bpf_htonl(0x01030300))
+		return 0;
+	__builtin_memcpy(old, echo ? o + 12 : o + 8, 4);
+	return 7;
+}
+
+/* The timestamp option in any other layout, by a walk of a copy of the
+ * options (len bytes): its index plus one in the upper 32 bits, its value
+ * (echo 0) or echo in the lower; 0 when there is none, or the segment is
+ * not to be touched. A global function, verified once on its own. */
+__attribute__((noinline)) __u64 errand_ts_walk(struct __sk_buff *skb, __u32 l4_off, __u64 len,
+					       __u32 echo)
+{
+	struct opt_walk w = {};
+	__u32 old;
+	__u64 j;
+
+	if (!len || len > TCP_OPTS_MAX || bpf_skb_load_bytes(skb, l4_off + 20, w.opt, len))
+		return 0;
+	w.len = len;
+	bpf_loop(TCP_OPTS_MAX, opt_step, &w, 0);
+	if (w.keep || !w.ts)
+		return 0;
+	/* The walk saw ts - 1 + 10 <= len <= 40: at most 30, masked to 31. */
+	j = opt_at(w.ts - 1) & 31;
+	__builtin_memcpy(&old, &w.opt[j + (echo ? 6 : 2)], 4);
+	return (j + 1) << 32 | old;
+}
+
 /* Moves the timestamp option of the TCP segment at l4_off, whose header is
  * doff 32-bit words: its value up by ts_shift (echo false: what the session
  * sends) or its echo down by it (echo true: what it receives; an echo of 0
@@ -944,8 +999,10 @@ static long opt_step(__u64 k, void *arg)
 __attribute__((noinline)) int errand_ts_move(struct __sk_buff *skb, __u32 l4_off, __u32 doff,
 					     __u32 echo)
 {
-	struct opt_walk w = {};
-	__u64 len, j;
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	__u8 *o;
+	__u64 len, ts, j;
 	__u32 old, new;
 
 	/* doff is 4 bits of the header; masked, the verifier knows len's range. */
@@ -953,16 +1010,21 @@ __attribute__((noinline)) int errand_ts_move(struct __sk_buff *skb, __u32 l4_off
 	if (!ts_shift || len <= 20 || l4_off > 0xffff)
 		return 0;
 	len -= 20;
-	if (bpf_skb_load_bytes(skb, l4_off + 20, w.opt, len))
+	/* l4_off's bound, masked where it is added: the verifier tracks it on
+	 * the pointer only so, and the pointer's reach only under 64 KiB. A
+	 * header that far in is walked. */
+	j = l4_off;
+	asm volatile("%[j] &= 0x3fff" : [j] "+r"(j));
+	o = data + j + 20;
+	ts = j == l4_off ? ts_linux(o, end, len, echo, &old) : 0;
+	if (!ts) {
+		ts = errand_ts_walk(skb, l4_off, len, echo);
+		old = (__u32)ts;
+		ts >>= 32;
+	}
+	if (!ts)
 		return 0;
-	w.len = len;
-	bpf_loop(TCP_OPTS_MAX, opt_step, &w, 0);
-	if (w.keep || !w.ts)
-		return 0;
-	/* The walk saw ts - 1 + 10 <= len <= 40: at most 30, masked to 31. */
-	j = opt_at(w.ts - 1) & 31;
-	j += echo ? 6 : 2;
-	__builtin_memcpy(&old, &w.opt[j], 4);
+	j = ts - 1 + (echo ? 6 : 2);
 	if (echo && !old)
 		return 0;
 	new = bpf_htonl(echo ? bpf_ntohl(old) - ts_shift : bpf_ntohl(old) + ts_shift);

@@ -398,12 +398,15 @@ static void timestamps(void)
 	static const uint8_t ao_after[] = {1, 1, 8, 10, 0, 0, 0x03, 0xe8, 0, 0, 0, 7,
 					   29, 16, 1, 1, 0xa, 0xb, 0xc, 0xd, 0xe, 0xf, 0x10,
 					   0x11, 0x12, 0x13, 0x14, 0x15};
+	/* a SYN's first sixteen bytes, then a four-byte AO option where its window scale is */
+	static const uint8_t syn_ao[] = {2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0x03, 0xe8,
+					 0, 0, 0, 0, 29, 4, 1, 1};
 	/* the end of options before it; an option of length 0 before it */
 	static const uint8_t eol[] = {0, 1, 8, 10, 0, 0, 0x03, 0xe8, 0, 0, 0, 7};
 	static const uint8_t bad[] = {5, 0, 8, 10, 0, 0, 0x03, 0xe8, 0, 0, 0, 7};
 	/* clang-format on */
 	uint32_t shift = enforce_ts_shift();
-	uint8_t back[sizeof(ts)];
+	uint8_t back[sizeof(ts)], synack[sizeof(syn)];
 
 	CHECK_TRUE(shift != 0, "this boot's timestamp shift is not 0 (%u)", shift);
 	CHECK_INT(enforce_ts_shift(), shift, "and the same each time it is asked");
@@ -414,6 +417,8 @@ static void timestamps(void)
 	moved(prog_fd, "a segment signed with TCP-AO", ao, sizeof(ao), 18, false, 1000, 7);
 	moved(prog_fd, "a segment signed with TCP-AO after its timestamp", ao_after,
 	      sizeof(ao_after), 2, false, 1000, 7);
+	moved(prog_fd, "a SYN's layout whose last option is TCP-AO", syn_ao, sizeof(syn_ao), 6,
+	      false, 1000, 0);
 	moved(prog_fd, "a timestamp past the end of options", eol, sizeof(eol), 2, false, 1000, 7);
 	moved(prog_fd, "a timestamp past an option of length 0", bad, sizeof(bad), 2, false, 1000,
 	      7);
@@ -427,6 +432,10 @@ static void timestamps(void)
 	moved(guard_fd, "the echo of a moved timestamp, on its way in", back, sizeof(back), 2, true,
 	      1000, 1000);
 	moved(guard_fd, "an echo of 0, on its way in", syn, sizeof(syn), 6, true, 1000, 0);
+	memcpy(synack, syn, sizeof(syn));
+	memcpy(synack + 12, back + 8, 4);
+	moved(guard_fd, "the echo of a SYN-ACK's layout, on its way in", synack, sizeof(synack), 6,
+	      true, 1000, 1000);
 	moved(guard_fd, "an echo in a segment signed with TCP-AO", ao, sizeof(ao), 18, true, 1000,
 	      7);
 }
