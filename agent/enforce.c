@@ -707,23 +707,91 @@ void enforce_hooks_release(void)
 	pthread_mutex_unlock(&set_lock);
 }
 
-/* clsact on the host side of the veth: the backstop on ingress, the flow
- * guard on egress (bpf/egress.bpf.c, errand_tc_out). A legacy tc filter
- * rather than a link: it lives as long as the device, so it needs no pin,
- * and the kernels errand supports from 6.1 on all have it. The program is
- * pinned in the session's directory too, for show and to keep it while the
- * session lives whatever becomes of its set. */
+/* tcx (Linux 6.6): a veth's own list of programs, run before and without
+ * tc's classifier. Attach types newer than the headers errand builds with. */
+#define TCX_INGRESS 46
+#define TCX_EGRESS 47
+
+static __u32 tcx_type(enum bpf_tc_attach_point at)
+{
+	return at == BPF_TC_INGRESS ? TCX_INGRESS : TCX_EGRESS;
+}
+
+/* Whether this kernel takes tcx links: unknown until the first attach
+ * says (0), yes (1), no (-1: 6.1 to 6.5, where clsact does it all). */
+static int tcx_state;
+
+/* The program a veth's tcx hook runs first on that side, which decides
+ * (errand's programs pass or drop, never hand on to the next): its id, 0
+ * when the hook has none or the kernel no tcx (before 6.6). */
+static __u32 tcx_first(int ifindex, enum bpf_tc_attach_point at)
+{
+	__u32 ids[4] = {0}, n = ARRAY_SIZE(ids);
+
+	if (tcx_state < 0)
+		return 0;
+	if (bpf_prog_query(ifindex, tcx_type(at), 0, NULL, ids, &n) && errno != ENOSPC)
+		return 0;
+	return n ? ids[0] : 0;
+}
+
+/* The backstop on the host side of the veth's ingress, the flow guard on
+ * its egress (bpf/egress.bpf.c, errand_tc_out), in a network prepared
+ * ahead: as a tcx link where the kernel has them, pinned in the session's
+ * directory (a link lives as long as its pin, not as the device); a
+ * prepared network made again under a new set has its link's program
+ * replaced in place, so the veth is never without one. An empty program as
+ * a clsact filter cost 2 us of a connection's 70, as a tcx link nothing
+ * measurable (BENCHMARKS.md); but a tcx attach, and its detach, wait for an
+ * RCU grace period (7 to 16 ms here): a start that prepares its own network
+ * (no pool, or an errandctl without the agent) uses clsact. */
+static int link_tcx(int fd, const struct enforce_params *p, enum bpf_tc_attach_point at,
+		    const char *name)
+{
+	char path[PATH_MAX];
+	int link, rc;
+
+	if (path_fmt(path, sizeof(path), "%s/%s_link", p->pin_dir, name))
+		return -ENAMETOOLONG;
+	link = bpf_obj_get(path);
+	if (link >= 0) {
+		rc = bpf_link_update(link, fd, NULL) ? -errno : 0;
+		close(link);
+		/* ENOLINK: its device went; the pin is a link to nothing. */
+		if (rc != -ENOLINK)
+			return rc;
+		unlink(path);
+	}
+	link = bpf_link_create(fd, p->host_ifindex, tcx_type(at), NULL);
+	if (link < 0)
+		return -errno;
+	rc = bpf_obj_pin(link, path) ? -errno : 0;
+	close(link);
+	return rc;
+}
+
+/* Else clsact: a legacy tc filter, which lives as long as the device and
+ * needs no pin. The program is pinned in the session's directory either
+ * way, for show and to keep it while the session lives whatever becomes of
+ * its set. */
 static int link_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_attach_point at,
-		       const char *name, const char *what, char *err, size_t errlen)
+		       bool ahead, const char *name, const char *what, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = at);
 	/* Replace: a prepared network made again under a new set still has the
 	 * old set's filter on its veth. */
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1, .flags = BPF_TC_F_REPLACE);
 	char path[PATH_MAX];
-	int rc;
+	int rc = -EOPNOTSUPP;
 
-	if (at == BPF_TC_INGRESS) {
+	if (ahead && tcx_state >= 0) {
+		rc = link_tcx(fd, p, at, name);
+		if (rc == -EINVAL && !tcx_state)
+			tcx_state = -1;
+		else if (!rc)
+			tcx_state = 1;
+	}
+	if (rc && at == BPF_TC_INGRESS) {
 		rc = bpf_tc_hook_create(&hook);
 		if (rc && rc != -EEXIST) {
 			snprintf(err, errlen,
@@ -732,9 +800,12 @@ static int link_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_attac
 				 p->host_ifindex, strerror(-rc));
 			return rc;
 		}
+		rc = -EOPNOTSUPP;
 	}
-	opts.prog_fd = fd;
-	rc = bpf_tc_attach(&hook, &opts);
+	if (rc) {
+		opts.prog_fd = fd;
+		rc = bpf_tc_attach(&hook, &opts);
+	}
 	if (rc) {
 		snprintf(err, errlen,
 			 "cannot attach the tc %s to ifindex %d: %s; errand needs BPF "
@@ -751,15 +822,27 @@ static int link_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_attac
 	return 0;
 }
 
+/* Does the veth run program id on that side: first on its tcx hook, or as
+ * errand's clsact filter? 0 or -errno. */
+static int tc_runs(int ifindex, enum bpf_tc_attach_point at, __u32 id)
+{
+	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = at);
+	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
+	__u32 first = tcx_first(ifindex, at);
+	int rc;
+
+	/* A tcx program runs before any clsact filter and decides alone. */
+	if (first)
+		return first == id ? 0 : -EEXIST;
+	rc = bpf_tc_query(&hook, &query);
+	return !rc && query.prog_id != id ? -ENOENT : rc;
+}
+
 static int verify_tc_one(__u32 id, const struct enforce_params *p, enum bpf_tc_attach_point at,
 			 const char *what, char *err, size_t errlen)
 {
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = at);
-	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
-	int rc = bpf_tc_query(&hook, &query);
+	int rc = tc_runs(p->host_ifindex, at, id);
 
-	if (!rc && query.prog_id != id)
-		rc = -ENOENT;
 	if (rc) {
 		snprintf(err, errlen,
 			 "enforcement not verified: the tc %s is not on ifindex %d (%s)", what,
@@ -1042,7 +1125,7 @@ static int set_replaced(const char *bpf_dir, char *err, size_t errlen)
  * veth's key through it), the session's key under the ifindex in veth_sess,
  * and its tc filters. Under set_lock, ps the set's. */
 static int prepare_veth_locked(struct enforce *e, const struct progset *ps,
-			       const struct enforce_params *p, char *err, size_t errlen)
+			       const struct enforce_params *p, bool ahead, char *err, size_t errlen)
 {
 	struct sess_cfg cfg = session_cfg_of(p, ps->hash);
 	__u32 zero = 0;
@@ -1056,11 +1139,11 @@ static int prepare_veth_locked(struct enforce *e, const struct progset *ps,
 		snprintf(err, errlen, "cannot add the session's veth: %s", strerror(-rc));
 		return rc;
 	}
-	rc = link_tc_one(ps->prog[P_TC_IN], p, BPF_TC_INGRESS, "tc_ingress", "backstop", err,
+	rc = link_tc_one(ps->prog[P_TC_IN], p, BPF_TC_INGRESS, ahead, "tc_ingress", "backstop", err,
 			 errlen);
 	if (!rc)
-		rc = link_tc_one(ps->prog[P_TC_OUT], p, BPF_TC_EGRESS, "tc_egress", "flow guard",
-				 err, errlen);
+		rc = link_tc_one(ps->prog[P_TC_OUT], p, BPF_TC_EGRESS, ahead, "tc_egress",
+				 "flow guard", err, errlen);
 	return rc;
 }
 
@@ -1173,7 +1256,7 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, boo
 	if (!rc)
 		rc = link_cgroup(ps, p, err, errlen);
 	if (!rc && p->host_ifindex)
-		rc = prepare_veth_locked(e, ps, p, err, errlen);
+		rc = prepare_veth_locked(e, ps, p, !wait, err, errlen);
 	e->prepared = !rc;
 	return rc;
 }
@@ -1274,7 +1357,7 @@ int enforce_prepare_veth(struct enforce *e, const struct enforce_params *p, char
 	else if (ps->hash != e->set_hash || e->set_gen != set_gen)
 		rc = set_replaced(bpf_dir, err, errlen);
 	else
-		rc = prepare_veth_locked(e, ps, p, err, errlen);
+		rc = prepare_veth_locked(e, ps, p, true, err, errlen);
 	e->prepared = e->prepared && !rc;
 	pthread_mutex_unlock(&set_lock);
 	return rc;
@@ -1775,16 +1858,13 @@ int enforce_counters(const char *pin_dir, uint64_t out[CNT_MAX])
 static void tc_program(const char *pin_dir, const char *name, enum bpf_tc_attach_point at,
 		       int ifindex, enforce_prog_fn fn, void *arg)
 {
-	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = at);
-	LIBBPF_OPTS(bpf_tc_opts, query, .handle = 1, .priority = 1);
 	char err[256];
 	cleanup_close int fd = pin_open(pin_dir, name, err, sizeof(err));
 	__u32 id = 0;
 
 	if (fd >= 0 && prog_id(fd, &id))
 		id = 0;
-	fn(name, id, id && ifindex > 0 && bpf_tc_query(&hook, &query) == 0 && query.prog_id == id,
-	   arg);
+	fn(name, id, id && ifindex > 0 && tc_runs(ifindex, at, id) == 0, arg);
 }
 
 int enforce_programs(const char *pin_dir, const char *cgroup_path, int ifindex, enforce_prog_fn fn,

@@ -75,7 +75,12 @@ assert_eq "$(stat -c '%u %a' "$rec/work" 2>&1)" "$(id -u errand-session 2>/dev/n
 	"... and the session's state directory, the session account's, 0700"
 assert_eq "$(find "$W_CG/$W" -type d -name "$first" | grep -c .)" 1 "... and its cgroup"
 assert_eq "$([ -e "/sys/fs/bpf/$W/$first/config" ] && echo pinned)" pinned "... and its maps, in the program set already"
-assert_eq "$(ls "/sys/fs/bpf/$W/$first" | grep -c 'connect4\|tc_ingress')" 2 "... its hooks and backstop attached already"
+assert_eq "$(ls "/sys/fs/bpf/$W/$first" | grep -cx 'connect4\|tc_ingress')" 2 "... its hooks and backstop attached already"
+# From Linux 6.6 the tc programs are tcx links, pinned (clsact before).
+if [ "$(printf '6.6\n%s\n' "$(uname -r)" | sort -V | head -n 1)" = 6.6 ]; then
+	assert_eq "$(ls "/sys/fs/bpf/$W/$first" | grep -cx 'tc_ingress_link\|tc_egress_link')" 2 "... as tcx links, pinned"
+	assert_eq "$(in_host tc qdisc show dev "eh$first" | grep -c clsact)" 0 "... and no clsact on its veth"
+fi
 assert_eq "$(cgroup_progs "$first")" 9 "... all nine hooks on its cgroup"
 assert_eq "$(config_mode "$first")" 0 "... under a config that refuses everything (mode none) until its start"
 # waiting PREPARED: the pid of its launcher started ahead (it comes last in
