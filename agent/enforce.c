@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -718,8 +719,9 @@ static __u32 tcx_type(enum bpf_tc_attach_point at)
 }
 
 /* Whether this kernel takes tcx links: unknown until the first attach
- * says (0), yes (1), no (-1: 6.1 to 6.5, where clsact does it all). */
-static int tcx_state;
+ * says (0), yes (1), no (-1: 6.1 to 6.5, where clsact does it all). Set
+ * and read by pool threads without set_lock. */
+static _Atomic int tcx_state;
 
 /* The program a veth's tcx hook runs first on that side, which decides
  * (errand's programs pass or drop, never hand on to the next): its id, 0
@@ -775,22 +777,15 @@ static int link_tcx(int fd, const struct enforce_params *p, enum bpf_tc_attach_p
  * way, for show and to keep it while the session lives whatever becomes of
  * its set. */
 static int link_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_attach_point at,
-		       bool ahead, const char *name, const char *what, char *err, size_t errlen)
+		       int tcx_rc, const char *name, const char *what, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = at);
 	/* Replace: a prepared network made again under a new set still has the
 	 * old set's filter on its veth. */
 	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1, .flags = BPF_TC_F_REPLACE);
 	char path[PATH_MAX];
-	int rc = -EOPNOTSUPP;
+	int rc = tcx_rc;
 
-	if (ahead && tcx_state >= 0) {
-		rc = link_tcx(fd, p, at, name);
-		if (rc == -EINVAL && !tcx_state)
-			tcx_state = -1;
-		else if (!rc)
-			tcx_state = 1;
-	}
 	if (rc && at == BPF_TC_INGRESS) {
 		rc = bpf_tc_hook_create(&hook);
 		if (rc && rc != -EEXIST) {
@@ -1120,6 +1115,34 @@ static int set_replaced(const char *bpf_dir, char *err, size_t errlen)
 	return -EAGAIN;
 }
 
+/* The tc programs of a network prepared ahead as tcx links (link_tcx),
+ * their results in tcx[] (nonzero: clsact then). Each attach waits for an
+ * RCU grace period: set_lock is given up meanwhile, as around the maps'
+ * insertions, so that a start is not held behind a refill; the programs
+ * are held by duplicates. -EAGAIN when the set was replaced meanwhile. */
+static int link_tcx_unlocked(const struct progset *ps, const struct enforce_params *p, int tcx[2])
+{
+	static const enum bpf_tc_attach_point at[2] = {BPF_TC_INGRESS, BPF_TC_EGRESS};
+	static const char *const name[2] = {"tc_ingress", "tc_egress"};
+	unsigned gen = set_gen;
+	int fd[2];
+
+	for (int i = 0; i < 2; i++)
+		fd[i] = fcntl(ps->prog[i ? P_TC_OUT : P_TC_IN], F_DUPFD_CLOEXEC, 3);
+	pthread_mutex_unlock(&set_lock);
+	for (int i = 0; i < 2; i++) {
+		tcx[i] = fd[i] < 0 ? -EBADF : link_tcx(fd[i], p, at[i], name[i]);
+		if (tcx[i] == -EINVAL && !tcx_state)
+			tcx_state = -1;
+		else if (!tcx[i])
+			tcx_state = 1;
+		if (fd[i] >= 0)
+			close(fd[i]);
+	}
+	pthread_mutex_lock(&set_lock);
+	return gen == set_gen ? 0 : -EAGAIN;
+}
+
 /* The session's veth, once its maps are in the set: its ifindex and
  * addresses in its config (the mode still none: enforce_unpin finds the
  * veth's key through it), the session's key under the ifindex in veth_sess,
@@ -1128,6 +1151,8 @@ static int prepare_veth_locked(struct enforce *e, const struct progset *ps,
 			       const struct enforce_params *p, bool ahead, char *err, size_t errlen)
 {
 	struct sess_cfg cfg = session_cfg_of(p, ps->hash);
+	int tcx[2] = {-EOPNOTSUPP, -EOPNOTSUPP};
+	char dir[PATH_MAX];
 	__u32 zero = 0;
 	int rc;
 
@@ -1139,10 +1164,14 @@ static int prepare_veth_locked(struct enforce *e, const struct progset *ps,
 		snprintf(err, errlen, "cannot add the session's veth: %s", strerror(-rc));
 		return rc;
 	}
-	rc = link_tc_one(ps->prog[P_TC_IN], p, BPF_TC_INGRESS, ahead, "tc_ingress", "backstop", err,
-			 errlen);
+	if (ahead && tcx_state >= 0 && link_tcx_unlocked(ps, p, tcx)) {
+		parent_dir(p->pin_dir, dir, sizeof(dir));
+		return set_replaced(dir, err, errlen);
+	}
+	rc = link_tc_one(ps->prog[P_TC_IN], p, BPF_TC_INGRESS, tcx[0], "tc_ingress", "backstop",
+			 err, errlen);
 	if (!rc)
-		rc = link_tc_one(ps->prog[P_TC_OUT], p, BPF_TC_EGRESS, ahead, "tc_egress",
+		rc = link_tc_one(ps->prog[P_TC_OUT], p, BPF_TC_EGRESS, tcx[1], "tc_egress",
 				 "flow guard", err, errlen);
 	return rc;
 }

@@ -976,7 +976,8 @@ __attribute__((noinline)) __u64 errand_ts_walk(struct __sk_buff *skb, __u32 l4_o
 	__u32 old;
 	__u64 j;
 
-	if (!len || len > TCP_OPTS_MAX || bpf_skb_load_bytes(skb, l4_off + 20, w.opt, len))
+	/* A bound below, not !len: 6.1's verifier learns none from != 0. */
+	if (len < 4 || len > TCP_OPTS_MAX || bpf_skb_load_bytes(skb, l4_off + 20, w.opt, len))
 		return 0;
 	w.len = len;
 	bpf_loop(TCP_OPTS_MAX, opt_step, &w, 0);
