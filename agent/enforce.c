@@ -772,6 +772,26 @@ static int link_tcx(int fd, const struct enforce_params *p, enum bpf_tc_attach_p
 	return rc;
 }
 
+/* Takes a session's tcx links off its veth now. Unpinned, a link is
+ * released later, by a kernel worker: a start that makes a stale prepared
+ * network its own again, with clsact, would find the old set's program
+ * still first on the hook, deciding alone. */
+static void tcx_detach(const char *pin_dir)
+{
+	static const char *const name[2] = {"tc_ingress_link", "tc_egress_link"};
+	char path[PATH_MAX];
+
+	for (int i = 0; i < 2; i++) {
+		cleanup_close int fd = -1;
+
+		if (path_fmt(path, sizeof(path), "%s/%s", pin_dir, name[i]))
+			continue;
+		fd = bpf_obj_get(path);
+		if (fd >= 0)
+			bpf_link_detach(fd);
+	}
+}
+
 /* Else clsact: a legacy tc filter, which lives as long as the device and
  * needs no pin. The program is pinned in the session's directory either
  * way, for show and to keep it while the session lives whatever becomes of
@@ -838,13 +858,16 @@ static int verify_tc_one(__u32 id, const struct enforce_params *p, enum bpf_tc_a
 {
 	int rc = tc_runs(p->host_ifindex, at, id);
 
-	if (rc) {
+	if (rc == -EEXIST)
+		snprintf(err, errlen,
+			 "enforcement not verified: another program runs before the tc %s on "
+			 "ifindex %d's tcx hook",
+			 what, p->host_ifindex);
+	else if (rc)
 		snprintf(err, errlen,
 			 "enforcement not verified: the tc %s is not on ifindex %d (%s)", what,
 			 p->host_ifindex, strerror(-rc));
-		return rc;
-	}
-	return 0;
+	return rc;
 }
 
 static int on_event(void *ctx, void *data, size_t size)
@@ -1413,6 +1436,7 @@ struct enforce *enforce_attach(const struct enforce_params *p, struct enforce *p
 	pthread_mutex_lock(&set_lock);
 	if (e && (rc || !prepared_current(e, p->pin_dir))) {
 		rc = 0;
+		tcx_detach(p->pin_dir);
 		enforce_unpin(p->pin_dir);
 		enforce_free(e);
 		e = NULL;

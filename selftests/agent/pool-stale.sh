@@ -1,0 +1,72 @@
+#!/bin/bash
+# Guarantee: a network the pool prepared under a program set that has since been replaced (the object changed, or its set's pins went) is made the start's own again under the current set: its old tc programs (tcx links from Linux 6.6) are taken off its veth before the new ones go on, so the start is verified and enforced by the current set's programs alone, its backstop and flow guard among them.
+# selftests-timeout: 120
+. "$(dirname "$0")/../lib/world.sh"
+need_errandctl
+world_up
+W_CONFIG=$(world_config pool '"pool": 2, "addressPool": "10.213.0.0/24"')
+ctl() { in_host "$ERRANDCTL" --config "$W_CONFIG" "$@"; }
+jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+P=/sys/fs/bpf/$W/prog
+prepared() { find "/sys/fs/bpf/$W" -mindepth 1 -maxdepth 1 -type d ! -name prog -printf '%f\n' | sort; }
+agent_start || { world_finish; exit 1; }
+for _ in $(seq 1 100); do
+	[ "$(prepared | grep -c .)" = 2 ] && break
+	sleep 0.1
+done
+pool=$(prepared)
+assert_eq "$(echo "$pool" | grep -c .)" 2 "the pool prepared two networks"
+old=$(find "$P" -mindepth 1 -maxdepth 1 -type d -printf '%f\n')
+assert_match "$old" '^[0-9a-f]{16}$' "... under one program set"
+if [ "$(printf '6.6\n%s\n' "$(uname -r)" | sort -V | head -n 1)" = 6.6 ]; then
+	for id in $pool; do
+		assert_eq "$(for l in tc_ingress_link tc_egress_link; do [ -e "/sys/fs/bpf/$W/$id/$l" ] && echo "$l"; done | grep -c .)" 2 \
+			"$id's tc programs are tcx links"
+	done
+fi
+# A tool holding the links open (bpftool link show, a monitor) keeps them
+# attached past their unpinning: only a detach takes them off.
+hold_links() {
+	python3 - "$@" <<'PY' &
+import ctypes, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+fds = []
+for path in sys.argv[1:]:
+    name = ctypes.create_string_buffer(path.encode())
+    attr = (ctypes.c_uint8 * 128)()
+    struct.pack_into("QII", attr, 0, ctypes.addressof(name), 0, 0)
+    fds.append(libc.syscall(321, 7, attr, 128))  # bpf(BPF_OBJ_GET)
+print("held", sum(1 for fd in fds if fd >= 0), flush=True)
+time.sleep(600)
+PY
+	W_PIDS+=($!)
+}
+if [ "$(printf '6.6\n%s\n' "$(uname -r)" | sort -V | head -n 1)" = 6.6 ]; then
+	links=()
+	for id in $pool; do links+=("/sys/fs/bpf/$W/$id/tc_ingress_link" "/sys/fs/bpf/$W/$id/tc_egress_link"); done
+	hold_links "${links[@]}" >"$W_DIR/held.out"
+	for _ in $(seq 1 50); do
+		grep -q '^held' "$W_DIR/held.out" && break
+		sleep 0.1
+	done
+	assert_eq "$(cat "$W_DIR/held.out")" "held 4" "a tool holds the four links open"
+fi
+# The set's pins gone from where the agent finds them: its next start
+# loads the set again, and the prepared networks are of a set replaced.
+mv "$P/$old" "$P/00000000000000aa"
+errand_start --pin a.test=$HOST_A:443 --egress a.test:443 || { world_finish; exit 1; }
+assert_contains "$pool" "$SESSION" "a start took a network of the replaced set"
+new=$(find "$P" -mindepth 1 -maxdepth 1 -type d ! -name 00000000000000aa -printf '%f\n')
+assert_eq "$new" "$old" "... and loaded the set again, under its hash"
+show=$(ctl show "$SESSION" --json)
+assert_eq "$(echo "$show" | jq_py "sorted(p['hook'] for p in d['programs'] if p['attached'])")" \
+	"['connect4', 'connect6', 'getpeername4', 'getpeername6', 'recvmsg4', 'recvmsg6', 'sendmsg4', 'sendmsg6', 'sock_create', 'tc_egress', 'tc_ingress']" \
+	"its programs are attached, each the one its veth or cgroup runs first"
+tc_in=$(bpftool -j prog show pinned "$P/$new/errand_tc_in" | jq_py "d['id']")
+assert_match "$tc_in" '^[0-9]+$' "the current set's backstop is pinned"
+assert_eq "$(echo "$show" | jq_py "[p['progId'] for p in d['programs'] if p['hook'] == 'tc_ingress'][0]")" "$tc_in" \
+	"... the backstop the current set's"
+assert_eq "$(in_session "$SESSION" "$PROBE" tcp $HOST_A 443)" "ok hello $HOST_A:443" "the session reaches its pin"
+assert_eq "$(in_session "$SESSION" "$PROBE" tcp $HOST_B 443 --timeout 2)" ETIMEDOUT "... and its backstop refuses another host"
+errand_stop
+world_finish
