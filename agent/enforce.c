@@ -806,7 +806,9 @@ static int link_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_attac
 	char path[PATH_MAX];
 	int rc = tcx_rc;
 
-	if (rc && at == BPF_TC_INGRESS) {
+	/* clsact is made with the ingress filter; on egress only when its own
+	 * tcx attach failed (then the ingress one may be a tcx link). */
+	if (rc && (at == BPF_TC_INGRESS || rc != -EOPNOTSUPP)) {
 		rc = bpf_tc_hook_create(&hook);
 		if (rc && rc != -EEXIST) {
 			snprintf(err, errlen,
@@ -1154,7 +1156,10 @@ static int link_tcx_unlocked(const struct progset *ps, const struct enforce_para
 		fd[i] = fcntl(ps->prog[i ? P_TC_OUT : P_TC_IN], F_DUPFD_CLOEXEC, 3);
 	pthread_mutex_unlock(&set_lock);
 	for (int i = 0; i < 2; i++) {
-		tcx[i] = fd[i] < 0 ? -EBADF : link_tcx(fd[i], p, at[i], name[i]);
+		/* Once a kernel said it has no tcx, neither side asks again. */
+		tcx[i] = fd[i] < 0	 ? -EBADF
+			 : tcx_state < 0 ? -EOPNOTSUPP
+					 : link_tcx(fd[i], p, at[i], name[i]);
 		if (tcx[i] == -EINVAL && !tcx_state)
 			tcx_state = -1;
 		else if (!tcx[i])

@@ -493,9 +493,9 @@ static int not_running(const char *id, bool was_running)
 		return 0;
 	}
 	fprintf(stderr,
-		"errandctl: observe: no session %s is running; errandctl sessions shows those "
-		"that are\n",
-		id);
+		"errandctl: observe: no session %s is running (errandctl sessions lists those "
+		"that are; errandctl denied %s shows what an ended one was refused)\n",
+		id, id);
 	return 125;
 }
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: errandctl observe ID follows one session to its end, under errand-agent and without it: it prints the session's events, then `errand: session=ID ended status=N` (with --json `{"event":"ended","session":ID,"status":N}`), and returns 0 as the session ends; errandctl observe of every session prints each one's end after its events; observe ID of a session that is not running (never was, or has ended) says so in one line and exits 125 at once, printing nothing else.
+# Guarantee: errandctl observe ID follows one session to its end, under errand-agent and without it: it prints the session's events, then `errand: session=ID ended status=N` (with --json `{"event":"ended","session":ID,"status":N}`), and returns 0 as the session ends; errandctl observe of every session prints each one's end after its events; observe ID of a session that is not running (never was, or has ended) says so in one line, which names errandctl denied ID for what an ended one was refused, and exits 125 at once, printing nothing else.
 # selftests-timeout: 120
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -54,7 +54,7 @@ observe_start 0123abcd
 observe_wait 5
 assert_eq "$OBS_RC" 125 "embedded: observe ID of a session never run exits 125 at once"
 assert_eq "$(cat "$OBSERVE_OUT")" \
-	"errandctl: observe: no session 0123abcd is running; errandctl sessions shows those that are" \
+	"errandctl: observe: no session 0123abcd is running (errandctl sessions lists those that are; errandctl denied 0123abcd shows what an ended one was refused)" \
 	"... with one line saying so"
 
 agent_start || exit 1
@@ -82,9 +82,11 @@ for id in 0123abcd "$ended" "$SESSION"; do
 	observe_wait 5
 	assert_eq "$OBS_RC" 125 "errand-agent: observe ID of a session not running ($id) exits 125 at once"
 	assert_eq "$(cat "$OBSERVE_OUT")" \
-		"errandctl: observe: no session $id is running; errandctl sessions shows those that are" \
+		"errandctl: observe: no session $id is running (errandctl sessions lists those that are; errandctl denied $id shows what an ended one was refused)" \
 		"... with one line saying so"
 done
+assert_match "$(in_host "$ERRANDCTL" --config "$W_CONFIG" denied "$SESSION")" "$HOST_PRIV:443 +forbidden" \
+	"errand-agent: ... and errandctl denied ID, which the line names, lists the ended session's refusal"
 
 # One running among others: followed, not refused.
 errand_start -- sleep 30 || exit 1
