@@ -79,6 +79,8 @@ static long sys6(long n, long a, long b, long c, long d, long e, long f)
 
 #define SYS(n, a, b, c) sys6(__NR_##n, (long)(a), (long)(b), (long)(c), 0, 0, 0)
 #define SYS4(n, a, b, c, d) sys6(__NR_##n, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+#define SYS5(n, a, b, c, d, e)                                                                     \
+	sys6(__NR_##n, (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
 
 static long xread(int fd, void *buf, size_t len)
 {
@@ -843,7 +845,7 @@ static int run(int sock, const char *run_dir)
 	pidfd = m.fds[0];
 	relayed = member(m.p, end, "relayed") && sprefix(member(m.p, end, "relayed"), "true");
 	/* The session may run for days: no read timeout from here on. */
-	SYS4(setsockopt, sock, SOL_SOCKET, SO_RCVTIMEO, &none);
+	SYS5(setsockopt, sock, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
 	SYS4(rt_sigprocmask, 0 /* SIG_BLOCK */, &mask, NULL, sizeof(mask));
 	sfd = (int)SYS4(signalfd4, -1, &mask, sizeof(mask), O_CLOEXEC | O_NONBLOCK);
 	for (;;) {
@@ -914,7 +916,7 @@ int front_main(long *sp)
 	 * the session itself, or says so. */
 	if (sock_path.full || sock < 0 || SYS(connect, sock, &sa, sizeof(sa)) < 0)
 		hand_over();
-	SYS4(setsockopt, sock, SOL_SOCKET, SO_RCVTIMEO, &start);
+	SYS5(setsockopt, sock, SOL_SOCKET, SO_RCVTIMEO, &start, sizeof(start));
 	if (send_run((int)sock, &req))
 		hand_over(); /* the agent went away before it read a byte: nothing started */
 	xexit(run((int)sock, run_dir));
