@@ -5,17 +5,20 @@
 # warm pool (sandbox.pool 2, the default) and without (sandbox.pool 0), with
 # --egress none, and embedded (no agent: errandctl does it all itself), side
 # by side with bubblewrap unsharing everything and plain unshare, in one
-# hyperfine run. All run from the world's agent namespace, so each pays the
-# same nsenter. RUNS tunes it; PAUSE=SECONDS waits that long before each
-# run, so the agent's refill and teardown of the run before are done (back
-# to back, the default, each start shares two CPUs with them). Each arm
-# begins a second after the last one's runs, once their teardowns are done:
-# bwrap binds the whole mount tree, and a namespace file of the embedded
-# arm's last session unmounted meanwhile failed its run.
+# hyperfine run a round. All run from the world's agent namespace, so each
+# pays the same nsenter. ROUNDS rounds (5) of RUNS runs an arm (10), the
+# arms taking turns going first; each figure is the median of the rounds'
+# means, each ratio the median of the rounds' own. PAUSE=SECONDS waits that
+# long before each run, so the agent's refill and teardown of the run before
+# are done (back to back, the default, each start shares two CPUs with
+# them). Each arm begins a second after the last one's runs, once their
+# teardowns are done: bwrap binds the whole mount tree, and a namespace file
+# of the embedded arm's last session unmounted meanwhile failed its run.
 set -u
 . "$(dirname "$0")/lib.sh"
 
-RUNS=${RUNS:-30}
+ROUNDS=${ROUNDS:-5}
+RUNS=${RUNS:-10}
 bench_need hyperfine bwrap
 world_up >/dev/null
 # Each errand of its own paths in a namespace of its own (an agent sweeps the
@@ -42,11 +45,44 @@ for _ in $(seq 1 100); do
 	sleep 0.05
 done
 in_ns() { echo "nsenter --net=/run/netns/$W-$1"; }
-hyperfine -N ${HF_ARGS:-} ${PAUSE:+--prepare "sleep $PAUSE"} --cleanup "sleep 1" --warmup 3 --runs "$RUNS" --export-markdown "$W_DIR/start.md" \
-	-n "errandctl run -- /bin/true (agent, pool)" "$(in_ns host) $ERRANDCTL run --config $pool_cfg -- /bin/true" \
-	-n "errandctl run -- /bin/true (agent, no pool)" "$(in_ns np) $ERRANDCTL run --config $nopool_cfg -- /bin/true" \
-	-n "errandctl run --egress none -- /bin/true (agent)" "$(in_ns host) $ERRANDCTL run --config $pool_cfg --egress none -- /bin/true" \
-	-n "errandctl run -- /bin/true (embedded)" "$(in_ns em) $ERRANDCTL run --config $embedded_cfg -- /bin/true" \
-	-n "bwrap --unshare-all" "$(in_ns host) bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc /bin/true" \
-	-n "unshare -Urnpf --mount-proc" "$(in_ns host) unshare -Urnpf --mount-proc /bin/true" 2>&1 | grep -v '^ *$'
-cat "$W_DIR/start.md"
+names=("errandctl run -- /bin/true (agent, pool)" "errandctl run -- /bin/true (agent, no pool)"
+	"errandctl run --egress none -- /bin/true (agent)" "errandctl run -- /bin/true (embedded)"
+	"bwrap --unshare-all" "unshare -Urnpf --mount-proc")
+cmds=("$(in_ns host) $ERRANDCTL run --config $pool_cfg -- /bin/true"
+	"$(in_ns np) $ERRANDCTL run --config $nopool_cfg -- /bin/true"
+	"$(in_ns host) $ERRANDCTL run --config $pool_cfg --egress none -- /bin/true"
+	"$(in_ns em) $ERRANDCTL run --config $embedded_cfg -- /bin/true"
+	"$(in_ns host) bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc /bin/true"
+	"$(in_ns host) unshare -Urnpf --mount-proc /bin/true")
+n=${#names[@]}
+for round in $(seq 1 "$ROUNDS"); do
+	args=()
+	for k in $(seq 0 $((n - 1))); do
+		i=$(((k + round - 1) % n)) # round r starts with arm r
+		args+=(-n "${names[$i]}" "${cmds[$i]}")
+	done
+	if ! hyperfine -N ${HF_ARGS:-} ${PAUSE:+--prepare "sleep $PAUSE"} --cleanup "sleep 1" --warmup 3 \
+		--runs "$RUNS" --export-json "$W_DIR/start-$round.json" "${args[@]}" >"$W_DIR/start-$round.out" 2>&1; then
+		cat "$W_DIR/start-$round.out"
+		exit 1
+	fi
+done
+echo "start benchmark: $(uname -r), $(nproc) cores, ${PAUSE:+$PAUSE s between runs, }median of $ROUNDS rounds of $RUNS runs an arm (each round's mean; a ratio: of the rounds' own)"
+python3 - "$W_DIR" "$ROUNDS" "${names[@]}" <<'PY'
+import json, statistics, sys
+d, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+means = {name: [] for name in names}
+for r in range(1, rounds + 1):
+    for res in json.load(open("%s/start-%d.json" % (d, r)))["results"]:
+        means[res["command"]].append(res["mean"] * 1e3)
+med = lambda v: statistics.median(v)
+bw, un = means["bwrap --unshare-all"], means["unshare -Urnpf --mount-proc"]
+print("%-50s %9s %9s %9s" % ("", "mean (ms)", "x bwrap", "x unshare"))
+for name in names:
+    m = means[name]
+    print("%-50s %9.1f %9.2f %9.2f" % (name, med(m), med([a / b for a, b in zip(m, bw)]),
+                                       med([a / b for a, b in zip(m, un)])))
+print("rounds' means (ms):")
+for name in names:
+    print("  %-48s %s" % (name, " ".join("%.1f" % x for x in means[name])))
+PY
