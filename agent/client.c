@@ -170,7 +170,7 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	char err[512], id[CONTROL_ID_MAX + 1], shown[ESC_LEN(1024)];
 	int fds[CONTROL_FDS_MAX], nfds = 0, pidfd = -1, sfd, status;
 	struct timeval none = {}, start = {.tv_sec = RUN_START_TIMEOUT_S};
-	sigset_t mask, old;
+	sigset_t mask;
 	bool connected = true, relayed, gone = false;
 	int rc;
 
@@ -208,7 +208,12 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGQUIT);
-	sigprocmask(SIG_BLOCK, &mask, &old);
+	/* Blocked until errandctl exits: put back, a signal that came as CMD
+	 * ended would end errandctl with it, its status and the tail of the
+	 * relayed output lost. A reader of stderr that went away is an error
+	 * on the write, not an end. */
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	for (;;) {
 		struct pollfd p[3] = {
@@ -227,8 +232,9 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 				syscall(SYS_pidfd_send_signal, pidfd, (int)si.ssi_signo, NULL, 0);
 		}
 		if (p[1].revents) {
-			if (control_read(ac->fd, &m, err, sizeof(err)) == 0 &&
-			    m.type == CONTROL_RUN_EXIT) {
+			int got = control_read(ac->fd, &m, err, sizeof(err));
+
+			if (got == 0 && m.type == CONTROL_RUN_EXIT) {
 				status = (int)json_integer_value(
 					json_object_get(m.payload, "status"));
 				control_msg_free(&m);
@@ -237,7 +243,7 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 			/* A refusal's line, or the agent went away (a restart): the
 			 * launcher still runs the session, and its pidfd says when it
 			 * ends. */
-			connected = run_line(&m);
+			connected = got == 0 && run_line(&m);
 			control_msg_free(&m);
 		}
 		if (p[0].revents)
@@ -252,6 +258,5 @@ done:
 	close(pidfd);
 	if (sfd >= 0)
 		close(sfd);
-	sigprocmask(SIG_SETMASK, &old, NULL);
 	return status;
 }

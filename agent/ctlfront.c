@@ -815,6 +815,7 @@ static __attribute__((noreturn)) void refused(const char *p, const char *end)
 static int run(int sock, const char *run_dir)
 {
 	const uint64_t mask = SIG_BIT(1) | SIG_BIT(2) | SIG_BIT(3) | SIG_BIT(15);
+	const uint64_t blocked = mask | SIG_BIT(13);
 	struct timeval none = {0, 0};
 	struct msg m;
 	char id[CONTROL_ID_MAX + 1];
@@ -846,7 +847,10 @@ static int run(int sock, const char *run_dir)
 	relayed = member(m.p, end, "relayed") && sprefix(member(m.p, end, "relayed"), "true");
 	/* The session may run for days: no read timeout from here on. */
 	SYS5(setsockopt, sock, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
-	SYS4(rt_sigprocmask, 0 /* SIG_BLOCK */, &mask, NULL, sizeof(mask));
+	/* SIGPIPE blocked too, not taken: a reader of stderr that went away is
+	 * an error on the write, not errandctl's end (CMD's status is still
+	 * given). */
+	SYS4(rt_sigprocmask, 0 /* SIG_BLOCK */, &blocked, NULL, sizeof(blocked));
 	sfd = (int)SYS4(signalfd4, -1, &mask, sizeof(mask), O_CLOEXEC | O_NONBLOCK);
 	for (;;) {
 		struct pollfd p[3] = {

@@ -715,10 +715,8 @@ int main(int argc, char **argv)
 	}
 	log_init("errand", verbose);
 	enforce_libbpf_quiet();
-	if (i >= argc) {
-		usage_all(stderr);
-		return EXIT_ERRAND;
-	}
+	if (i >= argc)
+		refuse("no command given; write errandctl COMMAND (errandctl --help lists them)");
 	for (size_t c = 0; c < ARRAY_SIZE(commands); c++)
 		if (!strcmp(argv[i], commands[c].name))
 			return commands[c].run(argc - i, argv + i, config_path);

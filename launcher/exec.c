@@ -51,8 +51,11 @@ static char **build_env(const struct launch_args *a)
 	env = calloc(3 + ARRAY_SIZE(base_env) + a->env.n + 1, sizeof(*env));
 	path = malloc(len);
 	if (!env || !path || asprintf(&term, "TERM=%s", a->term ? a->term : "dumb") < 0 ||
-	    asprintf(&home, "HOME=%s", a->state_in ? a->state_in : "/tmp") < 0)
-		fatal("cannot build the command's environment");
+	    asprintf(&home, "HOME=%s", a->state_in ? a->state_in : "/tmp") < 0) {
+		/* _exit, not fatal()'s exit: this process shares PID 1's memory. */
+		log_warn("cannot build the command's environment");
+		_exit(LAUNCH_EXIT_FAIL);
+	}
 	strcpy(path, "PATH=");
 	for (size_t i = 0; i < a->path_extra.n; i++) {
 		strcat(path, a->path_extra.v[i]);
@@ -82,8 +85,10 @@ static void enter_cwd(const struct launch_args *a)
 		log_warn("cannot change to --cwd %s in the session", a->cwd);
 		_exit(LAUNCH_EXIT_FAIL);
 	}
-	if (chdir("/") < 0)
-		fatal("cannot change to /");
+	if (chdir("/") < 0) {
+		log_warn("cannot change to /");
+		_exit(LAUNCH_EXIT_FAIL);
+	}
 }
 
 /* Marks rather than closes, so the exec's own failure can still be told. */

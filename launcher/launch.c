@@ -574,13 +574,20 @@ static int resolve_paths(struct launch_args *a)
 	return 0;
 }
 
-/* Once the state directory exists. */
-static void resolve_state(struct launch_args *a)
+/* Once the state directory exists; resolved, it is never / either (a
+ * link to it, or //, passed the check before). */
+static int resolve_state(struct launch_args *a)
 {
 	if (!a->state)
-		return;
+		return 0;
 	canonical(&a->state);
+	if (!strcmp(a->state, "/")) {
+		log_warnx("--state resolves to / and would make the whole filesystem writable; "
+			  "pass the session's own directory");
+		return -EINVAL;
+	}
 	a->state_in = a->image ? LAUNCH_IMAGE_STATE : a->state;
+	return 0;
 }
 
 /* The exit status for whoever waits on the session without being this
@@ -860,9 +867,8 @@ int main(int argc, char **argv)
 	 * namespace but no capability over it. */
 	if (!ahead.pid && ns_enter_netns(a.netns) < 0)
 		goto fail;
-	if (ns_prepare_state(&a) < 0)
+	if (ns_prepare_state(&a) < 0 || resolve_state(&a) < 0)
 		goto fail;
-	resolve_state(&a);
 	if (ns_prepare_project(&a) < 0)
 		goto fail;
 	if (a.userns_fd >= 0)

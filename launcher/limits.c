@@ -36,22 +36,35 @@ static bool has_word(const char *list, const char *word)
 	return false;
 }
 
-/* The controller for the session's cgroup: enabled in its parent's
- * subtree_control when the parent has it to give. */
-static bool controller(const char *parent, const char *name)
+/* The controller for the session's cgroup: 1 once its parent's
+ * subtree_control has it, 0 when the parent has none to give (the gap the
+ * agent states), -errno when it could not be read or enabled (a parent
+ * with processes of its own takes no controller for its children: EBUSY).
+ * A limit that cannot be had refuses the session, never runs it without. */
+static int controller(const char *parent, const char *name)
 {
 	char path[PATH_MAX], list[512], plus[32];
+	int r;
 
-	if (path_fmt(path, sizeof(path), "%s/cgroup.controllers", parent) ||
-	    file_read_text(path, list, sizeof(list)) < 0 || !has_word(list, name))
-		return false;
-	if (path_fmt(path, sizeof(path), "%s/cgroup.subtree_control", parent) ||
-	    file_read_text(path, list, sizeof(list)) < 0)
-		return false;
+	if (path_fmt(path, sizeof(path), "%s/cgroup.controllers", parent))
+		return -ENAMETOOLONG;
+	if ((r = file_read_text(path, list, sizeof(list))) < 0)
+		goto fail;
+	if (!has_word(list, name))
+		return 0;
+	if (path_fmt(path, sizeof(path), "%s/cgroup.subtree_control", parent))
+		return -ENAMETOOLONG;
+	if ((r = file_read_text(path, list, sizeof(list))) < 0)
+		goto fail;
 	if (has_word(list, name))
-		return true;
+		return 1;
 	snprintf(plus, sizeof(plus), "+%s", name);
-	return write_file(path, plus) == 0;
+	if ((r = write_file(path, plus)) == 0)
+		return 1;
+fail:
+	errno = -r;
+	log_warn("cannot give the session's cgroup the %s controller (%s)", name, path);
+	return r;
 }
 
 static int set(const char *cgroup, const char *file, const char *value)
@@ -83,7 +96,7 @@ int limits_apply(const struct launch_args *a)
 	if (!slash || slash == parent)
 		return 0;
 	*slash = '\0';
-	if (a->memory && controller(parent, "memory")) {
+	if (a->memory && (r = controller(parent, "memory")) > 0) {
 		snprintf(v, sizeof(v), "%llu", (unsigned long long)a->memory);
 		r = set(a->cgroup, "memory.max", v);
 		/* Swap would let the session past memory.max; the file is there
@@ -92,17 +105,17 @@ int limits_apply(const struct launch_args *a)
 		    access(swap, F_OK) == 0)
 			r = set(a->cgroup, "memory.swap.max", "0");
 	}
-	if (r == 0 && a->cpu_milli && controller(parent, "cpu")) {
+	if (r >= 0 && a->cpu_milli && (r = controller(parent, "cpu")) > 0) {
 		snprintf(v, sizeof(v), "%llu %d",
 			 (unsigned long long)a->cpu_milli * CPU_PERIOD / 1000, CPU_PERIOD);
 		r = set(a->cgroup, "cpu.max", v);
 	}
-	if (r == 0 && a->pids && controller(parent, "pids")) {
+	if (r >= 0 && a->pids && (r = controller(parent, "pids")) > 0) {
 		snprintf(v, sizeof(v), "%llu", (unsigned long long)a->pids);
 		r = set(a->cgroup, "pids.max", v);
 	}
 	log_debug("limits for %s: memory %llu, cpu %llu/1000, pids %llu", a->cgroup,
 		  (unsigned long long)a->memory, (unsigned long long)a->cpu_milli,
 		  (unsigned long long)a->pids);
-	return r;
+	return r < 0 ? r : 0;
 }

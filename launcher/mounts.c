@@ -296,7 +296,9 @@ static int bind_grants(struct grant *g, size_t n, const char *const *dst_of)
 	for (size_t i = 0; i < n; i++) {
 		bool covered = false;
 
-		for (size_t j = 0; j < i && !covered; j++)
+		/* Bound elsewhere (an image's /workspace and /state), none covers
+		 * another. */
+		for (size_t j = 0; j < i && !covered && !dst_of; j++)
 			covered =
 				g[j].path && beneath(g[i].path, g[j].path) && (g[j].rw || !g[i].rw);
 		/* The project is always its own mount: a writable parent granted

@@ -51,6 +51,7 @@ static const char *const blocked[] = {
 	"fsconfig",
 	"fspick",
 	"mount_setattr",
+	"open_tree_attr",
 	"kexec_load",
 	"kexec_file_load",
 	"init_module",
@@ -78,7 +79,36 @@ static const struct {
 	{"chmod", 1},  {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2}, {"open", 2},
 	{"openat", 3}, {"creat", 1},  {"mknod", 1},    {"mknodat", 2},
 };
-#define NR_FCHMODAT2 452 /* x86_64, Linux 6.6; older libseccomp lacks the name */
+
+/* Calls newer than some libseccomp errand links knows (Debian 12's 2.5.4
+ * lacks open_tree_attr), by number: every architecture numbers the calls
+ * added since Linux 5.1 alike. */
+static const struct {
+	const char *name;
+	int nr;
+} newer[] = {
+	{"fchmodat2", 452},	 /* Linux 6.6 */
+	{"open_tree_attr", 467}, /* Linux 6.15: open_tree's clone, with attributes */
+};
+
+/* A call of errand's own lists by name: libseccomp's number, else newer[]'s.
+ * One neither knows is refused (-ENOSYS): the kernel would not see it
+ * filtered. */
+static int syscall_nr(const char *name)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+
+	for (size_t i = 0; nr == __NR_SCMP_ERROR && i < ARRAY_SIZE(newer); i++)
+		if (!strcmp(newer[i].name, name))
+			nr = newer[i].nr;
+	if (nr == __NR_SCMP_ERROR) {
+		log_warnx("errand's seccomp filter names %s, which neither libseccomp nor errand "
+			  "knows the number of; rebuild errand against a newer libseccomp",
+			  name);
+		return -ENOSYS;
+	}
+	return nr;
+}
 
 static const unsigned long clone_ns[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,   CLONE_NEWUSER,
 					 CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP};
@@ -86,13 +116,10 @@ static const unsigned long clone_ns[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIP
 static int rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned int n,
 		const struct scmp_arg_cmp *cmp)
 {
-	int nr = seccomp_syscall_resolve_name(name), r;
+	int nr = syscall_nr(name), r;
 
-	/* A name this libseccomp does not know is a call newer than it, which
-	 * the kernel then does not see filtered: only errand's own list may have
-	 * one (the configuration's names were checked at load). */
-	if (nr == __NR_SCMP_ERROR)
-		return 0;
+	if (nr < 0)
+		return nr;
 	r = seccomp_rule_add_array(ctx, action, nr, n, cmp);
 	if (r < 0)
 		log_warnx("cannot add the seccomp rule for %s: %s", name, strerror(-r));
@@ -127,12 +154,10 @@ static int add_mode_rules(scmp_filter_ctx ctx)
 	int r;
 
 	for (size_t i = 0; i < ARRAY_SIZE(mode_calls); i++) {
-		int nr = seccomp_syscall_resolve_name(mode_calls[i].name);
+		int nr = syscall_nr(mode_calls[i].name);
 
-		if (nr == __NR_SCMP_ERROR && !strcmp(mode_calls[i].name, "fchmodat2"))
-			nr = NR_FCHMODAT2;
-		if (nr == __NR_SCMP_ERROR)
-			continue;
+		if (nr < 0)
+			return nr;
 		for (size_t b = 0; b < ARRAY_SIZE(bits); b++) {
 			struct scmp_arg_cmp c = {mode_calls[i].arg, SCMP_CMP_MASKED_EQ, bits[b],
 						 bits[b]};

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: with errand-agent running, errandctl run goes through its control socket (the session is the agent's, the command gets errandctl's stdin, stdout and stderr, and errandctl gives CMD's exit status); sessions, show, stop, denied, reload and version answer from the agent, each as a table and as JSON; after kill -9 of the agent a running session's enforcement holds exactly as before (a forbidden connect stays refused, an allowed one stays allowed) and DNS fails closed; a restarted agent re-adopts it, DNS answers again, and errandctl run, still waiting, reports CMD's status.
+# Guarantee: with errand-agent running, errandctl run goes through its control socket (the session is the agent's, the command gets errandctl's stdin, stdout and stderr, and errandctl gives CMD's exit status); sessions, show, stop, denied, reload and version answer from the agent, each as a table and as JSON; after kill -9 of the agent a running session's enforcement holds exactly as before (a forbidden connect stays refused, an allowed one stays allowed) and DNS fails closed; a restarted agent re-adopts it, DNS answers again, and errandctl run, still waiting, reports CMD's status (errandctl-full too, without spinning or printing lines it never got); a caller whose stderr reader went away still gets CMD's status.
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/../lib/world.sh"
@@ -19,6 +19,14 @@ assert_eq "$RUN_RC" 7 "errandctl run gives CMD's exit status through the agent"
 assert_eq "$(result out)" hello "CMD wrote to errandctl's stdout"
 assert_contains "$RUN_STDERR" err-line "CMD wrote to errandctl's stderr"
 assert_match "$(cat "$AGENT_LOG")" "session [0-9a-f]{8} started" "the agent ran the session"
+
+# A refusal's line for a caller whose stderr reader went away: CMD's status
+# all the same (not SIGPIPE's), from the front and from errandctl-full.
+for ctl_bin in "$ERRANDCTL" "$ROOT/build/bin/errandctl-full"; do
+	in_host "$ctl_bin" run --config "$W_CONFIG" --egress api.test -- \
+		sh -c "$PROBE tcp 10.99.0.10 443 >/dev/null 2>&1; sleep 0.5; exit 7" </dev/null 2>&1 | true
+	assert_eq "${PIPESTATUS[0]}" 7 "${ctl_bin##*/}: CMD's status though stderr's reader has gone"
+done
 
 # A long session: the agent's view of it.
 errand_start --egress api.test -- sh -c "$(session_ns_sh)"'while :; do
@@ -59,6 +67,22 @@ assert_match "$(ctl denied "$SESSION")" "10.99.0.10:443 +forbidden" "denied prin
 assert_eq "$(bg_result allowed)" "ok hello $HOST_A:443" "control: the allowed host is reached"
 assert_eq "$(bg_result forbidden)" EPERM "control: the forbidden host is refused"
 
+# errandctl-full's own wait (the front's is the session above): it has read
+# a refusal's line when the agent goes away; it must neither spin on the dead
+# socket nor print lines it never got, and it reports CMD's status.
+full_out=$W_DIR/full.out full_err=$W_DIR/full.err
+(exec nsenter --net="/run/netns/$W-host" "$ROOT/build/bin/errandctl-full" run --config "$W_CONFIG" \
+	--egress api.test -- sh -c 'echo "id=$ERRAND_SESSION"; '"$PROBE"' tcp 10.99.0.10 443; exec sleep 60' \
+	</dev/null >"$full_out" 2>"$full_err") &
+FULL_PID=$!
+W_BG_PIDS+=("$FULL_PID")
+for _ in $(seq 1 100); do
+	grep -q refused "$full_err" 2>/dev/null && break
+	sleep 0.1
+done
+full_id=$(sed -n 's/^id=//p' "$full_out")
+assert_contains "$(cat "$full_err")" refused "errandctl-full: the session's refusal reached its stderr"
+
 # kill -9: enforcement holds, DNS fails closed.
 agent_kill9
 bg_rounds 2 20
@@ -76,6 +100,13 @@ agent_start || exit 1
 assert_match "$(cat "$AGENT_LOG")" "session $SESSION adopted" "the restarted agent adopts the session"
 bg_rounds 2 20
 assert_match "$(bg_result dns)" "^answer NOERROR addrs=$HOST_A" "after the restart, DNS answers again"
+ticks=$(awk '{print $14 + $15}' "/proc/$FULL_PID/stat")
+assert_eq "$(ctl stop "$full_id" --json | jq_py "d['result']")" stopped "errandctl-full's session adopted and stopped"
+wait "$FULL_PID"
+assert_eq "$?" 137 "errandctl-full, which waited across the restart, reports the stopped session's status"
+assert_eq "$(grep -c '^$' "$full_err")" 0 "... having printed no line the agent did not send"
+assert_eq "$([ "$ticks" -lt 100 ] && echo idle || echo "$ticks ticks")" idle \
+	"... and having waited without spinning (under a second of CPU)"
 assert_eq "$(ctl sessions --json | jq_py "[s['id'] for s in d]")" "['$SESSION']" "sessions lists it again"
 
 # stop: the session ends, errandctl run reports how.

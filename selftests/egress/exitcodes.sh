@@ -46,4 +46,12 @@ refused "a config key 'egres'" 'egress' -- echo ran
 W_CONFIG=$W_DIR/missing.json
 refused "a --config file that does not exist" 'missing.json' -- echo ran
 
+# errandctl without a command, or with one it does not know: the same.
+for cl in "" "--config $W_DIR/typo.json" "frobnicate" "--frobnicate sessions"; do
+	# shellcheck disable=SC2086
+	err=$("$ERRANDCTL" $cl 2>&1 >/dev/null)
+	assert_eq "$?:$(printf '%s\n' "$err" | grep -c .)" "125:1" "errandctl $cl: exit 125, one line on stderr"
+	assert_match "$err" "errandctl --help" "... naming errandctl --help"
+done
+
 world_finish

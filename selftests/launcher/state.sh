@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a session's state directory is its own: HOME, 0700 and writable by the session's uid only, gone when the session ends, and removed without following what the session left in it: a link to a host directory goes, the directory never does.
+# Guarantee: a session's state directory is its own: HOME, 0700 and writable by the session's uid only, gone when the session ends, and removed without following what the session left in it: a link to a host directory goes, the directory never does; a state path that resolves to / is refused.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -33,4 +33,17 @@ assert_eq "$(ls -d "$home" 2>/dev/null)" "" "the state directory is gone after t
 assert_eq "$(cat "$VICTIM/keep" 2>/dev/null)" keep "a host directory a link in it pointed at is untouched"
 assert_eq "$(cat "$VICTIM/sub/keep" 2>/dev/null)" keep "... also where the link was deeper down"
 assert_empty "$(leftovers)" "nothing is left"
+
+# A state path that resolves to / (a link to it, or //) is refused like / is:
+# exit 125, one line, the command never runs.
+launcher_setup state
+ln -s / "$W_DIR/rootlink"
+for st in "$W_DIR/rootlink" //; do
+	"$ROOT/build/bin/errand-launch" --session "$W-s" --cgroup "$LCG" --netns "/run/netns/$W-state" \
+		--uid "$S_UID" --gid "$S_GID" --project "$PROJ" --state "$st" -- sh -c 'echo ran' \
+		>"$W_DIR/root.out" 2>"$W_DIR/root.err"
+	assert_eq "$?:$(grep -c . "$W_DIR/root.err")" "125:1" "--state $st: exit 125, one line"
+	assert_contains "$(cat "$W_DIR/root.err")" "resolves to /" "... saying it resolves to /"
+	assert_empty "$(cat "$W_DIR/root.out")" "... and the command did not run"
+done
 world_finish

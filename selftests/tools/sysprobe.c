@@ -33,7 +33,7 @@
 static int usage(void)
 {
 	fprintf(stderr,
-		"usage: sysprobe sys NAME...          each syscall with zero arguments: "
+		"usage: sysprobe sys NAME[:NR]...     each syscall with zero arguments: "
 		"NAME=RESULT\n"
 		"       sysprobe socket FAMILY         packet|netlink|vsock|unix|inet|inet6|N\n"
 		"       sysprobe ioctl tiocsti|tiocsti-high|tioclinux\n"
@@ -66,11 +66,13 @@ static int result(long r, int err)
 }
 
 /* Zero arguments do nothing harmful for any call the tests name; unfiltered
- * most fail with EFAULT or EINVAL, which is as good as a result. */
+ * most fail with EFAULT or EINVAL, which is as good as a result. A name may
+ * be NAME:NUMBER, for a call this libseccomp does not know. */
 static int cmd_sys(int argc, char **argv)
 {
 	for (int i = 0; i < argc; i++) {
-		int nr = seccomp_syscall_resolve_name(argv[i]);
+		const char *colon = strchr(argv[i], ':');
+		int nr = colon ? atoi(colon + 1) : seccomp_syscall_resolve_name(argv[i]);
 		long r;
 
 		if (nr == __NR_SCMP_ERROR) {
@@ -79,7 +81,8 @@ static int cmd_sys(int argc, char **argv)
 		}
 		errno = 0;
 		r = syscall(nr, 0L, 0L, 0L, 0L, 0L, 0L);
-		printf("%s=%s\n", argv[i], r < 0 ? err_name(errno) : "ok");
+		printf("%.*s=%s\n", colon ? (int)(colon - argv[i]) : (int)strlen(argv[i]), argv[i],
+		       r < 0 ? err_name(errno) : "ok");
 	}
 	return 0;
 }
