@@ -44,13 +44,18 @@ struct agent_conn *agent_connect(const char *run_dir)
 		return NULL;
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return NULL;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		int e = errno;
 
-		close(fd);
-		if (e == EACCES || e == EPERM)
+		if (fd >= 0)
+			close(fd);
+		/* Said here, once: the callers exit 125 on these without a word. */
+		if (fd < 0 && (e == EACCES || e == EPERM))
+			fprintf(stderr,
+				"errandctl: this process may not make the socket that reaches "
+				"errand-agent (%s); a security module refuses it\n",
+				strerror(e));
+		else if (e == EACCES || e == EPERM)
 			fprintf(stderr,
 				"errandctl: errand-agent's socket %s refuses this user; run "
 				"errandctl "
@@ -215,6 +220,9 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	/* None to read them from (EMFILE): they act as they would have. */
+	if (sfd < 0)
+		sigprocmask(SIG_UNBLOCK, &mask, NULL);
 	for (;;) {
 		struct pollfd p[3] = {
 			{.fd = gone ? -1 : pidfd, .events = POLLIN},

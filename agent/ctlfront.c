@@ -852,6 +852,9 @@ static int run(int sock, const char *run_dir)
 	 * given). */
 	SYS4(rt_sigprocmask, 0 /* SIG_BLOCK */, &blocked, NULL, sizeof(blocked));
 	sfd = (int)SYS4(signalfd4, -1, &mask, sizeof(mask), O_CLOEXEC | O_NONBLOCK);
+	/* None to read them from (EMFILE): they act as they would have. */
+	if (sfd < 0)
+		SYS4(rt_sigprocmask, 1 /* SIG_UNBLOCK */, &mask, NULL, sizeof(mask));
 	for (;;) {
 		struct pollfd p[3] = {
 			{.fd = gone ? -1 : pidfd, .events = POLLIN},
