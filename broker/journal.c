@@ -31,6 +31,16 @@ static bool writer_idle; /* waiting on wake: the next add signals it */
 static pthread_t writer;
 static struct receipts *db;
 
+/* Points a receipt's strings at its entry's copies. */
+static void entry_own(struct entry *e)
+{
+	const char **f[6] = {&e->r.session, &e->r.provider, &e->r.credential_var,
+			     &e->r.host,    &e->r.method,   &e->r.path};
+
+	for (int i = 0; i < 6; i++)
+		*f[i] = e->strs[i];
+}
+
 static void batch_write(struct entry *batch, size_t n)
 {
 	struct receipt *rows = malloc(n * sizeof(*rows));
@@ -65,6 +75,10 @@ static void *writer_main(void *arg)
 		}
 		n = queued;
 		memcpy(batch, queue, n * sizeof(*batch));
+		/* The copies' strings are the batch's own: the queue's are written
+		 * again by the next add, as soon as the lock goes. */
+		for (size_t i = 0; i < n; i++)
+			entry_own(&batch[i]);
 		queued = 0;
 		pthread_mutex_unlock(&lock);
 		batch_write(batch, n);
@@ -93,10 +107,9 @@ int journal_start(struct receipts *r)
 	return -rc;
 }
 
-static const char *keep(struct entry *e, int i, const char *s)
+static void keep(struct entry *e, int i, const char *s)
 {
 	snprintf(e->strs[i], sizeof(e->strs[i]), "%s", s ? s : "");
-	return e->strs[i];
 }
 
 void journal_add(const struct receipt *rc)
@@ -113,12 +126,13 @@ void journal_add(const struct receipt *rc)
 	}
 	e = &queue[queued++];
 	e->r = *rc;
-	e->r.session = keep(e, 0, rc->session);
-	e->r.provider = keep(e, 1, rc->provider);
-	e->r.credential_var = keep(e, 2, rc->credential_var);
-	e->r.host = keep(e, 3, rc->host);
-	e->r.method = keep(e, 4, receipt_method(rc->method));
-	e->r.path = keep(e, 5, rc->path);
+	keep(e, 0, rc->session);
+	keep(e, 1, rc->provider);
+	keep(e, 2, rc->credential_var);
+	keep(e, 3, rc->host);
+	keep(e, 4, receipt_method(rc->method));
+	keep(e, 5, rc->path);
+	entry_own(e);
 	if (writer_idle)
 		pthread_cond_signal(&wake);
 	pthread_mutex_unlock(&lock);

@@ -34,6 +34,9 @@ $(BUILD)/selftests/provider: $(BUILD)/selftests/tools/provider.o $(BROKER_CLIENT
 # broker carries them).
 $(BUILD)/selftests/unit-http: $(BUILD)/broker/http.o
 $(BUILD)/selftests/unit-scrub: $(BUILD)/broker/scrub.o
+# and the receipt writer's itself, with the broker's log lines
+$(BUILD)/selftests/unit-journal: $(BUILD)/broker/journal.o $(BUILD)/broker/blog.o
+$(BUILD)/selftests/unit-journal: PKG_LIBS += -lpthread
 # and the fibers' their scheduler, the ring calls and the broker's log lines
 $(BUILD)/selftests/unit-fiber: $(BUILD)/broker/fiber.o $(BUILD)/broker/ring.o $(BUILD)/broker/blog.o
 $(BUILD)/selftests/unit-fiber: PKG_LIBS += -luring -lpthread
