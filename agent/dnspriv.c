@@ -793,7 +793,8 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 					dns_event_fn fn, void *arg, char *err, size_t errlen)
 {
 	struct dns_responder *r = calloc(1, sizeof(*r));
-	struct passwd *pw;
+	struct passwd pwd, *pw;
+	char pwbuf[1024];
 	char a[ADDR_STRLEN];
 	struct addr gw;
 	int rc;
@@ -821,10 +822,11 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 	r->fn_arg = arg;
 	memcpy(r->listen, socks, sizeof(r->listen));
 	snprintf(r->session, sizeof(r->session), "%s", session);
-	errno = 0;
-	pw = getpwnam(DNS_WORKER_ACCOUNT);
+	/* getpwnam_r: sessions start in several threads, and getpwnam's
+	 * answer is one buffer they would share. */
+	rc = -getpwnam_r(DNS_WORKER_ACCOUNT, &pwd, pwbuf, sizeof(pwbuf), &pw);
 	if (!pw) {
-		rc = errno ? -errno : -ENOENT;
+		rc = rc ? rc : -ENOENT;
 		snprintf(err, errlen,
 			 "the account %s that errand's DNS worker runs as does not exist; create "
 			 "it with make accounts (useradd --system %s)",
@@ -907,34 +909,54 @@ static void grants_sync(struct dns_responder *r)
 	dns_responder_set_grants(r, r->pol.grants);
 }
 
+/* An update's message, the caller's own: sessions start (and set these) in
+ * several threads while the loop updates running workers. NULL when there is
+ * no worker to send it to, or no memory (then the worker ends, and the next
+ * starts from the agent's state). */
+static void *update_msg(struct dns_responder *r, size_t len)
+{
+	void *m;
+
+	if (r->chan < 0)
+		return NULL;
+	m = calloc(1, len);
+	if (!m)
+		worker_end(r, "could not take an update (out of memory)");
+	return m;
+}
+
 void dns_responder_set_grants(struct dns_responder *r, const struct grant_set *grants)
 {
-	static struct dnsp_grants m;
+	struct dnsp_grants *m;
 
 	r->pol.grants = grants;
 	r->sent.n = grants ? grants->n : 0;
 	if (grants)
 		memcpy(r->sent.v, grants->v, grants->n * sizeof(grants->v[0]));
-	memset(&m, 0, sizeof(m));
-	m.type = DNSP_GRANTS;
+	if (!(m = update_msg(r, sizeof(*m))))
+		return;
+	m->type = DNSP_GRANTS;
 	if (grants) {
-		m.n = (uint32_t)grants->n;
-		memcpy(m.v, grants->v, grants->n * sizeof(grants->v[0]));
+		m->n = (uint32_t)grants->n;
+		memcpy(m->v, grants->v, grants->n * sizeof(grants->v[0]));
 	}
-	worker_update(r, &m, sizeof(m));
+	worker_update(r, m, sizeof(*m));
+	free(m);
 }
 
 void dns_responder_set_self(struct dns_responder *r, const struct addr *self, size_t n_self)
 {
-	static struct dnsp_self m;
+	struct dnsp_self *m;
 
 	r->pol.self = self;
 	r->pol.n_self = n_self;
-	memset(&m, 0, sizeof(m));
-	m.type = DNSP_SELF;
-	m.n = (uint32_t)(n_self < DNSP_SELF_MAX ? n_self : DNSP_SELF_MAX);
-	memcpy(m.v, self, m.n * sizeof(self[0]));
-	worker_update(r, &m, sizeof(m));
+	if (!(m = update_msg(r, sizeof(*m))))
+		return;
+	m->type = DNSP_SELF;
+	m->n = (uint32_t)(n_self < DNSP_SELF_MAX ? n_self : DNSP_SELF_MAX);
+	memcpy(m->v, self, m->n * sizeof(self[0]));
+	worker_update(r, m, sizeof(*m));
+	free(m);
 }
 
 void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, int max,

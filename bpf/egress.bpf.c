@@ -1180,6 +1180,11 @@ transport:
 	if (syn) {
 		/* A SYN is always a new connection: judged afresh, never by an old flow. */
 		why = verdict(s, addr, dport, &flags, &grant);
+		/* A secret host's connections reach it only through the broker
+		 * (the hooks send them to its relay port): straight to the host, a
+		 * process outside the cgroup would pass its gating by. */
+		if (!why && relay_to_broker(s, flags, IPPROTO_TCP))
+			why = REASON_NOT_ALLOWED;
 		/* A once grant's SYN passes only after its connect spent it. */
 		if (!why)
 			why = policy_once_syn(s, flags, grant);
@@ -1216,7 +1221,7 @@ transport:
 	 * grant's connection is not admitted twice. Dropped without an event:
 	 * the retransmissions of a refused flow would flood the ring. */
 	why = verdict(s, addr, dport, &flags, &grant);
-	if (!why && !(flags & ENTRY_F_ONCE) && flows) {
+	if (!why && !(flags & ENTRY_F_ONCE) && !relay_to_broker(s, flags, IPPROTO_TCP) && flows) {
 		fv.last_ns = flow_now();
 		fv.grant = grant;
 		bpf_map_update_elem(flows, &fk, &fv, BPF_ANY);

@@ -49,6 +49,8 @@
 #define SELF "198.18.0.99"     /* one of the agent namespace's own addresses */
 #define PRIVATE "10.99.0.10"   /* forbidden, though an entry names it */
 #define PINNED "10.99.0.11"    /* forbidden, pinned by the operator */
+#define RELAYED "198.18.1.40"  /* a secret host's answer: its connections go to the broker */
+#define RELAY_PORT 15001
 #define ONCE_GRANT 5
 
 static int host_ifindex, peer_ifindex, prog_fd, guard_fd;
@@ -233,6 +235,13 @@ static void backstop_ipv4(void)
 	expect("a SYN to the agent's own address", &f, len, TC_ACT_SHOT, REASON_SELF);
 	frame4(&f, &len, SESS, HOST, IPPROTO_TCP, 40007, 853, "S");
 	expect("a SYN to DNS over TLS", &f, len, TC_ACT_SHOT, REASON_DOT);
+	frame4(&f, &len, SESS, RELAYED, IPPROTO_TCP, 40008, 443, "S");
+	expect("a SYN straight to a secret host, not through the broker's relay", &f, len,
+	       TC_ACT_SHOT, REASON_NOT_ALLOWED);
+	frame4(&f, &len, SESS, RELAYED, IPPROTO_TCP, 40008, 443, "A");
+	expect("... nor a segment to it that no flow holds (silently)", &f, len, TC_ACT_SHOT, 0);
+	frame4(&f, &len, SESS, GW, IPPROTO_TCP, 40009, RELAY_PORT, "S");
+	expect("a SYN to the broker's relay port, where the hooks send it", &f, len, TC_ACT_OK, 0);
 
 	frame4(&f, &len, "10.213.0.6", HOST, IPPROTO_TCP, 40000, 443, "S");
 	expect("a spoofed source to an allowed host", &f, len, TC_ACT_SHOT, REASON_SPOOF);
@@ -615,6 +624,7 @@ int main(void)
 	p.host_ifindex = host_ifindex;
 	p.sess4 = ip4(SESS);
 	p.gw4 = ip4(GW);
+	p.relay_port = RELAY_PORT;
 	err[0] = '\0';
 	enf = enforce_attach(&p, NULL, err, sizeof(err));
 	if (!CHECK_TRUE(enf != NULL, "the agent's loader attaches the session (%s)", err))
@@ -639,6 +649,8 @@ int main(void)
 	addr_parse(ONCE, &a);
 	CHECK_INT(enforce_allow_answer(enf, &a, 443, 0, ENTRY_F_ONCE, ONCE_GRANT), 0,
 		  "a once grant's entry");
+	addr_parse(RELAYED, &a);
+	CHECK_INT(enforce_allow(enf, &a, 443, 0, ENTRY_F_RELAY), 0, "a secret host's entry");
 
 	backstop_ipv4();
 	backstop_ipv6();
