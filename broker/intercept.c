@@ -663,9 +663,11 @@ static int send_head(struct iconn *c, const char *path)
 	for (size_t i = 0; !rc && i < http_header_count(req); i++) {
 		const struct http_header *hd = http_header_at(req, i);
 
-		/* Expect: the body follows at once; a 100 the host sends is skipped */
-		if (http_hop_by_hop(hd->name) || !strcasecmp(hd->name, "Host") ||
-		    !strcasecmp(hd->name, "Accept-Encoding") || !strcasecmp(hd->name, "Expect"))
+		/* Expect: the body follows at once; a 100 the host sends is skipped.
+		 * A method override would make a read-only host's GET a write. */
+		if (http_hop_by_hop(hd->name) || http_header_is_override(hd->name) ||
+		    !strcasecmp(hd->name, "Host") || !strcasecmp(hd->name, "Accept-Encoding") ||
+		    !strcasecmp(hd->name, "Expect"))
 			continue;
 		rc = header_in(c, hd, &h);
 	}

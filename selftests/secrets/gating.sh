@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a host under sandbox.egress.readOnly is intercepted without any secret and accepts GET, HEAD, OPTIONS and TRACE only: POST, PUT, DELETE, a WebDAV verb and an unknown verb get 403 naming the host and never reach it, unless the host is in sandbox.egress.writeAllowed; each intercepted call leaves a receipt without its query (refused writes one a minute).
+# Guarantee: a host under sandbox.egress.readOnly is intercepted without any secret and accepts GET, HEAD, OPTIONS and TRACE only: POST, PUT, DELETE, a WebDAV verb and an unknown verb get 403 naming the host and never reach it, unless the host is in sandbox.egress.writeAllowed; method-override headers never reach it; each intercepted call leaves a receipt without its query (refused writes one a minute).
 # shellcheck disable=SC2016 # $c and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/common.sh"
@@ -15,6 +15,7 @@ for m in GET HEAD OPTIONS TRACE POST PUT DELETE PATCH MKCOL PROPFIND FROBNICATE;
 done
 sh+="echo \"w_POST=\$($c -X POST -d x=1 https://sec2.test/write-POST)\"; "
 sh+="echo \"w_MKCOL=\$($c -X MKCOL https://sec2.test/write-MKCOL)\"; "
+sh+="echo \"ovr=\$($c -H 'X-HTTP-Method-Override: DELETE' -H 'X-HTTP-Method: DELETE' -H 'X-Method-Override: DELETE' -H 'X-Original-URL: /admin' -H 'X-Rewrite-URL: /admin' https://sec.test/gate-ovr)\"; "
 sh+='echo "body=$(curl -sS --max-time 20 -X POST https://sec.test/gate-body)"'
 errand_run --project "$PROJ" -- sh -c "$sh"
 assert_eq "$RUN_RC" 0 "the session ran"
@@ -27,6 +28,10 @@ for m in POST PUT DELETE PATCH MKCOL PROPFIND FROBNICATE; do
 	assert_eq "$(result "r_$m")" 403 "$m to a read-only host: 403"
 	assert_not_contains "$(echo_log)" "/gate-$m" "$m never reaches the host"
 done
+assert_eq "$(result ovr)" 200 "a GET naming another method in an override header passes as a GET"
+assert_contains "$(echo_log)" "request GET /gate-ovr" "... and reaches the host as one"
+assert_eq "$(grep -ciE '^header x-(http-method-override|http-method|method-override|original-url|rewrite-url):' <<<"$(echo_log)")" 0 \
+	"... without the override headers"
 assert_contains "$(result body)" "sec.test is read-only" "the 403 names the host"
 assert_eq "$(result w_POST)" 200 "POST to a host in writeAllowed passes"
 assert_contains "$(echo_log)" "request POST /write-POST" "and reaches it"
