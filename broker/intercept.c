@@ -469,6 +469,15 @@ int intercept_init(const struct errand_config *cfg, const struct upstream_env *e
 
 /* ---- one connection ---------------------------------------------------- */
 
+/* Basic credentials of the request under way, as the host got them (the
+ * value inside) and as the session wrote them (its placeholder inside): an
+ * answer that echoes them gets the session's back. */
+#define BASIC_MAX 4
+struct basic {
+	char *sent, *orig;
+	size_t sent_len, orig_len;
+};
+
 struct iconn {
 	struct conn io; /* the session's side a TLS server, the host's a TLS client */
 	char session[BROKER_SESSION_MAX + 1];
@@ -476,7 +485,19 @@ struct iconn {
 	uint16_t port;
 	struct config_provider prov;
 	struct route route;
+	struct basic basic[BASIC_MAX];
+	size_t n_basic;
 };
+
+static void basic_clear(struct iconn *c)
+{
+	for (size_t i = 0; i < c->n_basic; i++) {
+		OPENSSL_cleanse(c->basic[i].sent, c->basic[i].sent_len);
+		free(c->basic[i].sent);
+		free(c->basic[i].orig);
+	}
+	c->n_basic = 0;
+}
 
 /* A growing buffer of bytes. */
 struct buf {
@@ -591,6 +612,52 @@ static bool authority_is_sni(const struct iconn *c, const char *v, size_t len)
 	return len - n == strlen(port) && !memcmp(v + n, port, len - n);
 }
 
+static int basic_keep(struct iconn *c, const char *sent, const char *orig, size_t orig_len)
+{
+	struct basic *b;
+
+	if (c->n_basic == BASIC_MAX)
+		return -E2BIG; /* more than a request has: refused, never sent unscrubbed */
+	b = &c->basic[c->n_basic];
+	b->sent_len = strlen(sent);
+	b->orig_len = orig_len;
+	b->sent = strdup(sent);
+	b->orig = strndup(orig, orig_len);
+	if (!b->sent || !b->orig) {
+		free(b->sent);
+		free(b->orig);
+		return -ENOMEM;
+	}
+	c->n_basic++;
+	return 0;
+}
+
+/* in to out, the Basic credentials the host got turned back into the
+ * session's. */
+static int basic_out(const struct iconn *c, const char *in, size_t n, struct buf *out)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		const struct basic *hit = NULL;
+
+		for (size_t k = 0; k < c->n_basic && !hit; k++)
+			if (n - i >= c->basic[k].sent_len &&
+			    !memcmp(in + i, c->basic[k].sent, c->basic[k].sent_len))
+				hit = &c->basic[k];
+		if (hit) {
+			if (buf_put(out, hit->orig, hit->orig_len))
+				return -ENOMEM;
+			i += hit->sent_len;
+		} else {
+			if (buf_put(out, in + i, 1))
+				return -ENOMEM;
+			i++;
+		}
+	}
+	return 0;
+}
+
 /* One header toward the host, placeholders swapped, Basic credentials
  * decoded, swapped and encoded again. Under lock. */
 static int header_in(struct iconn *c, const struct http_header *h, struct buf *out)
@@ -617,6 +684,11 @@ static int header_in(struct iconn *c, const struct http_header *h, struct buf *o
 		    EVP_EncodedLength(&elen, swapped.len) && (enc = malloc(elen))) {
 			EVP_EncodeBlock((uint8_t *)enc, (const uint8_t *)swapped.p, swapped.len);
 			rc = buf_put(out, "Basic ", 6) ?: buf_put(out, enc, strlen(enc));
+			/* A value inside: an echo of what the host got must not
+			 * carry it back, Base64 or not. */
+			if (!rc &&
+			    (swapped.len != plain.len || memcmp(swapped.p, plain.p, plain.len)))
+				rc = basic_keep(c, enc, b64, b64_len);
 		} else if (dec) {
 			/* not Base64: passed on as written, with raw placeholders swapped */
 			rc = swap_in(h->value, h->value_len, c->sni, c->port, false, out);
@@ -646,6 +718,7 @@ static int send_head(struct iconn *c, const char *path)
 	char line[HOST_NAME_MAX_LEN + 64];
 	int rc;
 
+	basic_clear(c);
 	pthread_mutex_lock(&lock);
 	rc = buf_put(&h, http_method(req), strlen(http_method(req))) ?: buf_put(&h, " ", 1)
 									     ?: swap_in(path, strlen(path), c->sni,
@@ -727,7 +800,8 @@ static int answer_body(void *ctx, const uint8_t *data, size_t len)
 static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 {
 	const struct http_parser *r = c->io.resp;
-	struct scrub *sc[2 * SECRETS_MAX];
+	struct scrub *sc[2 * SECRETS_MAX + BASIC_MAX];
+	struct buf v = {0};
 	struct chain x = {.out = &c->io.out, .sc = sc, .bytes = down};
 	bool body = http_answer_has_body(r);
 	struct buf h = {0};
@@ -749,6 +823,12 @@ static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 			x.n += !rc;
 		}
 	}
+	for (size_t i = 0; i < c->n_basic && !rc; i++) {
+		sc[x.n] = scrub_new_as((const uint8_t *)c->basic[i].sent, c->basic[i].sent_len,
+				       (const uint8_t *)c->basic[i].orig, c->basic[i].orig_len);
+		rc = sc[x.n] ? 0 : -EINVAL;
+		x.n += !rc;
+	}
 	snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", http_status(r), http_reason(r));
 	if (!rc)
 		rc = swap_out(line, strlen(line), &h);
@@ -757,11 +837,16 @@ static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 
 		if (http_answer_field_dropped(r, hd->name, body))
 			continue;
+		v.len = 0;
 		rc = buf_put(&h, hd->name, hd->name_len) ?: buf_put(&h, ": ", 2)
-								  ?: swap_out(hd->value, hd->value_len, &h)
-									     ?: buf_put(&h, "\r\n", 2);
+								  ?: swap_out(hd->value, hd->value_len, &v);
+		if (!rc && v.len)
+			rc = basic_out(c, v.p, v.len, &h);
+		if (!rc)
+			rc = buf_put(&h, "\r\n", 2);
 	}
 	pthread_mutex_unlock(&lock);
+	buf_wipe(&v);
 	if (!rc)
 		rc = conn_put(&c->io.out, h.p, h.len);
 	buf_wipe(&h);
@@ -963,6 +1048,7 @@ again:
 
 static void iconn_free(struct iconn *c)
 {
+	basic_clear(c);
 	conns_open--;
 	conn_fini(&c->io);
 	free(c);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a session's connections to a secret's host go to its broker in the kernel (getpeername still shows the host's address), which serves TLS with a certificate of the session's own CA (trusted through SSL_CERT_FILE, CURL_CA_BUNDLE and the rest; its key root's 0600, unreachable inside), puts the value on the wire where the session wrote the placeholder (request line percent-encoded, headers, Basic credentials) toward that secret's hosts only, turns the value back into the placeholder in the answer (also across TLS records), relays what the host sent before a pause during the pause, refuses Host != SNI (421), a server name no secret names, and upgrades (501), and leaves no value in errand's output.
+# Guarantee: a session's connections to a secret's host go to its broker in the kernel (getpeername still shows the host's address), which serves TLS with a certificate of the session's own CA (trusted through SSL_CERT_FILE, CURL_CA_BUNDLE and the rest; its key root's 0600, unreachable inside), puts the value on the wire where the session wrote the placeholder (request line percent-encoded, headers, Basic credentials) toward that secret's hosts only, turns the value back into the placeholder in the answer (also across TLS records, and Basic credentials it encoded back into the session's), relays what the host sent before a pause during the pause, refuses Host != SNI (421), a server name no secret names, and upgrades (501), and leaves no value in errand's output.
 # shellcheck disable=SC2016 # $TOK_A and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/common.sh"
@@ -45,6 +45,10 @@ assert_contains "$(echo_log)" "header X-Token: $PH_A" "A's placeholder toward B'
 assert_not_contains "$(echo_log)" "header X-Token: $VALUE_A" "A's value never goes to B's host"
 BASIC=$(printf 'me:%s' "$VALUE_A" | base64 -w0)
 assert_contains "$(echo_log)" "header Authorization: Basic $BASIC" "Basic credentials carry the value"
+basic_echo=$(sed -n '/^basic_begin$/,/^basic_end$/p' "$RUN_OUT")
+assert_contains "$basic_echo" "Authorization: Basic $(printf 'me:%s' "$PH_A" | base64 -w0)" \
+	"the host's echo of them gives the session its own back, the placeholder inside"
+assert_not_contains "$basic_echo" "$BASIC" "... never the Base64 that carries the value"
 assert_eq "$(result split)" "before-$PH_A-after" "a value split across TLS records comes back as the placeholder"
 t1=$(result trickle_first)
 t2=$(result trickle_second)
