@@ -1241,12 +1241,14 @@ drop:
 	return TC_ACT_SHOT;
 }
 
-/* What reaches the session, on egress of the host-side veth: only segments
- * of a flow that ended are dropped, so a revoked grant's connection passes
- * no more bytes toward the session either (the sending side's ACKs stop at
- * errand_tc_in, but a peer would otherwise keep sending into its window).
- * Everything else passes as before: what the session may receive is the
- * answer to what errand_tc_in let out. */
+/* What reaches the session, on egress of the host-side veth: segments of a
+ * flow that ended are dropped, so a revoked grant's connection passes no
+ * more bytes toward the session either (the sending side's ACKs stop at
+ * errand_tc_in, but a peer would otherwise keep sending into its window);
+ * a segment of a flow the table does not hold is judged by its source as
+ * errand_tc_in judges one by its destination; IPv6 fragments, routing
+ * headers and chains past the walk are dropped. Everything else passes:
+ * what the session may receive is the answer to what errand_tc_in let out. */
 SEC("tc")
 int errand_tc_out(struct __sk_buff *skb)
 {
@@ -1256,7 +1258,8 @@ int errand_tc_out(struct __sk_buff *skb)
 	struct flow_key fk = {};
 	struct flow_val *cur = NULL;
 	struct sess sess, *s = &sess;
-	__u32 ifindex = skb->ifindex;
+	__u32 ifindex = skb->ifindex, flags, grant;
+	bool from_gw;
 	struct tcphdr *th;
 	struct iphdr *ip;
 	void *flows;
@@ -1270,14 +1273,22 @@ int errand_tc_out(struct __sk_buff *skb)
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		__u8 proto = 0, *l4 = NULL;
 
-		/* A segment toward the session behind extension headers is
-		 * judged as one without: the chain is walked as on the way in. */
-		if (ip6_l4(ip6, end, &proto, &l4) || proto != IPPROTO_TCP)
+		/* The chain is walked as on the way in. A fragment, a routing
+		 * header or a chain too long for the walk does not reach the
+		 * session (the pieces of an ended flow's segment would pass
+		 * unjudged and be put together inside), as none leaves it. */
+		if (ip6_l4(ip6, end, &proto, &l4))
+			goto drop;
+		if (proto != IPPROTO_TCP)
 			return TC_ACT_OK;
 		th = (void *)l4;
 		if ((void *)(th + 1) > end || (void *)(ip6 + 1) > end)
 			return TC_ACT_OK;
 		__builtin_memcpy(fk.daddr, &ip6->saddr, 16);
+		from_gw = s->c->gw_addr6[0] == ip6->saddr.in6_u.u6_addr32[0] &&
+			  s->c->gw_addr6[1] == ip6->saddr.in6_u.u6_addr32[1] &&
+			  s->c->gw_addr6[2] == ip6->saddr.in6_u.u6_addr32[2] &&
+			  s->c->gw_addr6[3] == ip6->saddr.in6_u.u6_addr32[3];
 	} else {
 		ip = (void *)(eth + 1);
 		if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_TCP || ip->ihl < 5 ||
@@ -1287,6 +1298,7 @@ int errand_tc_out(struct __sk_buff *skb)
 		if ((void *)(th + 1) > end)
 			return TC_ACT_OK;
 		map_v4(fk.daddr, ip->saddr);
+		from_gw = ip->saddr == s->c->gw_addr4;
 	}
 	fk.sport = bpf_ntohs(th->dest);
 	fk.dport = bpf_ntohs(th->source);
@@ -1296,11 +1308,21 @@ int errand_tc_out(struct __sk_buff *skb)
 		cur = bpf_map_lookup_elem(flows, &fk);
 	if (cur && !flow_live(s, cur, flow_now())) {
 		count(s, CNT_FLOW_ENDED);
-		count(s, CNT_TC_DROP);
-		return TC_ACT_SHOT;
+		goto drop;
 	}
+	/* No flow (the table forgot it: an LRU the session's own connections
+	 * push through): judged as errand_tc_in judges the session's side of
+	 * it, so an ended flow pushed out of the table passes no more toward
+	 * the session either. The gateway's (DNS, the broker) are errand's. */
+	if (!cur && !from_gw &&
+	    (verdict(s, fk.daddr, fk.dport, &flags, &grant) || (flags & ENTRY_F_ONCE) ||
+	     relay_to_broker(s, flags, IPPROTO_TCP)))
+		goto drop;
 	errand_ts_move(skb, (__u32)((void *)th - data), th->doff, 1);
 	return TC_ACT_OK;
+drop:
+	count(s, CNT_TC_DROP);
+	return TC_ACT_SHOT;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -218,6 +218,25 @@ static void backstop_ipv4(void)
 	frame4(&f, &len, HOST, SESS, IPPROTO_TCP, 443, 40000, "A");
 	CHECK_INT(run_on(guard_fd, host_ifindex, &f, len, &why), TC_ACT_OK,
 		  "toward the session, a segment of the admitted flow passes the flow guard");
+	/* A flow the table does not hold is judged toward the session as its
+	 * other side is on the way out (an ended one pushed out of the table
+	 * passes no more either way). */
+	frame4(&f, &len, HOST, SESS, IPPROTO_TCP, 443, 40077, "A");
+	CHECK_INT(run_on(guard_fd, host_ifindex, &f, len, &why), TC_ACT_OK,
+		  "toward the session, a segment of a flow the table does not hold, from an "
+		  "allowed host's port: passes");
+	frame4(&f, &len, UNLISTED, SESS, IPPROTO_TCP, 443, 40077, "A");
+	CHECK_INT(run_on(guard_fd, host_ifindex, &f, len, &why), TC_ACT_SHOT,
+		  "... from a host no entry names: dropped");
+	frame4(&f, &len, ONCE, SESS, IPPROTO_TCP, 443, 40077, "A");
+	CHECK_INT(run_on(guard_fd, host_ifindex, &f, len, &why), TC_ACT_SHOT,
+		  "... from a once grant's host (never admitted twice): dropped");
+	frame4(&f, &len, RELAYED, SESS, IPPROTO_TCP, 443, 40077, "A");
+	CHECK_INT(run_on(guard_fd, host_ifindex, &f, len, &why), TC_ACT_SHOT,
+		  "... from a secret host, straight: dropped");
+	frame4(&f, &len, GW, SESS, IPPROTO_TCP, 53, 40077, "A");
+	CHECK_INT(run_on(guard_fd, host_ifindex, &f, len, &why), TC_ACT_OK,
+		  "... from the gateway (the responder, the broker): passes");
 
 	frame4(&f, &len, SESS, UNLISTED, IPPROTO_TCP, 40002, 443, "S");
 	expect("a SYN to a host no entry names", &f, len, TC_ACT_SHOT, REASON_NOT_ALLOWED);
@@ -309,6 +328,7 @@ static void backstop_ipv6(void)
 	static const uint8_t frag[][2] = {{44, 8}};
 	uint8_t buf[256];
 	size_t len;
+	int why;
 
 	len = frame6(buf, sizeof(buf), routing, 1);
 	expect("IPv6 with a routing header", buf, len, TC_ACT_SHOT, REASON_IP_OPTIONS);
@@ -326,6 +346,18 @@ static void backstop_ipv6(void)
 	expect("an IPv6 fragment", buf, len, TC_ACT_SHOT, REASON_IPV6);
 	len = frame6(buf, sizeof(buf), NULL, 0);
 	expect("an IPv6 SYN to a public address", buf, len, TC_ACT_SHOT, REASON_IPV6);
+
+	/* Toward the session (the same frames, turned around: the flow guard
+	 * looks at the source), what would not leave it does not reach it. */
+	len = frame6(buf, sizeof(buf), frag, 1);
+	CHECK_INT(run_on(guard_fd, host_ifindex, buf, len, &why), TC_ACT_SHOT,
+		  "toward the session, an IPv6 fragment: dropped");
+	len = frame6(buf, sizeof(buf), routing, 1);
+	CHECK_INT(run_on(guard_fd, host_ifindex, buf, len, &why), TC_ACT_SHOT,
+		  "toward the session, IPv6 with a routing header: dropped");
+	len = frame6(buf, sizeof(buf), nine, 9);
+	CHECK_INT(run_on(guard_fd, host_ifindex, buf, len, &why), TC_ACT_SHOT,
+		  "toward the session, IPv6 behind nine extension headers: dropped");
 }
 
 /* The TCP checksum of f's segment (tcp_len bytes) with its pseudo-header:
