@@ -29,6 +29,7 @@
 
 #include "agent/dns.h"
 #include "agent/dnspriv.h"
+#include "agent/events.h"
 #include "agent/spawn.h"
 #include "lib/escape.h"
 #include "lib/log.h"
@@ -323,6 +324,8 @@ struct dns_responder {
 	uint64_t unprogrammed; /* answers not written, since the last log line */
 	uint64_t log_ns;       /* the worker's log lines: a budget a second */
 	unsigned logs;
+	uint64_t ev_tat_ns; /* denied names' events: the bucket (handle_event) */
+	uint64_t ev_held, ev_held_all, ev_log_ns; /* held back: since the last line, in all */
 	struct dnsp_policy pol;
 	struct grant_set sent; /* the grants the worker was last sent */
 	dns_event_fn fn;
@@ -1066,6 +1069,34 @@ static void handle_program(struct dns_responder *r, const void *msg, size_t len)
 		worker_end(r, "did not take its reply");
 }
 
+/* Denied names are events as the kernel's refusals are, at as many a second
+ * (EGRESS_EVENT_BURST, then EGRESS_EVENT_RATE): a session asking a name of
+ * its own each query must not fill the agent's log, the state database and
+ * every observer. Past the bucket a denial is counted, and the count logged
+ * at most once per EVENT_LOG_INTERVAL_NS. */
+#define DNS_EVENT_INTERVAL_NS (1000000000ull / EGRESS_EVENT_RATE)
+
+static bool event_take(struct dns_responder *r)
+{
+	uint64_t now = boottime_ns(), tat = r->ev_tat_ns > now ? r->ev_tat_ns : now;
+
+	if (tat - now <= (EGRESS_EVENT_BURST - 1) * DNS_EVENT_INTERVAL_NS) {
+		r->ev_tat_ns = tat + DNS_EVENT_INTERVAL_NS;
+		return true;
+	}
+	r->ev_held++;
+	r->ev_held_all++;
+	if (now - r->ev_log_ns >= EVENT_LOG_INTERVAL_NS) {
+		r->ev_log_ns = now;
+		log_warnx("session %s: %llu denied DNS names over the event rate (%d a second) not "
+			  "reported one by one (%llu in all)",
+			  r->session, (unsigned long long)r->ev_held, EGRESS_EVENT_RATE,
+			  (unsigned long long)r->ev_held_all);
+		r->ev_held = 0;
+	}
+	return false;
+}
+
 static void handle_event(struct dns_responder *r, const struct dnsp_event *m)
 {
 	static const char *const reasons[DNSP_R_MAX] = {
@@ -1082,7 +1113,7 @@ static void handle_event(struct dns_responder *r, const struct dnsp_event *m)
 	ev.name = m->name;
 	ev.qtype = qtype_name(m->qtype, tb);
 	ev.reason = reasons[m->reason];
-	if (r->fn)
+	if (r->fn && event_take(r))
 		r->fn(&ev, r->fn_arg);
 }
 

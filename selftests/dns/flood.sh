@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a query flood from one session costs bounded upstream work: a TTL-0 answer is kept 1 s and a negative one (NXDOMAIN) 5 s, the same question already upstream is asked once, and a session's upstream queries are a token bucket (100, then 50 a second; over it SERVFAIL, counted and logged), while another session's queries are answered meanwhile.
+# Guarantee: a query flood from one session costs bounded upstream work: a TTL-0 answer is kept 1 s and a negative one (NXDOMAIN) 5 s, the same question already upstream is asked once, and a session's upstream queries are a token bucket (100, then 50 a second; over it SERVFAIL, counted and logged), while another session's queries are answered meanwhile; denied names are events at the kernel's refusals' rate (200, then 100 a second), the rest counted in the agent's log.
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 120
 . "$(dirname "$0")/../lib/world.sh"
@@ -30,6 +30,7 @@ other_out=$BG_OUT
 errand_run --egress zero.test --egress gone.test --egress '*.flood.test' -- sh -c "$(session_ns_sh)$(probe_script \
 	same 'dns-flood --window 64 $NS 4 zero.test gone.test' \
 	distinct 'dns-flood --window 64 $NS 2 r#.flood.test' \
+	denied 'dns-flood --window 64 $NS 2 d#.nope.test' \
 	after 'dns $NS api.test')"
 assert_eq "$RUN_RC" 0 "the flooding session ran"
 assert_match "$(result same)" "^flood sent=[0-9]{4,} answered=[0-9]+" "the session sent thousands of queries: $(result same)"
@@ -49,6 +50,14 @@ assert_match "$(result distinct)" "servfail=[1-9]" "queries over the rate got SE
 assert_match "$(cat "$AGENT_LOG")" "DNS queries over the upstream rate limit \(50 a second\) answered SERVFAIL" \
 	"the agent logged the refused queries, counted"
 assert_le "$(grep -c 'over the upstream rate limit' "$AGENT_LOG")" 2 "... in at most a line every 10 s"
+
+# Denied names, one of its own each query, for 2 s: events at the kernel's
+# refusals' rate (a burst of 200, then 100 a second), the rest counted.
+assert_match "$(result denied)" "^flood sent=[0-9]{3,}" "the session asked hundreds of names it may not: $(result denied)"
+assert_le "$(grep -c 'denied name=d[0-9]*\.nope\.test' "$AGENT_LOG")" 450 \
+	"denied names reach the agent's log at the event rate at most"
+assert_match "$(cat "$AGENT_LOG")" "denied DNS names over the event rate \(100 a second\) not reported one by one" \
+	"... and the rest are counted there"
 
 # The other session, meanwhile.
 bg_rounds 1 10
