@@ -396,6 +396,10 @@ static int cert_cb(SSL *ssl, void *arg)
 	(void)arg;
 	if (!sni || strlen(sni) > HOST_NAME_MAX_LEN)
 		return 0;
+	/* A host name's characters only: a wildcard rule matches any first
+	 * label, and the name goes into the receipt and the certificate cache. */
+	if (sni[strspn(sni, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._")])
+		return 0;
 	snprintf(name, sizeof(name), "%s", sni);
 	lower(name);
 	if (!intercepted_port(name))
@@ -1039,6 +1043,10 @@ again:
 	if (!http_answer_keeps(c->io.resp) || http_version_minor(c->io.req) == 0)
 		keep = false;
 	rc = relay_answer(c, !keep, &q.down);
+	/* The host's connection carries the next request only when nothing past
+	 * this answer is left in it: the next would read that as its own. */
+	if (c->io.up_off != c->io.up_len)
+		conn_up_drop(&c->io);
 	receipt_add(c, &q, st, rc ? RECEIPT_INTERRUPTED : RECEIPT_COMPLETED);
 	blog_info("session=%s intercept %s %s -> %d (%llu bytes up, %llu down)", c->session, c->sni,
 		  receipt_method(q.method), st, (unsigned long long)q.up,
