@@ -602,7 +602,9 @@ static void handle_query(struct dnsw *r, struct client *c, const uint8_t *buf, s
 		return;
 	}
 	if (rc) {
-		if (len >= 12) {
+		/* An answer (QR set) gets none: two responders would bounce
+		 * their errors between them for ever. */
+		if (len >= 12 && !(buf[2] & 0x80)) {
 			q->name[0] = '\0';
 			reply(r, c, DNS_RCODE_FORMERR, NULL, 0, 0);
 		}

@@ -362,14 +362,19 @@ static int bind_gw(int type, const struct addr *gw)
 
 /* The upstream resolvers as c-ares takes them: "a,b:53,[c]:53"; "" for
  * /etc/resolv.conf's. */
-static void upstream_csv(const struct errand_config *cfg, char *csv, size_t len)
+/* dns.upstream as c-ares takes it; false when it does not fit (a list cut
+ * short could end inside an address, and name another). */
+static bool upstream_csv(const struct errand_config *cfg, char *csv, size_t len)
 {
 	csv[0] = '\0';
 	for (char **u = cfg->dns_upstream; u && *u; u++) {
 		size_t used = strlen(csv);
 
-		snprintf(csv + used, len - used, "%s%s", used ? "," : "", *u);
+		if ((size_t)snprintf(csv + used, len - used, "%s%s", used ? "," : "", *u) >=
+		    len - used)
+			return false;
 	}
+	return true;
 }
 
 /* The upstream resolver: made in the worker before its filter is loaded
@@ -412,7 +417,13 @@ static int upstream_check(const struct errand_config *cfg, char *err, size_t err
 	char csv[1024];
 	int rc;
 
-	upstream_csv(cfg, csv, sizeof(csv));
+	if (!upstream_csv(cfg, csv, sizeof(csv))) {
+		snprintf(err, errlen,
+			 "dns.upstream is longer than errand's DNS worker takes (%zu characters "
+			 "joined by commas); name fewer resolvers",
+			 sizeof(csv) - 1);
+		return -E2BIG;
+	}
 	rc = upstream_init(csv, &ch, err, errlen);
 	if (!rc)
 		ares_destroy(ch);
@@ -491,7 +502,7 @@ static int init_blob(const struct dns_responder *r, const int listen_fd[DNS_SOCK
 
 	if (!in)
 		return -ENOMEM;
-	upstream_csv(cfg, csv, sizeof(csv));
+	upstream_csv(cfg, csv, sizeof(csv)); /* it fits: upstream_check said so */
 	in->size = sizeof(*in);
 	snprintf(in->session, sizeof(in->session), "%s", r->session);
 	in->uid = r->uid;
