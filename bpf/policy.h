@@ -60,7 +60,8 @@ POLICY_FN bool policy_is_v4_mapped(const __u8 a[16])
 }
 
 /* The IPv4 addresses a native IPv6 address carries (network order), at most
- * two: one of NAT64 (64:ff9b::/32, the last 32 bits), 6to4 (2002:AABB:CCDD::/48),
+ * two: one of NAT64 (64:ff9b::/32, the last 32 bits; 64:ff9b:1::/48, bits 48
+ * to 88 but the u octet), 6to4 (2002:AABB:CCDD::/48),
  * Teredo (2001::/32, the client address inverted in the last 32 bits),
  * IPv4-compatible (::a.b.c.d) and SIIT (::ffff:0:a.b.c.d); and ISATAP under any
  * /64 (interface id 0000:5efe or 0200:5efe and their group-bit twins, then the
@@ -75,7 +76,14 @@ POLICY_FN int policy_v4_carried(const __u8 a[16], __u32 out[2])
 	__builtin_memcpy(&w1, a + 4, 4);
 	__builtin_memcpy(&w2, a + 8, 4);
 	__builtin_memcpy(&v4, a + 12, 4);
-	if (a[0] == 0x00 && a[1] == 0x64 && a[2] == 0xff && a[3] == 0x9b) {
+	if (a[0] == 0x00 && a[1] == 0x64 && a[2] == 0xff && a[3] == 0x9b && a[4] == 0 &&
+	    a[5] == 1) {
+		/* the local-use 64:ff9b:1::/48: RFC 6052's /48 layout, the
+		 * address around the u octet */
+		__u8 b[4] = {a[6], a[7], a[9], a[10]};
+
+		__builtin_memcpy(&out[n++], b, 4);
+	} else if (a[0] == 0x00 && a[1] == 0x64 && a[2] == 0xff && a[3] == 0x9b) {
 		out[n++] = v4;
 	} else if (a[0] == 0x20 && a[1] == 0x02) {
 		__builtin_memcpy(&out[n++], a + 2, 4);
