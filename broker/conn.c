@@ -323,8 +323,10 @@ int conn_up_open(struct conn *c, const struct upstream_env *env, const struct ro
 
 void conn_up_drop(struct conn *c)
 {
-	upstream_close(&c->up);
+	/* Unlinked first: once closed, its number may be another connection's,
+	 * which a session's end would shut down. */
 	sessions_link_upstream(&c->link, -1);
+	upstream_close(&c->up);
 	c->up_route = NULL;
 	c->up_off = c->up_len = 0;
 	OPENSSL_cleanse(c->up_out.b, c->up_out.len);

@@ -381,6 +381,8 @@ int upstream_open(struct upstream *u, const struct upstream_env *env, const stru
 	if ((rc = dial(u, env, r, &l, on_fd, ctx, why, whylen)))
 		return rc;
 	if (r->tls && (rc = tls_start(u, r, start + UPSTREAM_DIAL_MS, why, whylen))) {
+		if (on_fd)
+			on_fd(ctx, -1); /* unlinked before its number is free again */
 		upstream_close(u);
 		return rc;
 	}
