@@ -189,14 +189,15 @@ static void forbidden_forms(void)
 	};
 	/* The test worlds' treat-as-public: 198.18.0.0/15, and v6 forms of it
 	 * declared public, which must not open a private IPv4 inside them. */
-	static const char *const pub[] = {"198.18.0.0/15", "64:ff9b::/96", "2002::/16", "2001::/32",
-					  "::/96", "64:ff9b:1::/48"};
+	static const char *const pub[] = {"198.18.0.0/15", "64:ff9b::/96", "2002::/16",
+					  "2001::/32",	   "::/96",	   "64:ff9b:1::/48"};
 	static const struct want with_pub[] = {
 		{"198.18.1.10", false, "benchmarking, declared public"},
 		{"10.0.0.1", true, "private stays forbidden"},
 		{"64:ff9b::c612:10a", false, "NAT64 of a public-declared address, public /96"},
 		{"64:ff9b::a00:1", true, "NAT64 of 10.0.0.1 under a public /96"},
-		{"64:ff9b:1:a00:1:100::", true, "local-use NAT64 (/48) of 10.0.1.1 under a public /48"},
+		{"64:ff9b:1:a00:1:100::", true,
+		 "local-use NAT64 (/48) of 10.0.1.1 under a public /48"},
 		{"64:ff9b:1:c612:1:a00::", false,
 		 "local-use NAT64 (/48) of 198.18.1.10 under a public /48"},
 		{"2002:a00:1::1", true, "6to4 of 10.0.0.1 under a public 2002::/16"},
