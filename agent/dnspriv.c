@@ -361,9 +361,8 @@ static int bind_gw(int type, const struct addr *gw)
 }
 
 /* The upstream resolvers as c-ares takes them: "a,b:53,[c]:53"; "" for
- * /etc/resolv.conf's. */
-/* dns.upstream as c-ares takes it; false when it does not fit (a list cut
- * short could end inside an address, and name another). */
+ * /etc/resolv.conf's. False when they do not fit (a list cut short could
+ * end inside an address, and name another). */
 static bool upstream_csv(const struct errand_config *cfg, char *csv, size_t len)
 {
 	csv[0] = '\0';
