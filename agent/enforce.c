@@ -149,7 +149,7 @@ static const struct inner_def inners[I_MAX] = {
 		    EGRESS_SELF_MAX, BPF_F_NO_PREALLOC},
 	[I_PORTS] = {EGRESS_MAP_PORTS, "ports_of", BPF_MAP_TYPE_HASH, 2, 1, EGRESS_PORTS_MAX,
 		     BPF_F_NO_PREALLOC},
-	[I_ONCE] = {"once_used", "once_of", BPF_MAP_TYPE_HASH, 4, 8, EGRESS_GRANTS_MAX,
+	[I_ONCE] = {"once_used", "once_of", BPF_MAP_TYPE_HASH, 4, 8, EGRESS_ONCE_MAX,
 		    BPF_F_NO_PREALLOC},
 	[I_GRANTS] = {EGRESS_MAP_GRANTS, "grants_of", BPF_MAP_TYPE_HASH, 4, 8, EGRESS_GRANTS_MAX,
 		      BPF_F_NO_PREALLOC},
@@ -1801,8 +1801,12 @@ int enforce_drop_grant(struct enforce *e, uint32_t grant)
 		bpf_map_delete_elem(e->grants_fd, &grant);
 	/* Its spent mark goes last, with no entry of it left to connect by
 	 * and its flows ended: once_used holds the set's grants only. */
-	if (e->once_fd >= 0)
+	if (e->once_fd >= 0) {
+		__u32 syn = grant | EGRESS_ONCE_SYN;
+
+		bpf_map_delete_elem(e->once_fd, &syn);
 		bpf_map_delete_elem(e->once_fd, &grant);
+	}
 	return n;
 }
 

@@ -70,8 +70,9 @@ INNER(ports_of, __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, EGRESS_PORT
       __uint(value_size, sizeof(__u8)););
 
 /* once_used: the once grants a connection has spent, by grant id, with the
- * cookie of the socket that spent it. */
-INNER(once_of, __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, EGRESS_GRANTS_MAX);
+ * cookie of the socket that spent it; and the source port of its first SYN
+ * (EGRESS_ONCE_SYN). */
+INNER(once_of, __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, EGRESS_ONCE_MAX);
       __uint(map_flags, BPF_F_NO_PREALLOC); __uint(key_size, sizeof(__u32));
       __uint(value_size, sizeof(__u64)););
 
@@ -1035,6 +1036,24 @@ __attribute__((noinline)) int errand_ts_move(struct __sk_buff *skb, __u32 l4_off
 	return 1;
 }
 
+/* The connection that spent a once grant is the one whose SYN came first
+ * once it was spent: its retransmissions pass, a SYN from another port (a
+ * raw socket outside the cgroup, for which no connect spent anything) does
+ * not. A full map claims nothing: refused. */
+static __always_inline __u8 once_syn_claim(const struct sess *s, __u32 grant, __u16 sport)
+{
+	void *once = inner(&once_of, s);
+	__u32 key = grant | EGRESS_ONCE_SYN;
+	__u64 port = sport, *held;
+
+	if (!once)
+		return REASON_GRANT_SPENT;
+	if (!bpf_map_update_elem(once, &key, &port, BPF_NOEXIST))
+		return REASON_NONE;
+	held = bpf_map_lookup_elem(once, &key);
+	return held && *held == port ? REASON_NONE : REASON_GRANT_SPENT;
+}
+
 /* The backstop, on ingress of the host-side veth: what the session sends.
  * No XDP stage: on a veth even an XDP program that only passes frames cuts
  * bulk TCP to a quarter, since GSO segments are split for it, while this tc
@@ -1185,9 +1204,12 @@ transport:
 		 * process outside the cgroup would pass its gating by. */
 		if (!why && relay_to_broker(s, flags, IPPROTO_TCP))
 			why = REASON_NOT_ALLOWED;
-		/* A once grant's SYN passes only after its connect spent it. */
+		/* A once grant's SYN passes only after its connect spent it, and
+		 * then only that connection's. */
 		if (!why)
 			why = policy_once_syn(s, flags, grant);
+		if (!why && (flags & ENTRY_F_ONCE))
+			why = once_syn_claim(s, grant, sport);
 		if (why) {
 			emit(s, addr, dport, IPPROTO_TCP, why, HOOK_TC);
 			goto drop;

@@ -56,6 +56,12 @@
  * grants_live holds the set's grants, once_used the spent once grants of
  * the set; the agent deletes a grant's entries from both when it drops it. */
 #define EGRESS_GRANTS_MAX 64
+/* once_used's key for a spent once grant's first SYN (the grant's id with
+ * this bit), its value that SYN's source port: only that connection's SYNs
+ * pass the backstop after it, a retransmission, never another's. The map
+ * holds both keys of every grant. */
+#define EGRESS_ONCE_SYN (1u << 31)
+#define EGRESS_ONCE_MAX (2 * EGRESS_GRANTS_MAX)
 /* A session's own ring buffer: a full bucket of refusals (EGRESS_EVENT_BURST
  * records of 48 bytes with their header) fits with room to spare; the agent
  * drains it every turn of its loop. */

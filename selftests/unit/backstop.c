@@ -564,6 +564,10 @@ static void once_grant(const char *cgroup)
 	enforce_events_drain(enf, on_event, NULL);
 	frame4(&f, &len, SESS, ONCE, IPPROTO_TCP, 40011, 443, "S");
 	expect("a SYN of the once grant its connect spent", &f, len, TC_ACT_OK, 0);
+	expect("... and its retransmission", &f, len, TC_ACT_OK, 0);
+	frame4(&f, &len, SESS, ONCE, IPPROTO_TCP, 40012, 443, "S");
+	expect("a SYN of another connection (another port) to the spent grant's host", &f, len,
+	       TC_ACT_SHOT, REASON_GRANT_SPENT);
 	CHECK_INT(connect_in(cgroup, PRIVATE, 443), EPERM,
 		  "connect to a private address an entry names: refused by the hook");
 }
