@@ -44,7 +44,7 @@ assert_eq "$(shape "$idle" allow)" "lpm_trie 4097" "the allow map is a trie (mem
 assert_eq "$(shape "$idle" self_addrs)" "lpm_trie 256" "... and so is the own-address map"
 assert_eq "$(shape "$idle" flows)" "lru_hash 128" "the flow table is an LRU of 128"
 assert_eq "$(shape "$idle" grants_live)" "hash 64" "grants_live holds the agent's 64 grants"
-assert_eq "$(shape "$idle" once_used)" "hash 64" "... and so does once_used"
+assert_eq "$(shape "$idle" once_used)" "hash 128" "... once_used twice that (each spent grant's mark and its SYN's port)"
 if real_usage; then
 	assert_le "$(total "$idle")" "$LIMIT" "an idle session's maps: $(total "$idle") bytes, at most 64 KiB"
 else
