@@ -10,15 +10,20 @@ jq_py() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 P=/sys/fs/bpf/$W/prog
 prepared() { find "/sys/fs/bpf/$W" -mindepth 1 -maxdepth 1 -type d ! -name prog -printf '%f\n' | sort; }
 agent_start || { world_finish; exit 1; }
+tcx=0
+[ "$(printf '6.6\n%s\n' "$(uname -r)" | sort -V | head -n 1)" = 6.6 ] && tcx=1
+# Prepared: both networks there, and from 6.6 their links pinned (a
+# preparation attaches them once its directory is made).
+links_pinned() { find "/sys/fs/bpf/$W" -mindepth 2 -maxdepth 2 -name 'tc_*_link' | grep -c .; }
 for _ in $(seq 1 100); do
-	[ "$(prepared | grep -c .)" = 2 ] && break
+	[ "$(prepared | grep -c .)" = 2 ] && { [ $tcx = 0 ] || [ "$(links_pinned)" = 4 ]; } && break
 	sleep 0.1
 done
 pool=$(prepared)
 assert_eq "$(echo "$pool" | grep -c .)" 2 "the pool prepared two networks"
 old=$(find "$P" -mindepth 1 -maxdepth 1 -type d -printf '%f\n')
 assert_match "$old" '^[0-9a-f]{16}$' "... under one program set"
-if [ "$(printf '6.6\n%s\n' "$(uname -r)" | sort -V | head -n 1)" = 6.6 ]; then
+if [ $tcx = 1 ]; then
 	for id in $pool; do
 		assert_eq "$(for l in tc_ingress_link tc_egress_link; do [ -e "/sys/fs/bpf/$W/$id/$l" ] && echo "$l"; done | grep -c .)" 2 \
 			"$id's tc programs are tcx links"
@@ -41,7 +46,7 @@ time.sleep(600)
 PY
 	W_PIDS+=($!)
 }
-if [ "$(printf '6.6\n%s\n' "$(uname -r)" | sort -V | head -n 1)" = 6.6 ]; then
+if [ $tcx = 1 ]; then
 	links=()
 	for id in $pool; do links+=("/sys/fs/bpf/$W/$id/tc_ingress_link" "/sys/fs/bpf/$W/$id/tc_egress_link"); done
 	hold_links "${links[@]}" >"$W_DIR/held.out"

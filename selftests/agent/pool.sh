@@ -78,6 +78,11 @@ assert_eq "$([ -e "/sys/fs/bpf/$W/$first/config" ] && echo pinned)" pinned "... 
 assert_eq "$(ls "/sys/fs/bpf/$W/$first" | grep -cx 'connect4\|tc_ingress')" 2 "... its hooks and backstop attached already"
 # From Linux 6.6 the tc programs are tcx links, pinned (clsact before).
 if [ "$(printf '6.6\n%s\n' "$(uname -r)" | sort -V | head -n 1)" = 6.6 ]; then
+	# attached once the veth is there (wait_prepared), with set_lock given up
+	for _ in $(seq 1 50); do
+		[ "$(ls "/sys/fs/bpf/$W/$first" | grep -cx 'tc_ingress_link\|tc_egress_link')" = 2 ] && break
+		sleep 0.1
+	done
 	assert_eq "$(ls "/sys/fs/bpf/$W/$first" | grep -cx 'tc_ingress_link\|tc_egress_link')" 2 "... as tcx links, pinned"
 	qdiscs=$(in_host tc qdisc show dev "eh$first" 2>&1)
 	assert_match "$qdiscs" "^qdisc " "tc lists its veth's qdiscs"
