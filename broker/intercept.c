@@ -520,7 +520,8 @@ static int buf_put(struct buf *b, const void *d, size_t n)
 		b->p = p;
 		b->cap = cap;
 	}
-	memcpy(b->p + b->len, d, n);
+	if (n)
+		memcpy(b->p + b->len, d, n);
 	b->len += n;
 	b->p[b->len] = '\0';
 	return 0;
@@ -535,32 +536,83 @@ static void buf_wipe(struct buf *b)
 	b->len = b->cap = 0;
 }
 
+/* What matches at a place in a text: the bytes that replace it and how many
+ * it replaces, 0 when nothing matches there. */
+typedef size_t (*match_fn)(const void *ctx, const char *at, size_t left, const char **rep,
+			   size_t *rep_len);
+
+/* in[0..n) appended to out, each match replaced; the runs between matches
+ * are copied whole. */
+static int replace_each(const char *in, size_t n, match_fn match, const void *ctx, struct buf *out)
+{
+	size_t i = 0, run = 0;
+
+	while (i < n) {
+		const char *rep;
+		size_t rep_len, used = match(ctx, in + i, n - i, &rep, &rep_len);
+
+		if (!used) {
+			i++;
+			continue;
+		}
+		if (buf_put(out, in + run, i - run) || buf_put(out, rep, rep_len))
+			return -ENOMEM;
+		i += used;
+		run = i;
+	}
+	return buf_put(out, in + run, n - run) ? -ENOMEM : 0;
+}
+
+struct swap_to {
+	const char *host;
+	uint16_t port;
+	bool pct;
+};
+
+static size_t placeholder_at(const void *ctx, const char *at, size_t left, const char **rep,
+			     size_t *rep_len)
+{
+	const struct swap_to *to = ctx;
+
+	for (size_t k = 0; k < n_secrets; k++) {
+		const struct secret *s = &secrets[k];
+
+		if (left >= s->ph_len && !memcmp(at, s->placeholder, s->ph_len) &&
+		    secret_to(s, to->host, to->port)) {
+			*rep = to->pct ? s->pct : s->value;
+			*rep_len = to->pct ? s->pct_len : s->len;
+			return s->ph_len;
+		}
+	}
+	return 0;
+}
+
 /* in[0..n) with every placeholder of a secret bound for host:port replaced by
  * its value (percent-encoded when pct), appended to out. Under lock. */
 static int swap_in(const char *in, size_t n, const char *host, uint16_t port, bool pct,
 		   struct buf *out)
 {
-	size_t i = 0;
+	struct swap_to to = {.host = host, .port = port, .pct = pct};
 
-	while (i < n) {
-		const struct secret *hit = NULL;
+	return replace_each(in, n, placeholder_at, &to, out);
+}
 
-		for (size_t k = 0; k < n_secrets && !hit; k++) {
-			const struct secret *s = &secrets[k];
+static size_t value_at(const void *ctx, const char *at, size_t left, const char **rep,
+		       size_t *rep_len)
+{
+	(void)ctx;
+	for (size_t k = 0; k < n_secrets; k++) {
+		const struct secret *s = &secrets[k];
+		size_t len = 0;
 
-			if (n - i >= s->ph_len && !memcmp(in + i, s->placeholder, s->ph_len) &&
-			    secret_to(s, host, port))
-				hit = s;
-		}
-		if (hit) {
-			if (buf_put(out, pct ? hit->pct : hit->value,
-				    pct ? hit->pct_len : hit->len))
-				return -ENOMEM;
-			i += hit->ph_len;
-		} else {
-			if (buf_put(out, in + i, 1))
-				return -ENOMEM;
-			i++;
+		if (left >= s->len && !memcmp(at, s->value, s->len))
+			len = s->len;
+		else if (left >= s->pct_len && !strncasecmp(at, s->pct, s->pct_len))
+			len = s->pct_len;
+		if (len) {
+			*rep = s->placeholder;
+			*rep_len = s->ph_len;
+			return len;
 		}
 	}
 	return 0;
@@ -570,35 +622,7 @@ static int swap_in(const char *in, size_t n, const char *host, uint16_t port, bo
  * back into its placeholder, appended to out. Under lock. */
 static int swap_out(const char *in, size_t n, struct buf *out)
 {
-	size_t i = 0;
-
-	while (i < n) {
-		const struct secret *hit = NULL;
-		size_t len = 0;
-
-		for (size_t k = 0; k < n_secrets && !hit; k++) {
-			const struct secret *s = &secrets[k];
-
-			if (n - i >= s->len && !memcmp(in + i, s->value, s->len)) {
-				hit = s;
-				len = s->len;
-			} else if (n - i >= s->pct_len &&
-				   !strncasecmp(in + i, s->pct, s->pct_len)) {
-				hit = s;
-				len = s->pct_len;
-			}
-		}
-		if (hit) {
-			if (buf_put(out, hit->placeholder, hit->ph_len))
-				return -ENOMEM;
-			i += len;
-		} else {
-			if (buf_put(out, in + i, 1))
-				return -ENOMEM;
-			i++;
-		}
-	}
-	return 0;
+	return replace_each(in, n, value_at, NULL, out);
 }
 
 /* Whether a Host (or an absolute-form authority) names the SNI: the name, in
@@ -636,30 +660,28 @@ static int basic_keep(struct iconn *c, const char *sent, const char *orig, size_
 	return 0;
 }
 
+static size_t basic_at(const void *ctx, const char *at, size_t left, const char **rep,
+		       size_t *rep_len)
+{
+	const struct iconn *c = ctx;
+
+	for (size_t k = 0; k < c->n_basic; k++) {
+		const struct basic *b = &c->basic[k];
+
+		if (left >= b->sent_len && !memcmp(at, b->sent, b->sent_len)) {
+			*rep = b->orig;
+			*rep_len = b->orig_len;
+			return b->sent_len;
+		}
+	}
+	return 0;
+}
+
 /* in to out, the Basic credentials the host got turned back into the
  * session's. */
 static int basic_out(const struct iconn *c, const char *in, size_t n, struct buf *out)
 {
-	size_t i = 0;
-
-	while (i < n) {
-		const struct basic *hit = NULL;
-
-		for (size_t k = 0; k < c->n_basic && !hit; k++)
-			if (n - i >= c->basic[k].sent_len &&
-			    !memcmp(in + i, c->basic[k].sent, c->basic[k].sent_len))
-				hit = &c->basic[k];
-		if (hit) {
-			if (buf_put(out, hit->orig, hit->orig_len))
-				return -ENOMEM;
-			i += hit->sent_len;
-		} else {
-			if (buf_put(out, in + i, 1))
-				return -ENOMEM;
-			i++;
-		}
-	}
-	return 0;
+	return replace_each(in, n, basic_at, c, out);
 }
 
 /* One header toward the host, placeholders swapped, Basic credentials
@@ -841,11 +863,15 @@ static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 
 		if (http_answer_field_dropped(r, hd->name, body))
 			continue;
-		v.len = 0;
-		rc = buf_put(&h, hd->name, hd->name_len) ?: buf_put(&h, ": ", 2)
-								  ?: swap_out(hd->value, hd->value_len, &v);
-		if (!rc && v.len)
-			rc = basic_out(c, v.p, v.len, &h);
+		rc = buf_put(&h, hd->name, hd->name_len) ?: buf_put(&h, ": ", 2);
+		if (rc)
+			break;
+		if (!c->n_basic) {
+			rc = swap_out(hd->value, hd->value_len, &h);
+		} else {
+			v.len = 0;
+			rc = swap_out(hd->value, hd->value_len, &v) ?: basic_out(c, v.p, v.len, &h);
+		}
 		if (!rc)
 			rc = buf_put(&h, "\r\n", 2);
 	}
