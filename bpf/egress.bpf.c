@@ -219,6 +219,19 @@ static __always_inline bool is_v4_mapped(const __u8 a[16])
 	return policy_is_v4_mapped(a);
 }
 
+/* Whether a packet's address (IPv4 mapped when it came in IPv4) is the
+ * session's gateway, which DNS and the broker answer from. */
+static __always_inline bool is_gateway(const struct sess *s, const __u8 a[16], bool v6)
+{
+	__u32 w[4];
+
+	__builtin_memcpy(w, a, 16);
+	if (!v6)
+		return w[3] == s->c->gw_addr4;
+	return w[0] == s->c->gw_addr6[0] && w[1] == s->c->gw_addr6[1] &&
+	       w[2] == s->c->gw_addr6[2] && w[3] == s->c->gw_addr6[3];
+}
+
 /* One record on the ring buffer: a refusal, or a once grant spent. */
 static __always_inline void event_put(const struct sess *s, const __u8 addr[16], __u16 port,
 				      __u16 proto, __u8 reason, __u8 hook)
@@ -1281,7 +1294,6 @@ int errand_tc_out(struct __sk_buff *skb)
 	struct flow_val *cur = NULL;
 	struct sess sess, *s = &sess;
 	__u32 ifindex = skb->ifindex, flags, grant;
-	bool from_gw;
 	struct tcphdr *th;
 	struct iphdr *ip;
 	void *flows;
@@ -1307,10 +1319,6 @@ int errand_tc_out(struct __sk_buff *skb)
 		if ((void *)(th + 1) > end || (void *)(ip6 + 1) > end)
 			return TC_ACT_OK;
 		__builtin_memcpy(fk.daddr, &ip6->saddr, 16);
-		from_gw = s->c->gw_addr6[0] == ip6->saddr.in6_u.u6_addr32[0] &&
-			  s->c->gw_addr6[1] == ip6->saddr.in6_u.u6_addr32[1] &&
-			  s->c->gw_addr6[2] == ip6->saddr.in6_u.u6_addr32[2] &&
-			  s->c->gw_addr6[3] == ip6->saddr.in6_u.u6_addr32[3];
 	} else {
 		ip = (void *)(eth + 1);
 		if ((void *)(ip + 1) > end || ip->protocol != IPPROTO_TCP || ip->ihl < 5 ||
@@ -1320,7 +1328,6 @@ int errand_tc_out(struct __sk_buff *skb)
 		if ((void *)(th + 1) > end)
 			return TC_ACT_OK;
 		map_v4(fk.daddr, ip->saddr);
-		from_gw = ip->saddr == s->c->gw_addr4;
 	}
 	fk.sport = bpf_ntohs(th->dest);
 	fk.dport = bpf_ntohs(th->source);
@@ -1336,7 +1343,7 @@ int errand_tc_out(struct __sk_buff *skb)
 	 * push through): judged as errand_tc_in judges the session's side of
 	 * it, so an ended flow pushed out of the table passes no more toward
 	 * the session either. The gateway's (DNS, the broker) are errand's. */
-	if (!cur && !from_gw &&
+	if (!cur && !is_gateway(s, fk.daddr, eth->h_proto == bpf_htons(ETH_P_IPV6)) &&
 	    (verdict(s, fk.daddr, fk.dport, &flags, &grant) || (flags & ENTRY_F_ONCE) ||
 	     relay_to_broker(s, flags, IPPROTO_TCP)))
 		goto drop;
