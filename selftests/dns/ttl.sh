@@ -66,7 +66,7 @@ assert_eq "$(event_count "addr=$HOST_A port=443 reason=expired")" 1 "... with re
 # cache with what the allow entries written for the first answer still
 # cover: less than the cap, so the entries outlive it, and no new write (a
 # round trip to the agent each answer, before). Under the floor, the entries
-# are written again and the answer has the cap again.
+# are written again and the answer has the floor.
 sess='NS=$(sed -n "s/^nameserver[[:space:]]*//p" /etc/resolv.conf | head -n 1)
 P='"$PROBE"'
 echo "first=$($P dns $NS long.test 2>&1 | tail -n 1)"
@@ -80,7 +80,21 @@ assert_match "$(result cached)" "^answer NOERROR addrs=$HOST_A ttl=[1-7] from " 
 assert_eq "$(result within)" "ok hello $HOST_A:443" "... and the address is reached within it"
 W_CONFIG=$(dns_config cap10floor8 '"ttlCap": 10, "ttlFloor": 8')
 errand_run --egress long.test -- sh -c "$sess"
-assert_match "$(result cached)" "^answer NOERROR addrs=$HOST_A ttl=10 from " "with ttlFloor 8, what is left is under the floor: the entries are written again, the answer has the cap"
+assert_match "$(result cached)" "^answer NOERROR addrs=$HOST_A ttl=8 from " "with ttlFloor 8, what is left of the cached cap is under the floor: the entries are written again, the answer has the floor"
 assert_eq "$(result within)" "ok hello $HOST_A:443" "... and the address is reached"
+
+# The worker's cache keeps a name no longer than the cap either: asked
+# again once the cap is over, the name is asked upstream again, so a change
+# of its addresses is seen within ttlCap, not within the upstream's TTL.
+sess='NS=$(sed -n "s/^nameserver[[:space:]]*//p" /etc/resolv.conf | head -n 1)
+P='"$PROBE"'
+echo "first=$($P dns $NS long.test 2>&1 | tail -n 1)"
+sleep 3
+echo "again=$($P dns $NS long.test 2>&1 | tail -n 1)"'
+W_CONFIG=$(dns_config cap2 '"ttlCap": 2, "ttlFloor": 1')
+before=$(dns_query_count long.test)
+errand_run --egress long.test -- sh -c "$sess"
+assert_match "$(result again)" "^answer NOERROR addrs=$HOST_A ttl=2 from " "ttlCap 2: long.test asked 3 s later is answered with the cap"
+assert_eq "$(($(dns_query_count long.test) - before))" 2 "... and was asked upstream twice: the cache kept it no longer than the cap"
 
 world_finish
