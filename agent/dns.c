@@ -314,9 +314,10 @@ static struct cache_entry *cache_find(struct dnsw *r, const char *name, uint16_t
 }
 
 /* Keeps an answer: addresses (rcode NOERROR) for their TTL up to dns.ttlCap
- * (a longer one is asked upstream again once the cap is over, as a cached
- * name's TTL is answered), or DNS_ZERO_TTL_S for TTL 0; a negative one (n 0, or NXDOMAIN, or SERVFAIL with the reason
- * its hits emit again) for DNS_NEG_TTL_S. The entry, or NULL if not kept. */
+ * (a longer one is asked upstream again once the cap is over), or
+ * DNS_ZERO_TTL_S for TTL 0; a negative one (n 0, or NXDOMAIN, or SERVFAIL
+ * with the reason its hits emit again) for DNS_NEG_TTL_S. The entry, or NULL
+ * if not kept. */
 static struct cache_entry *cache_put(struct dnsw *r, const char *name, uint16_t qtype,
 				     uint8_t rcode, const char *why, const struct addr *addrs,
 				     size_t n, uint32_t ttl)
