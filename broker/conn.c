@@ -416,8 +416,9 @@ int conn_answer_body(struct conn *c, http_body_fn fn, int (*drain)(void *ctx), v
 			n = conn_up_fill(c, CONN_ANSWER_MS);
 		}
 
+		/* an answer the close ends is whole only if TLS says so */
 		if (n == 0)
-			return http_parse_eof(c->resp) == HTTP_DONE ? 0 : -ECONNRESET;
+			return http_parse_eof(c->resp) == HTTP_DONE && !c->up.cut ? 0 : -ECONNRESET;
 		if (n < 0)
 			return (int)n;
 	}

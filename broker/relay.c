@@ -449,6 +449,10 @@ static void forward_answer(struct rconn *c, struct call *k)
 		else if (rc == -EPIPE || c->io.out.failed)
 			blog_info("session=%s provider=%s: the session hung up part way",
 				  k->session, k->route->p->name);
+		else if (c->io.up.cut)
+			blog_warnx("session=%s provider=%s: the answer's TLS stream ended "
+				   "without close_notify; cut",
+				   k->session, k->route->p->name);
 		else
 			blog_warnx("session=%s provider=%s: the answer failed part way (%s)",
 				   k->session, k->route->p->name, strerror(-rc));

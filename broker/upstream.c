@@ -296,6 +296,9 @@ static int tls_step(struct upstream *u, int (*step)(SSL *, void *, int), void *b
 			return 0;
 		case SSL_ERROR_WANT_READ:
 			rc = net_fill(u, timeout_ms);
+			/* the socket ended inside or instead of a record: only a
+			 * close_notify (SSL_ERROR_ZERO_RETURN) tells a whole stream */
+			u->cut |= rc == 0;
 			if (rc <= 0)
 				return rc;
 			break;

@@ -21,6 +21,7 @@ struct upstream {
 	int fd; /* -1 when closed */
 	SSL *ssl;
 	BIO *net; /* the network side of ssl's BIO pair */
+	bool cut; /* the stream ended without TLS's close_notify: it may be cut */
 	const struct route *route;
 };
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a provider's redirect reaches the session as sent and is never followed; a compressed answer with a body is 502; an answer declaring more than 64 MiB is 502, and one streaming past 64 MiB is cut there, while 64 MiB exactly passes; what the provider sent before a pause reaches the session during the pause.
+# Guarantee: a provider's redirect reaches the session as sent and is never followed; a compressed answer with a body is 502; an answer declaring more than 64 MiB is 502, and one streaming past 64 MiB is cut there, while 64 MiB exactly passes; an answer ended by the connection is whole only with TLS's close_notify, and cut short toward the session without it; what the provider sent before a pause reaches the session during the pause.
 . "$(dirname "$0")/common.sh"
 
 broker_world
@@ -31,6 +31,20 @@ c /providers/prov/huge-stream >/dev/null
 assert_le "$(stat -c %s "$W_DIR/body")" 67108864 "an answer streaming past 64 MiB is cut there"
 assert_match "$(cat "$W_DIR/curl.err")" 'curl: \(18\)|transfer closed' "the cut shows as a transfer that ended early"
 assert_contains "$(cat "$BROKER_LOG")" "streamed past 64 MiB; cut" "the log says it was cut"
+# An answer whose end is the connection's: whole only when TLS closed it
+# (close_notify); a TCP close alone may be anyone's cut.
+assert_eq "$(c /providers/prov/eof-clean)" 200 "an answer ended by the provider's close_notify is relayed"
+assert_eq "$(cat "$W_DIR/body")" "all of it" "all of it"
+assert_eq "$(cat "$W_DIR/curl.err")" "" "... as complete"
+c /providers/prov/eof-cut >/dev/null
+assert_match "$(cat "$W_DIR/curl.err")" 'curl: \((18|52)\)' "an answer cut without close_notify reaches the session cut short, not whole"
+assert_contains "$(cat "$BROKER_LOG")" "TLS stream ended without close_notify; cut" "the log says why"
+for _ in $(seq 1 40); do
+	[ "$(receipts "WHERE path = '/eof-cut'")" ] && break
+	sleep 0.05
+done
+assert_eq "$(receipts "WHERE path IN ('/eof-clean', '/eof-cut')" | cut -d'|' -f6,11 | tr '\n' ' ')" \
+	"/eof-clean|completed /eof-cut|interrupted " "their receipts: the cut one interrupted"
 # The provider sends a line, pauses two seconds, sends another: the first
 # must not wait in the broker for the second.
 in_host curl -sSN --max-time 30 --interface "$SESS_A" -H "x-api-key: $S1" \

@@ -2,7 +2,8 @@
  * agent. "serve" is a TLS server (BoringSSL) that logs every call it gets and
  * answers by its path: an echo of what it received by default, and the
  * awkward answers the broker must handle (redirect, compressed, oversize,
- * a key echoed in a header or across a body's pieces, 401, a stall); with
+ * a key echoed in a header or across a body's pieces, 401, a stall, an
+ * answer ended by the connection's close, with close_notify or without); with
  * --accept FILE, any call whose key is not FILE's first line is 401, as a
  * provider answers a rotated-out key. "register", "unregister", "keeper",
  * "mint" and "env" drive broker/registry.c as the agent does. Exit 0 on success, 1 on failure, 2 on
@@ -330,6 +331,15 @@ static int answer(struct client *c, struct req *r)
 		return answer_split(c, r, at);
 	if (strstr(t, "/unauthorized"))
 		return putf(c, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 3\r\n\r\nno\n");
+	/* An answer that ends with the connection, closed by TLS's close_notify
+	 * or cut without it (a truncation any host on the path could make). */
+	if (strstr(t, "/eof-clean") || strstr(t, "/eof-cut")) {
+		if (putf(c, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nall of it\n"))
+			return -1;
+		if (strstr(t, "/eof-clean"))
+			SSL_shutdown(c->ssl);
+		return -1;
+	}
 	if (strstr(t, "/stall")) {
 		sleep(30);
 		return -1;
