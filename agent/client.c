@@ -34,7 +34,7 @@ struct agent_conn {
 struct agent_conn *agent_connect(const char *run_dir)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct timeval tv = {.tv_sec = CLIENT_TIMEOUT_S};
+	struct timeval tv = {.tv_sec = CLIENT_TIMEOUT_S}, wait = {.tv_sec = CONTROL_CONNECT_S};
 	struct agent_conn *ac;
 	int fd;
 
@@ -44,6 +44,10 @@ struct agent_conn *agent_connect(const char *run_dir)
 		return NULL;
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* A unix connect waits while the listener's queue is full, as long as
+	 * the send timeout lets it (EAGAIN then). */
+	if (fd >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		int e = errno;
 
@@ -55,6 +59,11 @@ struct agent_conn *agent_connect(const char *run_dir)
 				"errandctl: this process may not make the socket that reaches "
 				"errand-agent (%s); a security module refuses it\n",
 				strerror(e));
+		else if (e == EAGAIN)
+			fprintf(stderr,
+				"errandctl: errand-agent's socket %s has taken no connection for "
+				"%d s: the agent is stuck; see its log, or restart it\n",
+				sa.sun_path, CONTROL_CONNECT_S);
 		else if (e == EACCES || e == EPERM)
 			fprintf(stderr,
 				"errandctl: errand-agent's socket %s refuses this user; run "
@@ -64,6 +73,7 @@ struct agent_conn *agent_connect(const char *run_dir)
 		errno = e;
 		return NULL;
 	}
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &(struct timeval){0}, sizeof(struct timeval));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	ac = calloc(1, sizeof(*ac));
 	if (!ac) {

@@ -5,16 +5,23 @@
 #ifndef ERRAND_CLIENT_H
 #define ERRAND_CLIENT_H
 
+#include <errno.h>
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "agent/control.h"
 
 struct agent_conn;
 
 /* Connects to <run_dir>/agent.sock. NULL with errno ENOENT or ECONNREFUSED
- * when no agent runs there; with EACCES when this user may not talk to it
- * (after one line on stderr saying so). */
+ * when no agent runs there; with EACCES or EPERM when this user may not talk
+ * to it, EAGAIN when it takes no connection (both after one line on stderr
+ * saying so: agent_connect_said). */
 struct agent_conn *agent_connect(const char *run_dir);
+static inline bool agent_connect_said(int e)
+{
+	return e == EACCES || e == EPERM || e == EAGAIN;
+}
 void agent_close(struct agent_conn *ac);
 /* Sends one request and reads its answer into reply. 0, or -errno with one
  * line in err (an error answer is 0 with reply->type CONTROL_ERROR). */

@@ -60,6 +60,10 @@
 #define CONTROL_SOCKET_PATH "/run/errand/agent.sock"
 #define CONTROL_GROUP "errand"
 #define CONTROL_ID_MAX 64
+/* How long a client's connect waits for an agent whose queue of
+ * connections is full: one that has taken none for so long is stuck, not
+ * busy (the queue holds LISTEN_BACKLOG). */
+#define CONTROL_CONNECT_S 10
 /* No socket group: the socket is root's alone (0600). */
 #define CONTROL_NO_GROUP ((gid_t)-1)
 

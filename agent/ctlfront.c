@@ -19,6 +19,7 @@
  * errandctl-full, which asks again and says why (see agent/client.c, whose
  * wait for the exit status this repeats). */
 #include <asm/unistd.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/signalfd.h>
 #include <poll.h>
@@ -77,6 +78,8 @@ static long sys6(long n, long a, long b, long c, long d, long e, long f)
 	return r;
 }
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
 #define SYS(n, a, b, c) sys6(__NR_##n, (long)(a), (long)(b), (long)(c), 0, 0, 0)
 #define SYS4(n, a, b, c, d) sys6(__NR_##n, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
 #define SYS5(n, a, b, c, d, e)                                                                     \
@@ -208,6 +211,10 @@ static __attribute__((noreturn)) void say_exit(const char *a, const char *b, con
 	xwrite_all(2, m.p, m.len);
 	xexit(status);
 }
+
+/* As errandctl-full says it (agent_connect). */
+static const char stuck[] = " has taken no connection for " STR(
+	CONTROL_CONNECT_S) " s: the agent is stuck; see its log, or restart it";
 
 /* Everything it does not do itself: errandctl-full, next to this binary,
  * with the same command line and environment. */
@@ -900,11 +907,12 @@ int front_main(long *sp)
 	struct buf config = {config_text, 0, sizeof(config_text), false};
 	struct buf req = {req_text, 0, sizeof(req_text), false};
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct timeval start = {START_TIMEOUT_S, 0};
+	struct timeval start = {START_TIMEOUT_S, 0}, wait = {CONTROL_CONNECT_S, 0},
+		       no_wait = {0, 0};
 	struct run_line rl = {0};
 	struct buf sock_path = {sa.sun_path, 0, sizeof(sa.sun_path), false};
 	char run_dir[PATH_LEN];
-	long sock;
+	long sock, err = 0;
 
 	g_argv = argv;
 	g_envp = argv + argc + 1;
@@ -919,10 +927,17 @@ int front_main(long *sp)
 	puts_(&sock_path, run_dir);
 	puts_(&sock_path, "/agent.sock");
 	sock = SYS(socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sock >= 0)
+		SYS5(setsockopt, sock, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
 	/* No agent there, or one that refuses this user: errandctl-full runs
-	 * the session itself, or says so. */
-	if (sock_path.full || sock < 0 || SYS(connect, sock, &sa, sizeof(sa)) < 0)
+	 * the session itself, or says so. One whose queue stayed full is
+	 * stuck: no session starts beside it. */
+	if (sock_path.full || sock < 0 || (err = SYS(connect, sock, &sa, sizeof(sa))) < 0) {
+		if (err == -EAGAIN)
+			say_exit("errand-agent's socket ", sa.sun_path, stuck, EXIT_ERRAND);
 		hand_over();
+	}
+	SYS5(setsockopt, sock, SOL_SOCKET, SO_SNDTIMEO, &no_wait, sizeof(no_wait));
 	SYS5(setsockopt, sock, SOL_SOCKET, SO_RCVTIMEO, &start, sizeof(start));
 	if (send_run((int)sock, &req))
 		hand_over(); /* the agent went away before it read a byte: nothing started */

@@ -207,8 +207,8 @@ static int cmd_run(int argc, char **argv, const char *config_path)
 	req = run_request(argc, argv, &o, cmd, &cfg);
 	/* The daemon runs the session when it is there; else this process does. */
 	ac = agent_connect(cfg.run_dir);
-	/* An agent that refuses this user was named already, with the fix. */
-	if (!ac && (errno == EACCES || errno == EPERM))
+	/* An agent that refuses this user, or is stuck, was named already. */
+	if (!ac && agent_connect_said(errno))
 		exit(EXIT_ERRAND);
 	if (!ac && geteuid() != 0)
 		refuse("run: no errand-agent runs, and the embedded agent needs root to "
@@ -380,7 +380,7 @@ static void ctl_connect(struct ctl_args *a, bool need_root)
 	a->ac = agent_connect(a->cfg.run_dir);
 	if (a->ac)
 		return;
-	if (errno == EACCES || errno == EPERM)
+	if (agent_connect_said(errno))
 		exit(EXIT_ERRAND);
 	if (need_root && geteuid() != 0)
 		refuse("no errand-agent runs, and reading errand's state needs root; run errandctl "
@@ -600,7 +600,7 @@ static int cmd_reload(int argc, char **argv, const char *config_path)
 
 	ctl_parse(argc, argv, config_path, "reload [--json]", 0, 0, &a);
 	a.ac = agent_connect(a.cfg.run_dir);
-	if (!a.ac && (errno == EACCES || errno == EPERM))
+	if (!a.ac && agent_connect_said(errno))
 		exit(EXIT_ERRAND);
 	if (a.ac) {
 		json_decref(ctl_call(&a, CONTROL_RELOAD, NULL, CONTROL_OK, NULL));

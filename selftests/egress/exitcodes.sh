@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: errandctl run exits with the command's status, 126 when it cannot be executed, 127 when it is not found, and 125 with one stderr line naming the fix, creating nothing, when errand refuses.
+# Guarantee: errandctl run exits with the command's status, 126 when it cannot be executed, 127 when it is not found, and 125 with one stderr line naming the fix, creating nothing, when errand refuses (an agent stuck with its queue of connections full among the refusals, after 10 s).
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -53,5 +53,40 @@ for cl in "" "--config $W_DIR/typo.json" "frobnicate" "--frobnicate sessions"; d
 	assert_eq "$?:$(printf '%s\n' "$err" | grep -c .)" "125:1" "errandctl $cl: exit 125, one line on stderr"
 	assert_match "$err" "errandctl --help" "... naming errandctl --help"
 done
+
+# An agent whose queue of connections stays full (stuck, not busy: this
+# listener never accepts): errandctl says so after 10 s and exits 125, and
+# starts no session beside it; a command that asks the agent says the same.
+mkdir -p "/run/$W/stuck"
+python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(0)
+queued = []
+while True:
+    c = socket.socket(socket.AF_UNIX)
+    c.setblocking(False)
+    try:
+        c.connect(sys.argv[1])
+    except BlockingIOError:
+        break
+    queued.append(c)
+print("full", flush=True)
+time.sleep(300)
+' "/run/$W/stuck/agent.sock" >"$W_DIR/stuck.out" 2>&1 &
+W_BG_PIDS+=("$!")
+for _ in $(seq 1 50); do
+	grep -q full "$W_DIR/stuck.out" && break
+	sleep 0.1
+done
+sed "s|\"run\": \"/run/$W\"|\"run\": \"/run/$W/stuck\"|" "$(world_config_plain stuckbase)" >"$W_DIR/stuck.json"
+W_CONFIG=$W_DIR/stuck.json
+t0=$(date +%s)
+refused "an agent whose socket takes no connection" "the agent is stuck" -- echo ran
+assert_ge $(($(date +%s) - t0)) 9 "... said once it has waited 10 s"
+err=$("$ERRANDCTL" --config "$W_CONFIG" sessions 2>&1 >/dev/null)
+assert_eq "$?:$(printf '%s\n' "$err" | grep -c .)" "125:1" "errandctl sessions: exit 125, one line on stderr"
+assert_contains "$err" "has taken no connection for 10 s" "... naming the stuck agent"
 
 world_finish
