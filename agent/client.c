@@ -1,5 +1,6 @@
 /* errandctl talking to errand-agent. See client.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -70,6 +71,9 @@ struct agent_conn *agent_connect(const char *run_dir)
 				"errandctl "
 				"as root or as a member of group errand\n",
 				sa.sun_path);
+		else if (agent_connect_said(e))
+			fprintf(stderr, "errandctl: cannot reach errand-agent's socket %s: %s\n",
+				sa.sun_path, strerror(e));
 		errno = e;
 		return NULL;
 	}
@@ -78,6 +82,8 @@ struct agent_conn *agent_connect(const char *run_dir)
 	ac = calloc(1, sizeof(*ac));
 	if (!ac) {
 		close(fd);
+		fprintf(stderr, "errandctl: out of memory\n");
+		errno = ENOMEM;
 		return NULL;
 	}
 	ac->fd = fd;
@@ -189,6 +195,13 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	bool connected = true, relayed, gone = false;
 	int rc;
 
+	/* The answer brings the session's pidfd: with no descriptor free to
+	 * take it, a session would start that this process cannot follow. */
+	if ((rc = fcntl(ac->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		fprintf(stderr, "errandctl: %s\n", CONTROL_NO_FD);
+		return 125;
+	}
+	close(rc);
 	setsockopt(ac->fd, SOL_SOCKET, SO_RCVTIMEO, &start, sizeof(start));
 	rc = control_write_fds(ac->fd, CONTROL_RUN, request, stdio, 3);
 	if (!rc)

@@ -13,14 +13,15 @@
 
 struct agent_conn;
 
-/* Connects to <run_dir>/agent.sock. NULL with errno ENOENT or ECONNREFUSED
- * when no agent runs there; with EACCES or EPERM when this user may not talk
- * to it, EAGAIN when it takes no connection (both after one line on stderr
- * saying so: agent_connect_said). */
+/* Connects to <run_dir>/agent.sock. NULL with errno ENOENT, ECONNREFUSED,
+ * ENOTDIR or ENAMETOOLONG when no agent runs there (none could); with any
+ * other (this user may not talk to it, it takes no connection, this process
+ * has no descriptor left) after one line on stderr saying so:
+ * agent_connect_said. No session starts beside an agent that may run. */
 struct agent_conn *agent_connect(const char *run_dir);
 static inline bool agent_connect_said(int e)
 {
-	return e == EACCES || e == EPERM || e == EAGAIN;
+	return e != ENOENT && e != ECONNREFUSED && e != ENOTDIR && e != ENAMETOOLONG;
 }
 void agent_close(struct agent_conn *ac);
 /* Sends one request and reads its answer into reply. 0, or -errno with one

@@ -64,6 +64,10 @@
  * connections is full: one that has taken none for so long is stuck, not
  * busy (the queue holds LISTEN_BACKLOG). */
 #define CONTROL_CONNECT_S 10
+/* Both errandctl binaries' refusal when no descriptor is left for the
+ * session's pidfd. */
+#define CONTROL_NO_FD                                                                              \
+	"no file descriptor is left to follow the session with (ulimit -n); raise the limit"
 /* No socket group: the socket is root's alone (0600). */
 #define CONTROL_NO_GROUP ((gid_t)-1)
 

@@ -937,6 +937,11 @@ int front_main(long *sp)
 			say_exit("errand-agent's socket ", sa.sun_path, stuck, EXIT_ERRAND);
 		hand_over();
 	}
+	/* The answer brings the session's pidfd: with no descriptor free to
+	 * take it, a session would start that this process cannot follow. */
+	if ((err = SYS(fcntl, sock, F_DUPFD_CLOEXEC, 0)) < 0)
+		say_exit(CONTROL_NO_FD, NULL, NULL, EXIT_ERRAND);
+	SYS(close, err, 0, 0);
 	SYS5(setsockopt, sock, SOL_SOCKET, SO_SNDTIMEO, &no_wait, sizeof(no_wait));
 	SYS5(setsockopt, sock, SOL_SOCKET, SO_RCVTIMEO, &start, sizeof(start));
 	if (send_run((int)sock, &req))

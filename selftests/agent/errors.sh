@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: every refusal of a session through errand-agent reaches the client as one line naming its cause and what to change (exit 125), set where the call failed, never "the last line the agent logged": an unknown option, a pin to the host's own address, a project that is not a directory, the address pool exhausted, the session limit, a doctor gap under sandbox.requireFullEnforcement, a provider's credential file missing, and a configuration value the agent cannot take (reload), each after an unrelated warning in the agent's log.
+# Guarantee: every refusal of a session through errand-agent reaches the client as one line naming its cause and what to change (exit 125), set where the call failed, never "the last line the agent logged": an unknown option, a pin to the host's own address, a project that is not a directory, the address pool exhausted, the session limit, a doctor gap under sandbox.requireFullEnforcement, a provider's credential file missing, no file descriptor left in errandctl for the session's pidfd, and a configuration value the agent cannot take (reload), each after an unrelated warning in the agent's log.
 # selftests-timeout: 180
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -75,6 +75,21 @@ for id in $(ctl sessions --json | python3 -c 'import json,sys; print(" ".join(s[
 	ctl stop "$id" >/dev/null
 done
 wait "$FIRST_PID" "$SECOND_PID" 2>/dev/null
+
+# No descriptor left for the session's pidfd (ulimit -n 4: stdin, stdout,
+# stderr and the socket; errandctl-full holds one more of its own, its
+# binary): refused before the agent is asked, as with any other refusal, so
+# no session starts that errandctl cannot follow.
+count_sessions() { ctl sessions --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
+before=$(count_sessions)
+for lim_bin in "4:$ERRANDCTL" "5:$ERRANDCTL-full"; do
+	lim=${lim_bin%%:*} bin=${lim_bin#*:}
+	err=$(in_host sh -c 'ulimit -n "$1"; exec "$0" run --config "$2" --egress none -- true' \
+		"$bin" "$lim" "$W_CONFIG" 2>&1 >/dev/null)
+	assert_eq "$?:$(printf '%s\n' "$err" | grep -c .)" "125:1" "${bin##*/} under ulimit -n $lim: exit 125, one line"
+	assert_contains "$err" "no file descriptor is left to follow the session" "... saying why"
+done
+assert_eq "$(count_sessions)" "$before" "... and no session started"
 
 # A gap this host has, refused under sandbox.requireFullEnforcement.
 gap=$(ctl doctor --json | python3 -c 'import json,sys
