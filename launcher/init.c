@@ -230,6 +230,7 @@ void session_init_ahead(int sock)
 	char **argv;
 	int argc, tree, r;
 
+	seccomp_prepare(); /* while the launcher writes the id maps */
 	become_root(sock);
 	if (mounts_prepare(NULL) < 0)
 		exit(LAUNCH_EXIT_FAIL);

@@ -829,9 +829,15 @@ int main(int argc, char **argv)
 
 		if (argc > 3 && ahead_args(argc, argv, &ahead) < 0)
 			return LAUNCH_EXIT_FAIL;
-		seccomp_prepare();
+		/* The PID 1 made ahead builds the filter it loads itself:
+		 * libseccomp leaves thousands of freed pieces in the heap, and
+		 * the first malloc after a clone walked them all, copying each
+		 * page it touched. Without one, a clone at the start takes the
+		 * launcher's. */
 		if (ahead.netns)
 			ahead_start(&ahead, fd);
+		if (!ahead.pid)
+			seccomp_prepare();
 		r = await_recv(fd, &argc, &argv, &nice);
 		if (r < 0)
 			ahead_end(&ahead);
