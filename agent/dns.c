@@ -246,12 +246,12 @@ static size_t name_ports(const struct dnsw *r, const char *name, struct dnsp_por
 	return dnsp_name_ports(r->cfg, &r->grants, time(NULL), name, ports, max, wild);
 }
 
-/* Asks the agent to write every (address, port) into the allow map, then
- * answers with the TTL it gives. A refusal or a failed write answers
- * SERVFAIL: never an address the kernel would refuse. Updates the agent sends
- * meanwhile are applied as they come. */
-static void program_and_reply(struct dnsw *r, const struct client *c, const struct addr *addrs,
-			      size_t n, uint32_t ttl, struct cache_entry *ce)
+/* Asks the agent to write every (address, port) of name's answer into the
+ * allow map. The TTL it gives to answer with, or -1 when it refused or the
+ * write failed: the answer is SERVFAIL then, never an address the kernel
+ * would refuse. Updates the agent sends meanwhile are applied as they come. */
+static int64_t program(struct dnsw *r, const struct dns_query *q, const struct addr *addrs,
+		       size_t n, uint32_t ttl, struct cache_entry *ce)
 {
 	static struct dnsp_program m;
 	union {
@@ -261,16 +261,12 @@ static void program_and_reply(struct dnsw *r, const struct client *c, const stru
 	} *in = r->in;
 	ssize_t len;
 
-	if (!n) {
-		reply(r, c, DNS_RCODE_NOERROR, NULL, 0, 0);
-		return;
-	}
 	memset(&m, 0, sizeof(m));
 	m.type = DNSP_PROGRAM;
-	m.qtype = c->q.qtype;
+	m.qtype = q->qtype;
 	m.n = (uint16_t)n;
 	m.ttl = ttl;
-	snprintf(m.name, sizeof(m.name), "%s", c->q.name);
+	snprintf(m.name, sizeof(m.name), "%s", q->name);
 	memcpy(m.addrs, addrs, n * sizeof(*addrs));
 	chan_send(r, &m, sizeof(m));
 	while (!r->quit) {
@@ -286,12 +282,27 @@ static void program_and_reply(struct dnsw *r, const struct client *c, const stru
 				break;
 			if (ce)
 				ce->covered_ns = boottime_ns() + (uint64_t)in->reply.ttl * NS_PER_S;
-			reply(r, c, DNS_RCODE_NOERROR, addrs, n, in->reply.ttl);
-			return;
+			return in->reply.ttl;
 		}
 		apply_update(r, in, (size_t)len);
 	}
-	reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
+	return -1;
+}
+
+/* Answers each client of one question (the same name and type) with addrs
+ * once the agent has opened them: one request to the agent for them all. */
+static void program_and_reply(struct dnsw *r, const struct client *c, size_t n_c,
+			      const struct addr *addrs, size_t n, uint32_t ttl,
+			      struct cache_entry *ce)
+{
+	int64_t t = n ? program(r, &c[0].q, addrs, n, ttl, ce) : 0;
+
+	for (size_t i = 0; i < n_c; i++) {
+		if (t < 0)
+			reply(r, &c[i], DNS_RCODE_SERVFAIL, NULL, 0, 0);
+		else
+			reply(r, &c[i], DNS_RCODE_NOERROR, n ? addrs : NULL, n, (uint32_t)t);
+	}
 }
 
 static struct cache_entry *cache_set(struct dnsw *r, const char *name, uint16_t qtype)
@@ -406,7 +417,7 @@ static void cache_reply(struct dnsw *r, const struct client *c, struct cache_ent
 			return;
 		}
 	}
-	program_and_reply(r, c, e->addrs, e->n, ttl, granted ? NULL : e);
+	program_and_reply(r, c, 1, e->addrs, e->n, ttl, granted ? NULL : e);
 }
 
 /* Drops forbidden addresses (IPv4 carried in an AAAA record among them), the
@@ -467,12 +478,12 @@ static void pending_reply(struct dnsw *r, struct pending *p, uint8_t rcode, cons
 {
 	if (why)
 		deny(r, &p->c[0].q, why);
-	for (size_t i = 0; i < p->n; i++) {
-		if (rcode == DNS_RCODE_NOERROR && n)
-			program_and_reply(r, &p->c[i], addrs, n, ttl, ce);
-		else
-			reply(r, &p->c[i], rcode, NULL, 0, 0);
+	if (rcode == DNS_RCODE_NOERROR && n) {
+		program_and_reply(r, p->c, p->n, addrs, n, ttl, ce);
+		return;
 	}
+	for (size_t i = 0; i < p->n; i++)
+		reply(r, &p->c[i], rcode, NULL, 0, 0);
 }
 
 static void upstream_done(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
