@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <seccomp.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@
 #include "agent/events.h"
 #include "agent/spawn.h"
 #include "lib/escape.h"
+#include "lib/landlock.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -248,6 +250,57 @@ int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_
 }
 
 /* ---- the worker's confinement ---- */
+
+int dnsp_landlock_load(const uint16_t *ports, size_t n)
+{
+	struct errand_landlock_ruleset_attr ra = {
+		.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP,
+	};
+	int fd, rc = 0;
+
+	if (landlock_abi() < LANDLOCK_ABI_NET)
+		return 0;
+	/* the prefix up to the network's rights: no file system right handled */
+	fd = (int)syscall(__NR_landlock_create_ruleset, &ra,
+			  offsetof(struct errand_landlock_ruleset_attr, scoped), 0);
+	if (fd < 0)
+		return -errno;
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct landlock_net_port_attr np = {
+			.allowed_access = LANDLOCK_ACCESS_NET_CONNECT_TCP,
+			.port = ports[i],
+		};
+
+		if (syscall(__NR_landlock_add_rule, fd, LANDLOCK_RULE_NET_PORT, &np, 0) < 0)
+			rc = -errno;
+	}
+	if (!rc && syscall(__NR_landlock_restrict_self, fd, 0) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* The TCP ports of the channel's servers (c-ares gives 0 for the default,
+ * 53), at most max. */
+static size_t upstream_tcp_ports(ares_channel ch, uint16_t *ports, size_t max)
+{
+	struct ares_addr_port_node *servers = NULL;
+	size_t n = 0;
+
+	if (ares_get_servers_ports(ch, &servers) != ARES_SUCCESS)
+		return 0;
+	for (struct ares_addr_port_node *s = servers; s && n < max; s = s->next) {
+		uint16_t port = s->tcp_port ? (uint16_t)s->tcp_port : 53;
+		bool seen = false;
+
+		for (size_t i = 0; i < n; i++)
+			seen |= ports[i] == port;
+		if (!seen)
+			ports[n++] = port;
+	}
+	ares_free_data(servers);
+	return n;
+}
 
 int dnsp_seccomp_load(void)
 {
@@ -710,6 +763,8 @@ int dnsp_worker_exec_main(char **argv)
 	ares_channel ch;
 	char err[256], *p, *end;
 	long fd = strtol(argv[2], &end, 10);
+	uint16_t ports[16];
+	size_t n_ports;
 	int top = 3;
 
 	/* Its life is the agent's to end (SIGKILL, PDEATHSIG, the channel's
@@ -761,8 +816,10 @@ int dnsp_worker_exec_main(char **argv)
 		return 0;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
 		return 126;
-	/* Before the first byte of the session's is read. */
-	if (dnsp_seccomp_load())
+	/* Before the first byte of the session's is read; Landlock's system
+	 * calls are not in the filter's list. */
+	n_ports = upstream_tcp_ports(ch, ports, ARRAY_SIZE(ports));
+	if (dnsp_landlock_load(ports, n_ports) || dnsp_seccomp_load())
 		return 126;
 	a.cfg = &cfg;
 	a.session = in->session;

@@ -152,6 +152,12 @@ int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_
 /* The worker's seccomp allow-list, loaded into the calling process (and its
  * threads). 0 or -errno. */
 int dnsp_seccomp_load(void);
+/* The worker's TCP, by Landlock (ABI 4, Linux 6.7): connect to the ports
+ * given alone (the upstream resolvers'), bind never, wherever a compromised
+ * worker would aim from the agent's network namespace. Needs no_new_privs.
+ * 0 or -errno; 0 on a kernel without Landlock's network rules, where only
+ * its seccomp filter holds it. */
+int dnsp_landlock_load(const uint16_t *ports, size_t n);
 
 /* The worker is the running binary exec'd again (errand-agent's, or the
  * embedded errandctl's) with argv {"errand-dns", DNSP_WORKER_ARG, FD}: FD

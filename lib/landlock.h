@@ -37,11 +37,23 @@
 #define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
 #endif
 
+#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
+#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0) /* ABI 4 */
+#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)
+#define LANDLOCK_RULE_NET_PORT 2
+struct landlock_net_port_attr {
+	__u64 allowed_access;
+	__u64 port;
+};
+#endif
+#define LANDLOCK_ABI_NET 4
+
 /* The ruleset attribute as ABI 6 has it; the kernel takes a prefix of it, so
  * older kernels are given only the size they know. */
 struct errand_landlock_ruleset_attr {
 	__u64 handled_access_fs;
-	__u64 handled_access_net; /* ABI 4; errand leaves networking to BPF */
+	__u64 handled_access_net; /* ABI 4; sessions' networking is BPF's, the DNS worker's TCP
+				   * Landlock's */
 	__u64 scoped;		  /* ABI 6 */
 };
 
