@@ -254,7 +254,8 @@ int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_
 int dnsp_landlock_load(const uint16_t *ports, size_t n)
 {
 	struct errand_landlock_ruleset_attr ra = {
-		.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP,
+		.handled_access_net =
+			LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP,
 	};
 	int fd, rc = 0;
 
