@@ -49,15 +49,17 @@ static void usage_all(FILE *f)
 }
 
 /* Bad input: one line that names what to change, exit 125. */
+/* One line, whatever the input it quotes holds: escaped as the agent's
+ * refusals are. */
 __attribute__((format(printf, 1, 2), noreturn)) static void refuse(const char *fmt, ...)
 {
+	char line[2048], shown[ESC_LEN(1024)];
 	va_list ap;
 
-	fprintf(stderr, "errandctl: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	fprintf(stderr, "errandctl: %s\n", esc_text(line, shown, sizeof(shown)));
 	exit(EXIT_ERRAND);
 }
 

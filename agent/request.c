@@ -3,9 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "agent/request.h"
+#include "lib/escape.h"
 
 static bool env_name_ok(const char *s, size_t len)
 {
@@ -18,21 +20,26 @@ static bool env_name_ok(const char *s, size_t len)
 	return true;
 }
 
+/* The most --egress, and of --pin, one run may carry: the agent's memory
+ * and its matching of pins to rules are bounded by it. */
+#define REQUEST_LIST_MAX 1024
+
 int request_env_check(const char *kv, char *err, size_t errlen)
 {
 	const char *eq = strchr(kv, '=');
+	char name[ESC_LEN(64)], raw[65];
+	const char *why;
 
+	/* the name alone, escaped: a value is never shown */
+	snprintf(raw, sizeof(raw), "%.*s", eq ? (int)(eq - kv) : 64, kv);
+	esc_text(raw, name, sizeof(name));
 	if (!eq || !env_name_ok(kv, (size_t)(eq - kv))) {
 		snprintf(err, errlen,
-			 "--env %s: write NAME=VALUE with a NAME of letters, digits and _", kv);
+			 "--env %s: write NAME=VALUE with a NAME of letters, digits and _", name);
 		return -EINVAL;
 	}
-	if (!strncmp(kv, "PATH=", 5) || !strncmp(kv, "HOME=", 5)) {
-		snprintf(
-			err, errlen,
-			"--env %.4s: errand places PATH and HOME itself; use sandbox.pathExtra for "
-			"PATH",
-			kv);
+	if ((why = config_env_reserved(raw))) {
+		snprintf(err, errlen, "--env %s: %s", name, why);
 		return -EINVAL;
 	}
 	return 0;
@@ -44,23 +51,32 @@ static int apply_egress(struct errand_config *cfg, const json_t *list, char *err
 	const json_t *it;
 	size_t i;
 
+	if (json_array_size(list) > REQUEST_LIST_MAX) {
+		snprintf(err, errlen,
+			 "%zu --egress in one run, more than errand takes (%d); put the hosts in "
+			 "sandbox.egress.allow, or use wildcards",
+			 json_array_size(list), REQUEST_LIST_MAX);
+		return -E2BIG;
+	}
 	json_array_foreach(list, i, it)
 	{
 		const char *v = json_string_value(it);
+		char why[256], shown[ESC_LEN(256)];
 		struct host_rule r;
-		char why[256];
 
 		if (!v) {
 			snprintf(err, errlen, "--egress takes strings");
 			return -EINVAL;
 		}
-		if (!strcmp(v, "none")) {
+		/* "NONE" is none, not a host of that name */
+		if (!strcasecmp(v, "none")) {
 			none = true;
-		} else if (!strcmp(v, "open")) {
+		} else if (!strcasecmp(v, "open")) {
 			open = true;
 		} else {
 			if (host_rule_parse(v, &r, why, sizeof(why))) {
-				snprintf(err, errlen, "--egress %s: %s", v, why);
+				snprintf(err, errlen, "--egress %s: %s",
+					 esc_text(v, shown, sizeof(shown)), why);
 				return -EINVAL;
 			}
 			if (config_add_rule(cfg, &r)) {
@@ -74,6 +90,12 @@ static int apply_egress(struct errand_config *cfg, const json_t *list, char *err
 		snprintf(err, errlen,
 			 "--egress none removes the network; it cannot be combined with other "
 			 "--egress");
+		return -EINVAL;
+	}
+	if ((open || rules) && cfg->network == NETWORK_NONE) {
+		snprintf(err, errlen,
+			 "sandbox.network is \"none\" in the configuration: the session has no "
+			 "network for --egress; drop --egress, or name another configuration");
 		return -EINVAL;
 	}
 	if (none)
@@ -164,13 +186,22 @@ int request_apply(struct errand_config *cfg, const json_t *req, char *err, size_
 		return rc;
 	if ((rc = apply_secrets(cfg, req, err, errlen)))
 		return rc;
+	if (json_array_size(json_object_get(req, "pins")) > REQUEST_LIST_MAX) {
+		snprintf(err, errlen,
+			 "%zu --pin in one run, more than errand takes (%d); put them in "
+			 "sandbox.egress.pins",
+			 json_array_size(json_object_get(req, "pins")), REQUEST_LIST_MAX);
+		return -E2BIG;
+	}
 	json_array_foreach(json_object_get(req, "pins"), i, it)
 	{
 		struct pin p;
-		char why[256] = "not a string";
+		char why[256] = "not a string", shown[ESC_LEN(256)] = "";
 
 		if (!json_is_string(it) || pin_parse(json_string_value(it), &p, why, sizeof(why))) {
-			snprintf(err, errlen, "--pin %s: %s", json_string_value(it), why);
+			if (json_is_string(it))
+				esc_text(json_string_value(it), shown, sizeof(shown));
+			snprintf(err, errlen, "--pin %s: %s", shown, why);
 			return -EINVAL;
 		}
 		if (config_add_pin(cfg, &p)) {

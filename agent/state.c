@@ -59,6 +59,9 @@ _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == STATE_SCHEMA_VERSIO
 	"id, created, command, mode, policy, cgroup, netns, bpf, host_if, address, gateway, "      \
 	"launcher_pid, launcher_start, status, exit_status, ended"
 #define DENIED_COLS "session, at, name, addr, port, proto, reason"
+#define TEXT_OF_(x) #x
+#define TEXT_OF(x) TEXT_OF_(x)
+#define DENIED_ALL_MAX_TEXT TEXT_OF(STATE_DENIED_ALL_MAX)
 
 enum stmt_id {
 	S_BEGIN,
@@ -97,7 +100,10 @@ static const char *const stmt_sql[S_COUNT] = {
 	[S_DENIED_TRIM] = "DELETE FROM denied WHERE session = ?1 AND seq <= "
 			  "(SELECT seq FROM denied WHERE session = ?1 ORDER BY seq DESC "
 			  "LIMIT 1 OFFSET ?2)",
-	[S_DENIED_ALL] = "SELECT " DENIED_COLS " FROM denied ORDER BY seq",
+	/* the newest STATE_DENIED_ALL_MAX of every session's, oldest first */
+	[S_DENIED_ALL] =
+		"SELECT " DENIED_COLS " FROM (SELECT seq, " DENIED_COLS
+		" FROM denied ORDER BY seq DESC LIMIT " DENIED_ALL_MAX_TEXT ") ORDER BY seq",
 	[S_DENIED_ONE] = "SELECT " DENIED_COLS " FROM denied WHERE session = ?1 ORDER BY seq",
 };
 

@@ -12,6 +12,9 @@
 #define STATE_DB_NAME "state.db"
 #define STATE_SCHEMA_VERSION 2
 #define STATE_DENIED_KEEP 1000 /* refusals kept per session, the newest */
+/* Refusals listed for every session at once (errandctl denied): the newest,
+ * so the answer stays a few megabytes whatever the sessions of a week were. */
+#define STATE_DENIED_ALL_MAX 10000
 #define STATE_BUSY_MS 5000
 
 /* One connection; not to be shared between threads (open one per thread

@@ -299,6 +299,7 @@ static const struct cidr forbidden[] = {
 	V6(0x64, 0xff9b, 0, 0, 0, 96),	     /* NAT64 well-known prefix */
 	V6(0x64, 0xff9b, 1, 0, 0, 48),	     /* NAT64 local use */
 	V6(0x100, 0, 0, 0, 0, 64),	     /* discard-only */
+	V6(0x100, 0, 0, 1, 0, 64),	     /* dummy prefix (RFC 9780) */
 	V6(0x2001, 0, 0, 0, 0, 23),	     /* IETF protocol assignments */
 	V6(0x2001, 0, 0, 0, 0, 32),	     /* Teredo */
 	V6(0x2001, 0xdb8, 0, 0, 0, 32),	     /* documentation */

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "lib/config.h"
+#include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/util.h"
 
@@ -1386,8 +1387,8 @@ static int provider_url(struct ctx *c, const char *where, const char *url,
 	if (*pe == ':') {
 		char *stop;
 
-		port = strtoul(pe + 1, &stop, 10);
-		if (stop != end || stop == pe + 1 || !port || port > 65535)
+		port = pe[1] >= '0' && pe[1] <= '9' ? strtoul(pe + 1, &stop, 10) : 0;
+		if (!port || stop != end || port > 65535)
 			return cfg_error(c, "%s: \"%s\" has no valid port; use 1-65535", where,
 					 safe(url, q, sizeof(q)));
 	} else if (pe != end) {
@@ -1832,20 +1833,22 @@ int config_secret_parse(const char *s, struct config_secret *out, char *err, siz
 {
 	const char *at = strchr(s, '@'), *eq, *why, *p;
 	struct config_secret sec = {};
-	char host[HOST_NAME_MAX_LEN + 16], e[256];
+	char host[HOST_NAME_MAX_LEN + 16], e[256], shown[ESC_LEN(256)];
 	int rc;
+
+	esc_text(s, shown, sizeof(shown)); /* what is quoted back */
 
 	if (!at) {
 		snprintf(err, errlen,
 			 "--secret %s: write ENV[=SECRET]@HOST[,HOST...], like "
 			 "GITHUB_TOKEN@api.github.com",
-			 s);
+			 shown);
 		return -EINVAL;
 	}
 	eq = memchr(s, '=', (size_t)(at - s));
 	if (secret_names(&sec, s, (size_t)((eq ? eq : at) - s), eq ? eq + 1 : NULL,
 			 eq ? (size_t)(at - eq - 1) : 0, &why)) {
-		snprintf(err, errlen, "--secret %s: %s", s, why);
+		snprintf(err, errlen, "--secret %s: %s", shown, why);
 		return -EINVAL;
 	}
 	for (p = at + 1;; p += strcspn(p, ",") + 1) {
@@ -1854,14 +1857,14 @@ int config_secret_parse(const char *s, struct config_secret *out, char *err, siz
 
 		if (!n || n >= sizeof(host)) {
 			snprintf(err, errlen, "--secret %s: name each host after @, separated by ,",
-				 s);
+				 shown);
 			config_secret_free(&sec);
 			return -EINVAL;
 		}
 		memcpy(host, p, n);
 		host[n] = '\0';
 		if (host_rule_parse(host, &r, e, sizeof(e))) {
-			snprintf(err, errlen, "--secret %s: %s", s, e);
+			snprintf(err, errlen, "--secret %s: %s", shown, e);
 			config_secret_free(&sec);
 			return -EINVAL;
 		}

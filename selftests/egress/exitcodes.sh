@@ -35,6 +35,22 @@ refused "--egress a.test:0" 'a.test:0' --egress a.test:0 -- echo ran
 refused "--egress a.test:65536" 'a.test:65536' --egress a.test:65536 -- echo ran
 refused "--bogus" '--bogus' --bogus -- echo ran
 refused "--pin without an address" 'a.test' --pin a.test= --egress a.test -- echo ran
+# what the caller wrote comes back escaped, in one line, whatever it holds
+refused "--egress with a DEL and a newline" 'a\x7fb\x0a.test' --egress "$(printf 'a\177b\n.test')" -- echo ran
+# NONE is none, not a host of that name
+refused "--egress NONE with a host" 'removes the network' --egress NONE --egress a.test -- echo ran
+refused "--env ERRAND_SESSION" "ERRAND_ are errand's own" --env ERRAND_SESSION=00000000 -- echo ran
+refused "--env with a bad name" 'BAD-NAME' --env 'BAD-NAME=sk-not-shown' -- echo ran
+assert_not_contains "$RUN_STDERR" 'sk-not-shown' "... never showing its value"
+cat >"$W_DIR/nonet.json" <<EOC
+{
+  "sandbox": { "network": "none", "requireFullEnforcement": false },
+  "paths": { "run": "/run/$W", "state": "$W_DIR/state", "bpf": "/sys/fs/bpf/$W", "cgroup": "$W" }
+}
+EOC
+W_CONFIG=$W_DIR/nonet.json
+refused "--egress under sandbox.network none" 'sandbox.network is "none"' --egress a.test -- echo ran
+W_CONFIG=$(world_config_plain plain)
 cat >"$W_DIR/typo.json" <<EOC
 {
   "sandbox": { "egres": { "allow": ["a.test"] } },

@@ -298,6 +298,42 @@ static void test_denied_queue(struct state *st)
 	CHECK_INT(state_denied_flush(st), 0, "an empty flush is a no-op");
 }
 
+/* Every session's refusals at once are the newest STATE_DENIED_ALL_MAX of
+ * them, oldest first: the answer stays bounded whatever a week held. */
+static void test_denied_all(struct state *st)
+{
+	const int sessions = STATE_DENIED_ALL_MAX / STATE_DENIED_KEEP + 1;
+	struct denied_seen seen = {0};
+	char id[16], name[32];
+	int bad = 0;
+
+	for (int k = 0; k < sessions; k++) {
+		snprintf(id, sizeof(id), "all%05d", k);
+		bad += state_session_add(st, &(struct state_session){.id = id, .command = "[]"}) !=
+		       0;
+		for (int i = 0; i < STATE_DENIED_KEEP; i++) {
+			snprintf(name, sizeof(name), "s%d-%d.example", k, i);
+			bad += state_denied_queue(
+				       st, &(struct state_denied){.session = id,
+								  .name = name,
+								  .proto = "dns",
+								  .reason = "not-allowed"}) != 0;
+		}
+	}
+	bad += state_denied_flush(st) != 0;
+	CHECK_INT(bad, 0, "%d sessions of %d refusals each", sessions, STATE_DENIED_KEEP);
+	CHECK_INT(state_denied_list(st, NULL, collect_denied, &seen), 0,
+		  "list every session's refusals");
+	CHECK_INT(seen.n, STATE_DENIED_ALL_MAX, "the newest %d of them", STATE_DENIED_ALL_MAX);
+	CHECK_STR(seen.first, "s1-0.example", "... the oldest of those first");
+	snprintf(name, sizeof(name), "s%d-%d.example", sessions - 1, STATE_DENIED_KEEP - 1);
+	CHECK_STR(seen.last, name, "... the newest last");
+	for (int k = 0; k < sessions; k++) {
+		snprintf(id, sizeof(id), "all%05d", k);
+		state_session_remove(st, id);
+	}
+}
+
 static void test_reopen(const char *db)
 {
 	struct state *st = state_open(db);
@@ -471,6 +507,7 @@ int main(void)
 	test_sessions(st);
 	test_denied(st);
 	test_denied_queue(st);
+	test_denied_all(st);
 	test_busy(st, db);
 	state_close(st);
 	test_reopen(db);
