@@ -246,20 +246,37 @@ static int reply_write(struct client *c, uint16_t type, const json_t *payload)
 	return frame_queue(c, type, payload);
 }
 
+/* One line for an answer that could not be framed (too large, or out of
+ * memory), so the client is told rather than hung up on. */
+static int reply_write_error(struct client *c, int rc)
+{
+	char line[256];
+	json_t *p;
+
+	snprintf(line, sizeof(line), "errand-agent cannot send this answer: %s%s", strerror(-rc),
+		 rc == -EMSGSIZE ? "; name one session" : "");
+	p = json_pack("{s:s}", "error", line);
+	rc = reply_write(c, CONTROL_ERROR, p);
+	json_decref(p);
+	return rc;
+}
+
 static void reply_error_of(struct client *c, bool request, const char *fmt, va_list ap)
 	__attribute__((format(printf, 3, 0)));
 
 static void reply_error_of(struct client *c, bool request, const char *fmt, va_list ap)
 {
-	char line[1024];
+	char line[1024], shown[1025];
 	json_t *p;
 
+	/* printable ASCII, cut whole: what the frame takes, whatever the
+	 * request's strings it quotes held */
 	vsnprintf(line, sizeof(line), fmt, ap);
-	for (char *q = line; *q; q++)
-		if ((unsigned char)*q < 0x20)
-			*q = ' ';
-	p = request ? json_pack("{s:s,s:b}", "error", line, "request", 1)
-		    : json_pack("{s:s}", "error", line);
+	esc_text(line, shown, sizeof(shown));
+	p = request ? json_pack("{s:s,s:b}", "error", shown, "request", 1)
+		    : json_pack("{s:s}", "error", shown);
+	if (!p)
+		p = json_pack("{s:s}", "error", "errand-agent is out of memory");
 	reply_write(c, CONTROL_ERROR, p);
 	json_decref(p);
 }
@@ -293,9 +310,10 @@ static void reply(struct client *c, uint16_t type, json_t *payload)
 {
 	int rc = reply_write(c, type, payload);
 
-	if (rc && rc != -EPIPE)
-		log_debug("cannot answer a client: %s", strerror(-rc));
 	json_decref(payload);
+	/* an answer that cannot be framed is said to be so, not dropped */
+	if (rc && rc != -EPIPE && (rc = reply_write_error(c, rc)))
+		log_debug("cannot answer a client: %s", strerror(-rc));
 }
 
 /* A line of the session's refusals for errandctl run's stderr
@@ -1199,17 +1217,12 @@ static int collect_running(const struct state_session *row, void *arg)
 	return 0;
 }
 
-/* Whether the process that ran the session is still there to serve it. */
+/* Whether another process that ran the session is still there to serve it. */
 static bool owner_alive(const struct state_session *row)
 {
-	json_t *p = row->policy ? json_loads(row->policy, 0, NULL) : NULL;
-	pid_t pid = (pid_t)json_integer_value(json_object_get(p, "ownerPid"));
-	uint64_t want = (uint64_t)json_integer_value(json_object_get(p, "ownerStart")), start;
-	bool alive =
-		pid > 0 && pid != getpid() && state_pid_start(pid, &start) == 0 && start == want;
+	pid_t pid;
 
-	json_decref(p);
-	return alive;
+	return inspect_owner_alive(row, &pid) && pid != getpid();
 }
 
 /* Every session state.db says runs: adopted when its launcher lives and no
@@ -1240,16 +1253,22 @@ static void adopt_all(struct agent *a)
 			state_session_free(row);
 			continue;
 		}
+		err[0] = '\0';
 		s = session_adopt(row, a->cfg.state_dir, a->st, err, sizeof(err));
-		if (s && a->n_sessions < MAX_SESSIONS &&
-		    session_attach(s, a->loop, session_ended, a) == 0) {
+		if (s && a->n_sessions >= MAX_SESSIONS)
+			snprintf(err, sizeof(err), "this agent runs %d sessions already",
+				 MAX_SESSIONS);
+		else if (s && session_attach(s, a->loop, session_ended, a))
+			snprintf(err, sizeof(err), "cannot follow it from the agent's loop");
+		else if (s) {
 			a->sessions[a->n_sessions++] = s;
 			log_info("session %s adopted", row->id);
-		} else {
-			/* Still enforced by its pins; without DNS it reaches nothing new. */
-			log_warnx("session %s: cannot adopt it: %s", row->id, err);
-			session_detach(s);
+			state_session_free(row);
+			continue;
 		}
+		/* Still enforced by its pins; without DNS it reaches nothing new. */
+		log_warnx("session %s: cannot adopt it: %s", row->id, err);
+		session_detach(s);
 		state_session_free(row);
 	}
 }

@@ -1810,6 +1810,59 @@ int enforce_drop_grant(struct enforce *e, uint32_t grant)
 	return n;
 }
 
+/* Whether grant id is one of gs's that may still be used or keep its flows:
+ * a live one, or a once grant (spent or not: its mark stays with it). */
+static bool grant_kept(const struct grant_set *gs, uint32_t id, int64_t now)
+{
+	for (size_t i = 0; i < gs->n; i++)
+		if (gs->v[i].id == id)
+			return grant_live(&gs->v[i], now) || gs->v[i].kind == GRANT_ONCE;
+	return false;
+}
+
+#define STALE_MAX (EGRESS_GRANTS_MAX * 2)
+
+static void stale_add(uint32_t *stale, size_t *n, uint32_t id)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (stale[i] == id)
+			return;
+	if (*n < STALE_MAX)
+		stale[(*n)++] = id;
+}
+
+int enforce_grants_prune(struct enforce *e, const struct grant_set *gs)
+{
+	struct allow_lkey lk, lnext;
+	void *k = allow_key_of(e->allow_trie, &lk, NULL, 0);
+	void *next = allow_key_of(e->allow_trie, &lnext, NULL, 0);
+	size_t ksz = e->allow_trie ? sizeof(lk) : sizeof(lk.k), n = 0;
+	uint32_t stale[STALE_MAX];
+	int64_t now = time(NULL);
+	struct allow_val v;
+	void *prev = NULL;
+	__u32 id, id_next;
+	int more;
+
+	/* the ids first, then the drops: a walk restarts when its key goes */
+	while (e->allow_fd >= 0 && bpf_map_get_next_key(e->allow_fd, prev, next) == 0) {
+		if (bpf_map_lookup_elem(e->allow_fd, next, &v) == 0 && v.grant &&
+		    !grant_kept(gs, v.grant, now))
+			stale_add(stale, &n, v.grant);
+		memcpy(k, next, ksz);
+		prev = k;
+	}
+	more = e->grants_fd >= 0 && bpf_map_get_next_key(e->grants_fd, NULL, &id) == 0;
+	for (; more; id = id_next) {
+		more = bpf_map_get_next_key(e->grants_fd, &id, &id_next) == 0;
+		if (!grant_kept(gs, id, now))
+			stale_add(stale, &n, id);
+	}
+	for (size_t i = 0; i < n; i++)
+		enforce_drop_grant(e, stale[i]);
+	return (int)n;
+}
+
 int enforce_grants_set(struct enforce *e, const struct grant_set *gs)
 {
 	struct timespec boot, real;

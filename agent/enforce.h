@@ -96,6 +96,10 @@ int enforce_entry_grant(struct enforce *e, const struct addr *a, uint16_t port, 
 /* Deletes every entry a grant opened, and ends its open connections (the
  * backstop passes no more of their segments). The count of entries deleted. */
 int enforce_drop_grant(struct enforce *e, uint32_t grant);
+/* Drops every grant the kernel holds (allow entries, grants_live, once
+ * marks) that gs no longer keeps: what a revoke or a replace made while no
+ * agent served the session left behind. The number dropped. */
+int enforce_grants_prune(struct enforce *e, const struct grant_set *gs);
 /* Makes the grants of gs live for the backstop's flows, each until its end:
  * called before the DNS responder can program an entry of any of them. A
  * duration grant's flows end by themselves when it does. 0 or -errno. */

@@ -47,7 +47,8 @@ int grant_kind_parse(const char *s, enum grant_kind *kind, int64_t *seconds, cha
 		if (*end == units[i].unit && !end[1])
 			mult = units[i].mult, end++;
 	/* at most a year: a longer grant is "always" */
-	if (errno || end == s || *end || v <= 0 || v > 366LL * 86400 / mult) {
+	/* digits from the first character: strtoll takes " 10m" and "+10m" */
+	if (errno || s[0] < '0' || s[0] > '9' || *end || v <= 0 || v > 366LL * 86400 / mult) {
 		if (err)
 			snprintf(err, errlen,
 				 "'%s' is not once, always or a duration; write once, always, or "
@@ -312,11 +313,10 @@ static int revoke_fn(struct grant_set *gs, void *arg)
 	return *r->n_ids ? 0 : -ENOENT;
 }
 
-int grants_revoke(const char *record_dir, const struct host_rule *rule, struct grant_set *gs,
-		  uint32_t *ids, size_t *n_ids)
+int grants_revoke(const char *record_dir, const struct host_rule *rule, bool any_port,
+		  struct grant_set *gs, uint32_t *ids, size_t *n_ids)
 {
-	/* "revoke ID host" names the host: every port granted for it goes */
-	struct revoke_arg a = {rule, true, ids, n_ids};
+	struct revoke_arg a = {rule, any_port, ids, n_ids};
 
 	return grants_edit(record_dir, revoke_fn, &a, gs);
 }

@@ -58,10 +58,11 @@ int grants_load(const char *record_dir, struct grant_set *gs);
  * returns the set as written in *gs. 0, -ENOSPC or -errno. */
 int grants_put(const char *record_dir, const struct host_rule *rule, enum grant_kind kind,
 	       int64_t until, struct grant_set *gs);
-/* Removes the grants for host (every port unless the rule names one).
- * 0, -ENOENT when none matched, or -errno. */
-int grants_revoke(const char *record_dir, const struct host_rule *rule, struct grant_set *gs,
-		  uint32_t *ids, size_t *n_ids);
+/* Removes the grants for the rule's host: on every port when any_port (the
+ * operator named none), else on the rule's alone. 0, -ENOENT when none
+ * matched, or -errno. */
+int grants_revoke(const char *record_dir, const struct host_rule *rule, bool any_port,
+		  struct grant_set *gs, uint32_t *ids, size_t *n_ids);
 /* Marks a once grant used. 0 or -errno. */
 int grants_mark_used(const char *record_dir, uint32_t id, struct grant_set *gs);
 /* [{host, kind, until?, used?}] for show and sessions. */

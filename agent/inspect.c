@@ -43,6 +43,18 @@ bool inspect_alive(const struct state_session *row)
 	       state_pid_start(row->launcher_pid, &start) == 0 && start == row->launcher_start;
 }
 
+bool inspect_owner_alive(const struct state_session *row, pid_t *pid)
+{
+	json_t *p = row->policy ? json_loads(row->policy, 0, NULL) : NULL;
+	uint64_t want = (uint64_t)json_integer_value(json_object_get(p, "ownerStart")), start;
+	bool alive;
+
+	*pid = (pid_t)json_integer_value(json_object_get(p, "ownerPid"));
+	alive = *pid > 0 && state_pid_start(*pid, &start) == 0 && start == want;
+	json_decref(p);
+	return alive;
+}
+
 static int count_cb(const struct state_denied *d, void *arg)
 {
 	(void)d;
@@ -338,15 +350,27 @@ int inspect_grant(struct state *st, const struct errand_config *cfg, const char 
 
 /* The revoked grants' open connections end before revoke returns, whether or
  * not the session's agent has reread grants.json yet: the backstop passes no
- * flow of a grant missing from the session's grants_live map. */
+ * flow of a grant missing from the session's grants_live map. A session that
+ * no process serves (its agent is down) has its grants' allow entries taken
+ * here too, which its owner's reread does otherwise: no new connection is
+ * admitted by them until an agent adopts it. */
 static void revoke_flows(struct state *st, const char *id, const uint32_t *ids, size_t n)
 {
 	struct state_session *row = state_session_get(st, id);
+	char err[256];
+	pid_t owner;
 	int rc;
 
 	if (row && row->bpf && (rc = enforce_grants_end(row->bpf, ids, n)) && rc != -ENOENT)
 		log_warnx("session %s: cannot end the revoked grants' connections: %s", id,
 			  strerror(-rc));
+	if (row && row->bpf && !inspect_owner_alive(row, &owner)) {
+		struct enforce *e = enforce_open(row->bpf, err, sizeof(err));
+
+		for (size_t i = 0; e && i < n; i++)
+			enforce_drop_grant(e, ids[i]);
+		enforce_free(e);
+	}
 	state_session_free(row);
 }
 
@@ -367,7 +391,8 @@ int inspect_revoke(struct state *st, const struct errand_config *cfg, const char
 		return -EINVAL;
 	if (record_path(cfg, id, NULL, path, sizeof(path)))
 		return -ENAMETOOLONG;
-	rc = grants_revoke(path, &rule, &gs, ids, &n_ids);
+	/* "revoke ID host" names the host: every port granted for it goes */
+	rc = grants_revoke(path, &rule, !strchr(host, ':'), &gs, ids, &n_ids);
 	if (!rc)
 		revoke_flows(st, id, ids, n_ids);
 	if (rc == -ENOENT)

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -38,6 +39,9 @@ int inspect_revoke(struct state *st, const struct errand_config *cfg, const char
 int inspect_stop(struct state *st, const char *id, char *err, size_t errlen);
 /* Whether a running session's row names a live launcher. */
 bool inspect_alive(const struct state_session *row);
+/* Whether the process that ran the session (an agent, an errandctl run) is
+ * still there, its pid in *pid. */
+bool inspect_owner_alive(const struct state_session *row, pid_t *pid);
 
 /* Tables for a person. */
 void inspect_print_sessions(const json_t *sessions, FILE *f);

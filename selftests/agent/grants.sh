@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: errandctl grant ID HOST opens HOST to a running session at once (its next DNS answer and connect), on the host's port only and never to a forbidden address; "once" lets exactly one connection through, a duration ends by itself, "always" lasts until errandctl revoke, which closes the host at once; a grant naming a path, or a port outside sandbox.egressPorts, is refused with exit 125. A refused name gets one suggestion naming the exact command, at most once a minute per host and for at most three hosts a minute per session, never for a wildcard.
+# Guarantee: errandctl grant ID HOST opens HOST to a running session at once (its next DNS answer and connect), on the host's port only and never to a forbidden address; "once" lets exactly one connection through, a duration ends by itself, "always" lasts until errandctl revoke, which closes the host at once (on every port, or on the one it names; with no agent running too, its allow entries with its connections, and a grant replaced then is dropped by the agent that adopts the session); a grant naming a path, or a port outside sandbox.egressPorts, is refused with exit 125. A refused name gets one suggestion naming the exact command, at most once a minute per host and for at most three hosts a minute per session, never for a wildcard.
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/../lib/world.sh"
@@ -35,6 +35,8 @@ assert_match "$out" "names a host, never a path" "... saying a grant names a hos
 out=$(ctl grant "$SESSION" api.test:22 2>&1); rc=$?
 assert_eq "$rc" 125 "a grant for port 22 is refused: it is not in sandbox.egressPorts"
 assert_match "$out" "port 22 is not in sandbox.egressPorts \[443\]" "... saying so"
+out=$(ctl grant "$SESSION" api.test +10m 2>&1); rc=$?
+assert_eq "$rc" 125 "a duration written +10m is refused, not read as 10m"
 out=$(ctl grant "$SESSION" api.test sometimes 2>&1); rc=$?
 assert_eq "$rc" 125 "a grant of kind 'sometimes' is refused"
 out=$(ctl grant 0000beef api.test 2>&1); rc=$?
@@ -65,6 +67,10 @@ bg_rounds 2 20
 assert_eq "$(bg_result c1)" "ok hello $HOST_A:443" "grant always: connections go through"
 assert_eq "$(bg_result c2)" "ok hello $HOST_A:443" "... every one of them"
 assert_match "$(ctl sessions --json | jq_py "[s['allowed'] for s in d][0]")" "api.test:443" "sessions lists the granted host"
+out=$(ctl revoke "$SESSION" api.test:8443 2>&1); rc=$?
+assert_eq "$rc" 125 "a revoke naming another port than the grant's is refused"
+assert_contains "$out" "has no grant for api.test:8443" "... saying so"
+assert_match "$(ctl show "$SESSION" --json | jq_py "[g['host'] for g in d['grants']]")" "api.test:443" "... and the grant stays"
 assert_eq "$(ctl revoke "$SESSION" api.test --json | jq_py "d['result']")" revoked "revoke --json"
 mark
 bg_rounds 2 20
@@ -89,6 +95,30 @@ ctl grant "$SESSION" rebind-priv.test always >/dev/null
 mark
 bg_rounds 2 20
 assert_match "$(bg_result priv)" "^answer NOERROR addrs= " "a granted name that resolves to a private address gets no address"
+
+# While no agent serves the session: a revoke ends the grant in the kernel at
+# once, its allow entries with its connections; a replace made then is
+# applied by the next agent, which drops the replaced grant as it adopts.
+ctl grant "$SESSION" api.test always >/dev/null
+mark
+bg_rounds 2 20
+assert_eq "$(bg_result c1)" "ok hello $HOST_A:443" "granted again: connections go through"
+agent_kill9
+ctl revoke "$SESSION" api.test >/dev/null
+assert_eq "$?" 0 "with the agent gone, errandctl revokes the grant itself"
+mark
+bg_rounds 2 30
+assert_eq "$(bg_result c1)" EPERM "... and its address is refused at once: its entries went with it"
+agent_start || exit 1
+ctl grant "$SESSION" api.test always >/dev/null
+mark
+bg_rounds 2 20
+assert_eq "$(bg_result c1)" "ok hello $HOST_A:443" "an adopting agent's grant: connections go through"
+agent_kill9
+ctl grant "$SESSION" api.test 10m >/dev/null
+agent_start || exit 1
+assert_match "$(cat "$AGENT_LOG")" "session $SESSION: dropped 1 grant\(s\) revoked or replaced while no agent served it" \
+	"a grant replaced while no agent ran is dropped from the kernel by the agent that adopts the session"
 
 errand_stop
 
