@@ -2,7 +2,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
@@ -13,7 +15,6 @@
 #include "agent/events.h"
 
 #define NS_PER_MS 1000000ull
-#define DISK_DEPTH_MAX 256
 
 /* Iterative over an explicit stack of directory streams, so a hostile tree
  * can neither exhaust errand's stack nor lead it out through a link. */
@@ -23,6 +24,7 @@ int disk_usage(const char *path, uint64_t *bytes)
 	struct stat st;
 	int depth = 0, fd, err = 0;
 	uint64_t total = 0;
+	bool deep = false;
 	dev_t dev;
 
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -59,8 +61,12 @@ int disk_usage(const char *path, uint64_t *bytes)
 		if (st.st_dev != dev)
 			continue;
 		total += (uint64_t)st.st_blocks * 512;
-		if (!S_ISDIR(st.st_mode) || depth == DISK_DEPTH_MAX)
+		if (!S_ISDIR(st.st_mode))
 			continue;
+		if (depth == DISK_DEPTH_MAX) {
+			deep = true; /* what is below it is not counted */
+			continue;
+		}
 		sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (sub < 0)
 			continue;
@@ -72,18 +78,23 @@ int disk_usage(const char *path, uint64_t *bytes)
 		depth++;
 	}
 	*bytes = total;
+	if (deep)
+		return -ELOOP;
 	return err == -ENOENT ? 0 : err; /* files vanish while a session works */
 }
 
-static uint64_t usage_of(const struct disk_watch *w)
+/* What the paths hold, each counted as far as its walk got; deep when a
+ * directory lies deeper than the walk goes. */
+static uint64_t usage_of(const struct disk_watch *w, bool *deep)
 {
 	uint64_t sum = 0;
 
 	for (int i = 0; i < 2; i++) {
 		uint64_t b = 0;
 
-		if (w->paths[i] && disk_usage(w->paths[i], &b) == 0)
-			sum += b;
+		if (w->paths[i] && disk_usage(w->paths[i], &b) == -ELOOP)
+			*deep = true;
+		sum += b;
 	}
 	return sum;
 }
@@ -97,12 +108,13 @@ static int disk_measure(struct disk_watch *w, uint64_t now_ns)
 	uint64_t took, now, interval, sum, prev = w->used, left;
 	uint64_t since = w->last_ns ? now_ns - w->last_ns : 0;
 
-	sum = usage_of(w);
+	sum = usage_of(w, &w->deep);
 	now = boottime_ns();
 	took = now - now_ns;
 	w->used = sum > w->baseline ? sum - w->baseline : 0;
 	w->last_ns = now_ns;
-	if (w->used > w->budget)
+	/* a tree too deep to measure could hold anything: past the budget */
+	if (w->used > w->budget || w->deep)
 		return 1;
 	left = w->budget - w->used;
 	interval = 1000 * NS_PER_MS;
@@ -156,13 +168,20 @@ static void *disk_thread(void *arg)
 	return NULL;
 }
 
+static void paths_free(struct disk_watch *w)
+{
+	for (int i = 0; i < 2; i++) {
+		free(w->paths[i]);
+		w->paths[i] = NULL;
+	}
+}
+
 int disk_watch_start(struct disk_watch *w, const char *project, const char *state, uint64_t budget)
 {
 	pthread_condattr_t ca;
 	int rc;
 
-	w->paths[0] = project;
-	w->paths[1] = state;
+	w->paths[0] = w->paths[1] = NULL;
 	w->budget = budget;
 	w->used = 0;
 	w->efd = -1;
@@ -170,12 +189,20 @@ int disk_watch_start(struct disk_watch *w, const char *project, const char *stat
 	w->stop = false;
 	if (!budget)
 		return 0;
-	w->baseline = usage_of(w);
+	/* copies: the thread outlives the caller's buffers */
+	if ((project && !(w->paths[0] = strdup(project))) ||
+	    (state && !(w->paths[1] = strdup(state)))) {
+		paths_free(w);
+		return -ENOMEM;
+	}
+	w->baseline = usage_of(w, &w->deep);
 	w->last_ns = boottime_ns();
 	w->next_ns = w->last_ns + 100 * NS_PER_MS;
 	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (w->efd < 0)
+	if (w->efd < 0) {
+		paths_free(w);
 		return -errno;
+	}
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -187,6 +214,7 @@ int disk_watch_start(struct disk_watch *w, const char *project, const char *stat
 		w->efd = -1;
 		pthread_cond_destroy(&w->wake);
 		pthread_mutex_destroy(&w->lock);
+		paths_free(w);
 		return -rc;
 	}
 	w->running = true;
@@ -221,4 +249,5 @@ void disk_watch_stop(struct disk_watch *w)
 	close(w->efd);
 	w->efd = -1;
 	w->running = false;
+	paths_free(w);
 }

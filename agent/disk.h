@@ -9,17 +9,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* How deep below its top a walk goes: a directory of the session's deeper
+ * than this counts as past the budget. */
+#define DISK_DEPTH_MAX 256
+
 /* Bytes allocated below path (st_blocks), not following links nor crossing
- * onto another filesystem. 0 or -errno; what could be read is counted. */
+ * onto another filesystem. 0 or -errno, -ELOOP when a directory lies deeper
+ * than DISK_DEPTH_MAX; what could be read is counted. */
 int disk_usage(const char *path, uint64_t *bytes);
 
 struct disk_watch {
-	const char *paths[2]; /* the project and the state directory */
-	uint64_t budget;      /* bytes; 0: none */
-	uint64_t baseline;    /* usage when the session started */
-	uint64_t used;	      /* growth at the last measurement */
-	uint64_t next_ns;     /* CLOCK_BOOTTIME of the next measurement */
-	uint64_t last_ns;     /* of the last one */
+	char *paths[2];	   /* the project's and the state directory's, copies */
+	uint64_t budget;   /* bytes; 0: none */
+	uint64_t baseline; /* usage when the session started */
+	uint64_t used;	   /* growth at the last measurement */
+	bool deep;	   /* a directory lies deeper than errand measures */
+	uint64_t next_ns;  /* CLOCK_BOOTTIME of the next measurement */
+	uint64_t last_ns;  /* of the last one */
 	/* The walks run in a thread of their own, never on the agent's loop:
 	 * it writes efd once the budget is passed, and ends. */
 	pthread_t thread;

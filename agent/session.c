@@ -328,17 +328,40 @@ static int session_new_id(struct session *s)
 }
 
 /* Takes the session's lock before any object of it exists, so a sweep
- * running in another errand never takes a live session for a leftover. */
+ * running in another errand never takes a live session for a leftover. The
+ * file is made locked and then linked into place, so no process (another
+ * errand's sweep among them) ever finds it there unlocked; where the file
+ * system cannot make a file without a name, it is made and locked under
+ * sweep_lock, which keeps this process's own sweeps away. On failure the
+ * path is forgotten: a lock file of that name is another session's. */
 static int session_lock(struct session *s)
 {
+	char dir[PATH_MAX], fd_path[64];
 	int rc = 0;
 
 	snprintf(s->lock_path, sizeof(s->lock_path), "%s/sessions/%s.lock", s->cfg->run_dir, s->id);
-	pthread_mutex_lock(&sweep_lock);
-	s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB))
+	snprintf(dir, sizeof(dir), "%s/sessions", s->cfg->run_dir);
+	s->lock_fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (s->lock_fd >= 0) {
+		snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", s->lock_fd);
+		if (flock(s->lock_fd, LOCK_EX | LOCK_NB) ||
+		    linkat(AT_FDCWD, fd_path, AT_FDCWD, s->lock_path, AT_SYMLINK_FOLLOW))
+			rc = -errno;
+	} else if (errno == EOPNOTSUPP || errno == EISDIR) {
+		pthread_mutex_lock(&sweep_lock);
+		s->lock_fd = open(s->lock_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB))
+			rc = -errno;
+		pthread_mutex_unlock(&sweep_lock);
+	} else {
 		rc = -errno;
-	pthread_mutex_unlock(&sweep_lock);
+	}
+	if (rc) {
+		if (s->lock_fd >= 0)
+			close(s->lock_fd);
+		s->lock_fd = -1;
+		s->lock_path[0] = '\0';
+	}
 	return rc;
 }
 
@@ -928,6 +951,7 @@ static void session_event(const struct event_rec *ev, void *arg)
  * be on its way to the backstop, which needs them. */
 static void session_grant_used(struct session *s, const struct egress_event *bev)
 {
+	struct grant_set used;
 	char a[ADDR_STRLEN];
 	uint32_t id = 0;
 	struct addr x;
@@ -936,9 +960,12 @@ static void session_grant_used(struct session *s, const struct egress_event *bev
 	memcpy(x.b, bev->addr, 16);
 	if (enforce_entry_grant(s->enf, &x, bev->port, &id) || !id)
 		return;
-	rc = grants_mark_used(s->record_dir, id, &s->grants);
-	if (s->dns)
-		dns_responder_set_grants(s->dns, &s->grants);
+	/* Written to the file, then taken from it as any change of it is: a
+	 * revoke or a replace made meanwhile leaves the kernel too, which a set
+	 * copied from the file straight into s->grants skipped. */
+	rc = grants_mark_used(s->record_dir, id, &used);
+	if (!rc)
+		session_grants_reload(s);
 	if (rc && rc != -ENOENT)
 		log_warnx("session %s: cannot mark grant %u used: %s", s->id, id, strerror(-rc));
 	log_info("session %s: a once grant was used by a connection to %s:%u", s->id,
@@ -1264,9 +1291,11 @@ static int await_hand(struct session *s, const char **args, const int *stdio, co
 static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
-	char bundle[PATH_MAX], userns[48], statusfd[16];
+	char bundle[PATH_MAX], userns[48], statusfd[16], fdarg[16];
 	char hold[DNS_SOCKS][16];
+	const char *await_args[] = {launcher, "--await", fdarg, NULL};
 	struct launch_child lc;
+	int sv[2];
 	cleanup_close int userns_fd = -1;
 	cleanup_close int status_rd = -1;
 	cleanup_close int status_wr = -1;
@@ -1428,31 +1457,46 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 			  s->id, strerror(-rc));
 		await_drop(s);
 	}
-	lc.stdio = stdio;
-	lc.mask = mask;
-	lc.lock_fd = s->lock_fd;
-	lc.userns_fd = userns_fd;
-	lc.await_fd = -1;
-	lc.status_fd = status_wr;
-	memcpy(lc.held, held, sizeof(lc.held));
-	lc.setsid = !s->embedded;
-	lc.launcher = launcher;
-	lc.args = args;
-	pid = cgroup_spawn_into(s->cgroup_path, launch_child, &lc);
-	if (pid < 0)
-		return pid;
-	s->pid = pid;
-	s->child = true;
-	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (s->pidfd < 0) {
+	/* The command line goes over a socket, as to a launcher started ahead,
+	 * never in the launcher's argv: its --env values are the caller's, and
+	 * /proc/PID/cmdline shows argv to every user of the host. */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		rc = -errno;
-		session_fail(s, rc, "session %s: cannot watch its launcher (pidfd_open): %s", s->id,
+		return session_fail(s, rc, "session %s: cannot start its launcher: %s", s->id,
+				    strerror(-rc));
+	}
+	snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
+	/* the descriptors go with the command line (await_hand) */
+	lc = (struct launch_child){.stdio = stdio,
+				   .mask = mask,
+				   .lock_fd = s->lock_fd,
+				   .userns_fd = -1,
+				   .await_fd = sv[1],
+				   .status_fd = -1,
+				   .held = {-1, -1, -1, -1},
+				   .setsid = !s->embedded,
+				   .launcher = launcher,
+				   .args = await_args};
+	pid = cgroup_spawn_into(s->cgroup_path, launch_child, &lc);
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		return pid;
+	}
+	s->await_pid = pid;
+	s->await_fd = sv[0];
+	s->await_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	rc = s->await_pidfd < 0 ? -errno : 0;
+	if (!rc) {
+		fcntl(s->await_pidfd, F_SETFD, FD_CLOEXEC);
+		rc = await_hand(s, args, stdio, held, userns_fd, status_wr);
+	}
+	if (rc) {
+		session_fail(s, rc, "session %s: cannot hand its launcher the session: %s", s->id,
 			     strerror(-rc));
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+		await_drop(s);
 		return rc;
 	}
-	fcntl(s->pidfd, F_SETFD, FD_CLOEXEC);
 	s->status_rd = status_rd;
 	status_rd = -1;
 	return 0;
@@ -1863,7 +1907,7 @@ static int session_services(struct session *s)
 {
 	char path[PATH_MAX], err[512];
 	bool listed;
-	int rc;
+	int rc, n_stale;
 
 	s->limiter = event_limiter_new();
 	if (!s->limiter)
@@ -1884,8 +1928,14 @@ static int session_services(struct session *s)
 	}
 	if ((rc = grants_load(s->record_dir, &s->grants)))
 		log_warnx("session %s: cannot read its grants: %s", s->id, strerror(-rc));
-	else if (s->enf)
+	else if (s->enf) {
 		enforce_grants_set(s->enf, &s->grants);
+		n_stale = enforce_grants_prune(s->enf, &s->grants);
+		if (n_stale > 0)
+			log_info("session %s: dropped %d grant(s) revoked or replaced while no "
+				 "agent served it",
+				 s->id, n_stale);
+	}
 	s->grants_wd = grants_watch_add(s->record_dir);
 	if (s->grants_wd < 0) {
 		rc = s->grants_wd;
@@ -2191,7 +2241,11 @@ static int session_claim(struct session *s)
 		return session_fail(s, rc, "cannot prepare %s and %s: %s", dir, cfg->bpf_dir,
 				    strerror(-rc));
 	}
-	if ((rc = session_new_id(s)) || (rc = session_lock(s))) {
+	/* ids are 32 random bits: one that is taken is drawn again */
+	for (int tries = 0; tries < 4; tries++)
+		if ((rc = session_new_id(s)) || (rc = session_lock(s)) != -EEXIST)
+			break;
+	if (rc) {
 		return session_fail(s, rc, "cannot take a session id under %s: %s", dir,
 				    strerror(-rc));
 	}
@@ -2853,8 +2907,10 @@ struct session *session_adopt(const struct state_session *row, const char *state
 		s->have_veth = s->have_nat = true;
 	}
 	s->pid = row->launcher_pid;
-	if (state_pid_start(s->pid, &start) || start != row->launcher_start ||
-	    (s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0)) < 0) {
+	/* The pidfd first: a start time read after it is its process's, not
+	 * that of one that took the pid meanwhile. */
+	if ((s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0)) < 0 ||
+	    state_pid_start(s->pid, &start) || start != row->launcher_start) {
 		rc = -ESRCH;
 		snprintf(err, errlen, "its launcher (pid %d) is gone", (int)s->pid);
 		goto fail;
@@ -2892,6 +2948,13 @@ struct session *session_adopt(const struct state_session *row, const char *state
 	}
 	if (session_services(s)) {
 		snprintf(err, errlen, "%s", s->err);
+		goto fail;
+	}
+	/* sandbox.limits.disk again, its budget counted from here: the start's
+	 * baseline is not kept. */
+	if (!path_fmt(path, sizeof(path), "%s/work", s->record_dir) &&
+	    (rc = disk_watch_start(&s->disk, s->project, path, s->cfg->limits.disk))) {
+		snprintf(err, errlen, "cannot measure its disk use: %s", strerror(-rc));
 		goto fail;
 	}
 	broker_readopt(s);
@@ -3125,9 +3188,16 @@ static void session_on_disk(void *arg, int fd, uint32_t events)
 	(void)events;
 	if (s->stopped || disk_watch_check(&s->disk) != 1)
 		return;
-	log_warnx("session %s stopped: its project and state directories grew by %llu "
-		  "bytes, past sandbox.limits.disk (%llu); raise the budget or write less",
-		  s->id, (unsigned long long)s->disk.used, (unsigned long long)s->disk.budget);
+	if (s->disk.deep)
+		log_warnx("session %s stopped: its project or state directory holds a "
+			  "directory nested deeper than errand measures for sandbox.limits.disk "
+			  "(%d levels); nest less",
+			  s->id, DISK_DEPTH_MAX);
+	else
+		log_warnx("session %s stopped: its project and state directories grew by %llu "
+			  "bytes, past sandbox.limits.disk (%llu); raise the budget or write less",
+			  s->id, (unsigned long long)s->disk.used,
+			  (unsigned long long)s->disk.budget);
 	session_kill(s);
 }
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: sandbox.limits.disk is measured, not enforced by a filesystem: a session whose project and state directories grow past it is stopped and told why, while one that stays under it runs to its end.
+# Guarantee: sandbox.limits.disk is measured, not enforced by a filesystem: a session whose project and state directories grow past it is stopped and told why (as is one that nests a directory deeper than errand measures, 256 levels), while one that stays under it runs to its end.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -25,8 +25,25 @@ assert_le "$written" 24 "... well before the end ($written MiB written of 32)"
 assert_empty "$(leftovers)" "nothing is left of it"
 
 rm -f "$PROJ"/grow.*
+# Its state directory (its HOME) counts as much, the session's whole life.
+errand_run --egress none --project "$PROJ" -- sh -c "cd \"\$HOME\" && $writer"
+assert_eq "$RUN_RC" 137 "a session writing its state directory (HOME) past the budget is stopped too"
+assert_not_contains "$RUN_STDOUT" "wrote all" "... before it wrote everything"
+assert_empty "$(leftovers)" "nothing is left of it"
+
 errand_run --egress none --project "$PROJ" -- sh -c "cd $PROJ && dd if=/dev/zero of=small bs=1M count=2 status=none && echo done"
 assert_eq "$RUN_RC" 0 "a session under its budget runs to its end"
 assert_eq "$RUN_STDOUT" done "... and its command finishes"
 assert_not_contains "$RUN_STDERR" stopped "... and nothing is stopped"
+# A tree deeper than errand walks could hide anything below it: past the
+# budget too, not a way around it.
+rm -f "$PROJ/small"
+# shellcheck disable=SC2016
+nester='i=0; while [ $i -lt 300 ]; do mkdir d && cd d || exit 1; i=$((i + 1)); done; echo nested; sleep 5; echo "still running"'
+errand_run --egress none --project "$PROJ" -- sh -c "cd $PROJ && $nester"
+assert_eq "$RUN_RC" 137 "a session that nests directories 300 deep is stopped"
+assert_not_contains "$RUN_STDOUT" "still running" "... within the next measurement"
+assert_match "$RUN_STDERR" "session [0-9a-f]{8} stopped: its project or state directory holds a directory nested deeper than errand measures for sandbox.limits.disk \(256 levels\)" \
+	"... and told why"
+rm -rf "$PROJ/d"
 world_finish
