@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a session's environment is built, never inherited: PATH (sandbox.pathExtra ahead of the system's), HOME (its state directory), TERM, LANG, USER, then sandbox.env; no signal ignored or blocked (a caller's ignored ones survive exec, the agent ignores SIGPIPE); nothing of the caller's environment; PATH, HOME and ERRAND_* are refused in sandbox.env at load, naming the key but never a value; sandbox.env's names, not values, are stated at start.
+# Guarantee: a session's environment is built, never inherited: PATH (sandbox.pathExtra ahead of the system's), HOME (its state directory), TERM, LANG, USER, then sandbox.env; no signal ignored or blocked (a caller's ignored ones survive exec, the agent ignores SIGPIPE); nothing of the caller's environment; PATH, HOME and ERRAND_* are refused in sandbox.env at load, naming the key but never a value; sandbox.env's names, not values, are stated at start; no --env value is in the session launcher's command line.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -66,5 +66,20 @@ for name in PATH HOME ERRAND_SESSION; do
 	assert_contains "$RUN_STDERR" "sandbox.env.$name is refused" "... naming the key"
 	assert_not_contains "$RUN_STDERR" "errt-secret-value" "... and not the value"
 done
+# --env values are the caller's, maybe credentials: the session's launcher
+# takes its command line over a socket, never in its argv, which
+# /proc/PID/cmdline shows any user of the host.
+W_CONFIG=$(world_config_plain envargv)
+errand_start --egress none --project "$PROJ" --env ERRT_TOKEN=errt-argv-secret -- sleep 30 || exit 1
+launchers=0 leaked=0
+for d in /proc/[0-9]*; do
+	[ "$(cat "$d/comm" 2>/dev/null)" = errand-launch ] || continue
+	grep -qa "$W" "$d/cgroup" 2>/dev/null || continue
+	launchers=$((launchers + 1))
+	grep -qa errt-argv-secret "$d/cmdline" 2>/dev/null && leaked=$((leaked + 1))
+done
+assert_ne "$launchers" 0 "the session's launcher runs"
+assert_eq "$leaked" 0 "... and its command line holds no --env value"
+errand_stop
 assert_empty "$(leftovers)" "nothing is left"
 world_finish
