@@ -108,6 +108,16 @@ int confine_launch_args(const struct errand_config *cfg, const char *project_dir
 	put_list(&o, "--policy-exec", &cfg->policy_exec);
 	put_list(&o, "--path-extra", &cfg->path_extra);
 	put_rules(&o, cfg, state_dir, store);
+	/* errand's own directories: other sessions' records and HOMEs, the
+	 * control sockets, the pins and the secrets, empty under any grant */
+	if (cfg->state_dir)
+		put(&o, "--hide", cfg->state_dir);
+	if (cfg->run_dir)
+		put(&o, "--hide", cfg->run_dir);
+	if (cfg->bpf_dir)
+		put(&o, "--hide", cfg->bpf_dir);
+	if (cfg->secrets_dir)
+		put(&o, "--hide", cfg->secrets_dir);
 	put_list(&o, "--env", &cfg->env);
 	put_list(&o, "--block-syscall", &cfg->blocked_syscalls);
 	snprintf(fsize, sizeof(fsize), "%" PRIu64, cfg->limits.file_size);

@@ -62,6 +62,7 @@ enum opt {
 	OPT_PROJECT_USERNS,
 	OPT_RULE_ALLOW,
 	OPT_MASK,
+	OPT_HIDE,
 	OPT_STATUS_FD,
 	OPT_SAY,
 };
@@ -117,6 +118,8 @@ static const struct {
 	[OPT_RULE_ALLOW] = {"--rule-allow", "VERB:PATH", "an allow rule's verb and directory",
 			    MULTI},
 	[OPT_MASK] = {"--mask", "PATH", "a host path the session never reaches", MULTI_ABS},
+	[OPT_HIDE] = {"--hide", "DIR",
+		      "a directory of errand's own, empty wherever a grant reaches it", MULTI_ABS},
 	[OPT_STATUS_FD] = {"--status-fd", "FD",
 			   "a pipe for the exit status once the session's processes have ended",
 			   NUMBER},
@@ -135,7 +138,7 @@ static const char usage[] =
 	"[--shm-size BYTES] [--memory BYTES] [--cpu-milli N] [--pids N] [--landlock-min N] "
 	"[--status-file FILE] [--requester UID] [--project-idmap required|optional] "
 	"[--hold-fd FD]... [--project-userns FD:UID:GID] [--rule-allow VERB:PATH]... "
-	"[--mask PATH]... [--status-fd FD] -- CMD [ARG...]";
+	"[--mask PATH]... [--hide DIR]... [--status-fd FD] -- CMD [ARG...]";
 
 static int find_opt(const char *name, size_t len)
 {
@@ -327,6 +330,8 @@ static struct launch_list *list_of(struct launch_args *a, int o)
 		return &a->rule_allow;
 	case OPT_MASK:
 		return &a->mask;
+	case OPT_HIDE:
+		return &a->hide;
 	case OPT_SAY:
 		return &a->say;
 	}
@@ -346,9 +351,10 @@ static int check_abs(const char *opt, const char *v)
 static int parse_args(int argc, char **argv, struct launch_args *a)
 {
 	const char *val[ARRAY_SIZE(opts)] = {NULL};
-	struct launch_list *lists[] = {
-		&a->env,   &a->policy_read, &a->policy_write, &a->policy_exec, &a->path_extra,
-		&a->block, &a->hold,	    &a->rule_allow,   &a->mask,	       &a->say};
+	struct launch_list *lists[] = {&a->env,		&a->policy_read, &a->policy_write,
+				       &a->policy_exec, &a->path_extra,	 &a->block,
+				       &a->hold,	&a->rule_allow,	 &a->mask,
+				       &a->hide,	&a->say};
 	uint64_t num[ARRAY_SIZE(opts)] = {0};
 	bool dashdash = false;
 	char **block;
@@ -529,6 +535,165 @@ static void canonical_list(struct launch_list *l)
 		canonical((const char **)&l->v[i]);
 }
 
+/* Where the session writes: its project, its state and its writable
+ * grants. A link in one of them may be the session's own, made to lead a
+ * later session's grant elsewhere. */
+struct writable {
+	const char **v;
+	size_t n;
+};
+
+static bool in_writable(const struct writable *w, const char *dir)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		size_t n = strlen(w->v[i]);
+
+		if (!strcmp(w->v[i], "/") ||
+		    (!strncmp(dir, w->v[i], n) && (dir[n] == '/' || dir[n] == '\0')))
+			return true;
+	}
+	return false;
+}
+
+/* path resolved as realpath does, a part at a time, into out (PATH_MAX):
+ * 0, or -EPERM with link (PATH_MAX) naming the first link met in a
+ * directory the session can write, which is never followed. A part that
+ * does not exist ends the walk; the rest is kept as written. */
+static int resolve_grant(const char *path, const struct writable *w, char *out, char *link)
+{
+	char rest[PATH_MAX], target[PATH_MAX], cand[PATH_MAX];
+	size_t len = 0;
+	int links = 0;
+
+	if (path_fmt(rest, sizeof(rest), "%s", path))
+		return -ENAMETOOLONG;
+	out[0] = '\0';
+	for (char *p = rest; *p;) {
+		size_t n = strcspn(p, "/");
+		struct stat st;
+		ssize_t t;
+		int lr;
+
+		if (n == 0 || (n == 1 && p[0] == '.')) {
+			p += n + (p[n] == '/');
+			continue;
+		}
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			char *slash = strrchr(out, '/');
+
+			len = slash ? (size_t)(slash - out) : 0;
+			out[len] = '\0';
+			p += n + (p[n] == '/');
+			continue;
+		}
+		if (len + 1 + n >= PATH_MAX)
+			return -ENAMETOOLONG;
+		memcpy(cand, out, len);
+		cand[len] = '/';
+		memcpy(cand + len + 1, p, n);
+		cand[len + 1 + n] = '\0';
+		lr = lstat(cand, &st);
+		if (lr < 0 || !S_ISLNK(st.st_mode)) {
+			memcpy(out, cand, len + 1 + n + 1);
+			len += 1 + n;
+			p += n + (p[n] == '/');
+			/* a part that is not there: the rest as written */
+			if (lr < 0 && *p) {
+				if (path_fmt(out + len, PATH_MAX - len, "/%s", p))
+					return -ENAMETOOLONG;
+				return 0;
+			}
+			continue;
+		}
+		if (in_writable(w, len ? out : "/")) {
+			snprintf(link, PATH_MAX, "%s", cand);
+			return -EPERM;
+		}
+		t = readlink(cand, target, sizeof(target) - 1);
+		if (t < 0 || ++links > 40)
+			return t < 0 ? -errno : -ELOOP;
+		target[t] = '\0';
+		p += n + (p[n] == '/');
+		if (path_fmt(cand, sizeof(cand), "%s%s%s", target, *p ? "/" : "", p))
+			return -ENAMETOOLONG;
+		memcpy(rest, cand, strlen(cand) + 1);
+		p = rest;
+		if (target[0] == '/')
+			len = 0, out[0] = '\0';
+	}
+	if (!len)
+		snprintf(out, PATH_MAX, "/");
+	return 0;
+}
+
+/* Each grant of l (a rule's VERB:PATH when rule) resolved by resolve_grant;
+ * one that leads through a link the session may have made is said and
+ * dropped: additive only, it grants nothing. */
+static int resolve_grants(struct launch_list *l, const struct writable *w, bool rule)
+{
+	char out[PATH_MAX], link[PATH_MAX];
+	size_t kept = 0;
+
+	for (size_t i = 0; i < l->n; i++) {
+		const char *path = rule ? launch_rule_path(l->v[i]) : l->v[i];
+		int prefix = rule ? (int)(path - l->v[i]) : 0;
+		char *v;
+		int r = resolve_grant(path, w, out, link);
+
+		if (r == -EPERM) {
+			log_warnx("%s leads through the link %s, in a directory sessions write; "
+				  "errand does not follow it and grants nothing there: grant what "
+				  "it leads to by its own path",
+				  path, link);
+			continue;
+		}
+		if (r < 0 || !strcmp(out, path)) {
+			l->v[kept++] = l->v[i];
+			continue;
+		}
+		if (asprintf(&v, "%.*s%s", prefix, l->v[i], out) < 0)
+			return -ENOMEM;
+		l->v[kept++] = v; /* lives as long as the process */
+	}
+	l->n = kept;
+	return 0;
+}
+
+/* The host paths a session is granted, resolved against the places it
+ * writes (resolve_grant). */
+static int resolve_host_grants(struct launch_args *a)
+{
+	const char **v;
+	struct writable w = {0};
+	char *real;
+	int r;
+
+	v = calloc(2 + a->policy_write.n + a->rule_allow.n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	w.v = v;
+	w.v[w.n++] = a->project;
+	if (a->state)
+		w.v[w.n++] = (real = realpath(a->state, NULL)) ? real : a->state;
+	for (size_t i = 0; i < a->policy_write.n; i++)
+		if ((real = realpath(a->policy_write.v[i], NULL)))
+			w.v[w.n++] = real;
+	for (size_t i = 0; i < a->rule_allow.n; i++)
+		if (launch_rule_writes(launch_rule_verb(a->rule_allow.v[i])) &&
+		    (real = realpath(launch_rule_path(a->rule_allow.v[i]), NULL)))
+			w.v[w.n++] = real;
+	/* w's strings live as long as the process, as the grants' do */
+	r = resolve_grants(&a->policy_read, &w, false);
+	if (!r)
+		r = resolve_grants(&a->policy_write, &w, false);
+	if (!r)
+		r = resolve_grants(&a->policy_exec, &w, false);
+	if (!r)
+		r = resolve_grants(&a->rule_allow, &w, true);
+	free(v);
+	return r;
+}
+
 /* The project defaults to the directory the launcher was started in, as
  * errandctl's own; never /, which would make every file writable. */
 static int resolve_paths(struct launch_args *a)
@@ -549,11 +714,11 @@ static int resolve_paths(struct launch_args *a)
 	canonical(&a->image);
 	canonical(&a->resolv);
 	canonical(&a->ca_bundle);
+	canonical_list(&a->hide);
 	/* With an image, the policy paths are the image's, resolved inside it. */
-	if (!a->image) {
-		canonical_list(&a->policy_read);
-		canonical_list(&a->policy_write);
-		canonical_list(&a->policy_exec);
+	if (!a->image && resolve_host_grants(a) < 0) {
+		log_warnx("cannot resolve the session's grants: out of memory");
+		return -ENOMEM;
 	}
 	if (stat(a->project, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		log_warnx("--project %s is not a directory; pass the project's directory",
@@ -703,14 +868,19 @@ static bool ahead_fits(const struct ahead *h, const struct launch_args *a)
  * descriptors PID 1 is not given (--hold-fd, --project-userns). */
 static char **ahead_argv(int argc, char **argv, const struct launch_args *a)
 {
-	const struct launch_list *lists[] = {&a->policy_read, &a->policy_write, &a->policy_exec};
-	const int list_opt[] = {OPT_POLICY_READ, OPT_POLICY_WRITE, OPT_POLICY_EXEC};
-	size_t used[ARRAY_SIZE(lists)] = {0}, n = 0;
+	const struct launch_list *lists[] = {&a->policy_read, &a->policy_write, &a->policy_exec,
+					     &a->rule_allow, &a->hide};
+	const int list_opt[] = {OPT_POLICY_READ, OPT_POLICY_WRITE, OPT_POLICY_EXEC, OPT_RULE_ALLOW,
+				OPT_HIDE};
+	size_t n = 0, listed = 0;
 	bool project = false;
-	/* each --opt=value becomes two words */
-	char **v = calloc(2 * (size_t)argc + 3, sizeof(*v));
+	char **v;
 	int i;
 
+	for (size_t k = 0; k < ARRAY_SIZE(lists); k++)
+		listed += lists[k]->n;
+	/* each --opt=value becomes two words */
+	v = calloc(2 * (size_t)argc + 2 * listed + 3, sizeof(*v));
 	if (!v)
 		return NULL;
 	v[n++] = argv[0];
@@ -718,9 +888,14 @@ static char **ahead_argv(int argc, char **argv, const struct launch_args *a)
 		const char *arg = argv[i], *eq = strchr(arg, '='), *val;
 		size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
 		int o = find_opt(arg, len);
+		bool list = false;
 
 		val = eq ? eq + 1 : argv[++i];
-		if (o == OPT_HOLD_FD || o == OPT_PROJECT_USERNS)
+		for (size_t k = 0; k < ARRAY_SIZE(lists); k++)
+			list |= o == list_opt[k];
+		/* the lists as resolved, after the rest: a grant dropped there is
+		 * dropped for PID 1 */
+		if (list || o == OPT_HOLD_FD || o == OPT_PROJECT_USERNS)
 			continue;
 		if (o == OPT_PROJECT)
 			val = a->project, project = true;
@@ -730,9 +905,6 @@ static char **ahead_argv(int argc, char **argv, const struct launch_args *a)
 			val = a->resolv;
 		else if (o == OPT_CA_BUNDLE)
 			val = a->ca_bundle;
-		for (size_t k = 0; k < ARRAY_SIZE(lists); k++)
-			if (o == list_opt[k])
-				val = lists[k]->v[used[k]++];
 		v[n++] = (char *)opts[o].name;
 		v[n++] = (char *)val;
 	}
@@ -740,6 +912,11 @@ static char **ahead_argv(int argc, char **argv, const struct launch_args *a)
 		v[n++] = (char *)opts[OPT_PROJECT].name;
 		v[n++] = (char *)a->project;
 	}
+	for (size_t k = 0; k < ARRAY_SIZE(lists); k++)
+		for (size_t j = 0; j < lists[k]->n; j++) {
+			v[n++] = (char *)opts[list_opt[k]].name;
+			v[n++] = lists[k]->v[j];
+		}
 	for (; i < argc; i++)
 		v[n++] = argv[i];
 	v[n] = NULL;

@@ -69,6 +69,10 @@ struct launch_args {
 	 * its pattern), bound and granted with the verb's Landlock rights */
 	struct launch_list rule_allow;
 	struct launch_list mask; /* --mask PATH: hidden wherever a grant reaches it */
+	/* --hide DIR: errand's own (its state, run and secrets directories),
+	 * an empty directory wherever a grant reaches it but for the session's
+	 * own project and state inside */
+	struct launch_list hide;
 	struct launch_list hold; /* --hold-fd FD: sockets held while the session runs, and
 				  * never passed to it (the session's DNS sockets) */
 	/* --say LINE: what errand says of the session (its gaps, weakened

@@ -18,6 +18,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <linux/openat2.h>
+
 #include "launcher/launch.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -120,7 +122,7 @@ static int tmpfs(const char *path, mode_t mode, uint64_t size, unsigned long fla
 }
 
 /* A symlink in the new root as the source has it, or a bind of what it is. */
-static int copy_entry(const char *src, const char *dst)
+static int copy_entry(const char *src, const char *dst, bool rw)
 {
 	char target[PATH_MAX];
 	struct stat st;
@@ -144,7 +146,7 @@ static int copy_entry(const char *src, const char *dst)
 		r = touch(dst);
 	else
 		return 0; /* sockets, fifos and devices of an image are left out */
-	return r < 0 ? r : bind(src, dst, false);
+	return r < 0 ? r : bind(src, dst, rw);
 }
 
 static int system_root(void)
@@ -155,7 +157,7 @@ static int system_root(void)
 	for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++) {
 		snprintf(src, sizeof(src), OLD "/%s", system_dirs[i]);
 		snprintf(dst, sizeof(dst), NEW "/%s", system_dirs[i]);
-		r = copy_entry(src, dst);
+		r = copy_entry(src, dst, false);
 		if (r < 0)
 			return r;
 	}
@@ -189,7 +191,7 @@ static int image_root(const char *image)
 		    path_fmt(dst, sizeof(dst), NEW "/%s", de->d_name))
 			r = -ENAMETOOLONG;
 		else
-			r = copy_entry(src, dst);
+			r = copy_entry(src, dst, false);
 	}
 	closedir(d);
 	return r;
@@ -259,12 +261,22 @@ static int dev_finish(const struct launch_args *a)
 	return set_attr(NEW "/dev", 0, MOUNT_ATTR_RDONLY);
 }
 
-/* A bind of a host path into the new root at the same path. */
+/* A bind of a host path into the new root at the same path, or one of
+ * errand's own directories covered where a grant reached it. */
 struct grant {
 	const char *path; /* NULL once found covered or missing */
 	bool rw;
-	int tree; /* a detached tree to move there (the project's, idmapped); -1: bind path */
+	int tree;    /* a detached tree to move there (the project's, idmapped); -1: bind path */
+	bool own;    /* the session's project or state, or the one socket a Connect allow
+		      * names (errand's control socket, say): bound even inside a hidden
+		      * directory */
+	bool hide;   /* errand's own directory: covered by an empty tmpfs where visible */
+	bool hidden; /* a hide whose tmpfs is mounted */
 };
+
+/* Top-level entries of the host's root that a grant of / leaves as the
+ * session's own. */
+static const char *const root_own[] = {"proc", "dev", "tmp"};
 
 static int grant_cmp(const void *x, const void *y)
 {
@@ -281,32 +293,204 @@ static bool beneath(const char *path, const char *dir)
 {
 	size_t n = strlen(dir);
 
+	if (!strcmp(dir, "/"))
+		return true;
 	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
+}
+
+/* Whether the bind of g shows path: a grant of / leaves the session's own
+ * /proc, /dev and /tmp in place. */
+static bool reaches(const struct grant *g, const char *path)
+{
+	if (!beneath(path, g->path))
+		return false;
+	if (strcmp(g->path, "/"))
+		return true;
+	for (size_t i = 0; i < ARRAY_SIZE(root_own); i++)
+		if (beneath(path + 1, root_own[i]))
+			return false;
+	return true;
+}
+
+/* A bind of the host's path as the start resolved it: a link found on the
+ * way now (one made since, to lead the bind elsewhere) binds nothing. The
+ * tree is cloned from the descriptor, so what is bound is what was
+ * checked. 1 when nothing is there to bind. */
+static int bind_exact(const char *path, const char *dst, bool rw)
+{
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
+	uint64_t attr = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (rw ? 0 : MOUNT_ATTR_RDONLY);
+	cleanup_close int fd = -1, tree = -1;
+	char src[PATH_MAX];
+	struct stat st;
+	int r;
+
+	if (path_fmt(src, sizeof(src), OLD "%s", path))
+		return -ENAMETOOLONG;
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, src, &how, sizeof(how));
+	if (fd < 0 && errno == ELOOP) {
+		log_warnx("%s leads through a link made since the start resolved it; nothing is "
+			  "granted there",
+			  path);
+		return 1;
+	}
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		/* Additive only: a path that is not there grants nothing. */
+		log_warnx("%s does not exist or the session's uid cannot reach it; nothing is "
+			  "granted there",
+			  path);
+		return 1;
+	}
+	r = mkdir_p(dst, !S_ISDIR(st.st_mode));
+	if (r == 0 && !S_ISDIR(st.st_mode))
+		r = touch(dst);
+	if (r < 0)
+		return r;
+	tree = (int)syscall(SYS_open_tree, fd, "",
+			    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+	if (tree < 0 || move_mount(tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+		r = -errno;
+		log_warn("cannot bind %s in the session's mount namespace", path);
+		return r;
+	}
+	return set_attr(dst, AT_RECURSIVE, attr);
+}
+
+/* A grant of /: each of the host root's entries the session's root lacks,
+ * as copy_entry makes them (a writable grant binds the system directories
+ * again, writable), but the session's own /proc, /dev and /tmp. */
+static int root_grant(bool rw)
+{
+	char src[PATH_MAX], dst[PATH_MAX];
+	struct dirent *de;
+	struct stat st;
+	int r = 0;
+	DIR *d = opendir(OLD);
+
+	if (!d)
+		return fail("read", "the host's root");
+	while (r == 0 && (de = readdir(d))) {
+		bool skip = de->d_name[0] == '.' &&
+			    (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2]));
+
+		for (size_t i = 0; i < ARRAY_SIZE(root_own) && !skip; i++)
+			skip = !strcmp(de->d_name, root_own[i]);
+		if (skip || path_fmt(src, sizeof(src), OLD "/%s", de->d_name) ||
+		    path_fmt(dst, sizeof(dst), NEW "/%s", de->d_name))
+			continue;
+		if (lstat(dst, &st) < 0)
+			r = copy_entry(src, dst, rw);
+		else if (rw && S_ISDIR(st.st_mode))
+			r = bind(src, dst, true);
+	}
+	closedir(d);
+	return r;
+}
+
+/* Covers errand's own directory at g where a grant made it visible, with
+ * an empty tmpfs the session's own grants inside are then made in; read-only
+ * once they are (hides_seal). Reached through a link it is left: the link
+ * leads nowhere in the session's root. */
+static int hide(struct grant *g)
+{
+	char dst[PATH_MAX], parent[PATH_MAX], real[PATH_MAX];
+	struct stat st;
+	int r;
+
+	if (path_fmt(dst, sizeof(dst), NEW "%s", g->path) ||
+	    path_fmt(parent, sizeof(parent), "%s", dst))
+		return -ENAMETOOLONG;
+	if (lstat(dst, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	/* one the session's uid cannot enter (the secrets, root's 0700) is
+	 * hidden already, and a mount fewer makes a faster start */
+	if (access(dst, X_OK) < 0 && errno == EACCES)
+		return 0;
+	*strrchr(parent, '/') = '\0';
+	if (!realpath(parent, real) || strcmp(real, parent))
+		return 0;
+	if ((r = tmpfs(dst, 0755, 65536, 0)) < 0)
+		return r;
+	g->hidden = true;
+	return 0;
+}
+
+static int hides_seal(const struct grant *g, size_t n)
+{
+	char dst[PATH_MAX];
+	int r;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!g[i].hidden)
+			continue;
+		if (path_fmt(dst, sizeof(dst), NEW "%s", g[i].path))
+			return -ENAMETOOLONG;
+		if ((r = set_attr(dst, 0, MOUNT_ATTR_RDONLY)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* A grant the session's root never takes from the host: under its own /proc
+ * and /dev (the configuration refuses those), or under one of errand's own
+ * directories. Said once; the grant is dropped. */
+static bool grant_refused(const struct grant *g, const struct grant *all, size_t n)
+{
+	static const char *const floor[] = {"/proc", "/dev"};
+
+	if (g->own || g->hide)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(floor); i++)
+		if (strcmp(g->path, "/") && beneath(g->path, floor[i])) {
+			log_warnx("%s is under the session's own %s; nothing is granted there",
+				  g->path, floor[i]);
+			return true;
+		}
+	for (size_t i = 0; i < n; i++)
+		if (all[i].hide && beneath(g->path, all[i].path)) {
+			log_warnx("%s is under %s, errand's own; nothing is granted there", g->path,
+				  all[i].path);
+			return true;
+		}
+	return false;
 }
 
 /* Binds each grant at dst_of(grant) (its own path when NULL). A path already
  * visible through an earlier bind with at least its access is left as it
- * is, so a grant never narrows another. */
+ * is, so a grant never narrows another; one under a hidden directory of
+ * errand's is bound again inside it. */
 static int bind_grants(struct grant *g, size_t n, const char *const *dst_of)
 {
-	char src[PATH_MAX], dst[PATH_MAX];
-	struct stat st;
+	char dst[PATH_MAX];
 	int r;
 
 	for (size_t i = 0; i < n; i++) {
 		bool covered = false;
 
+		if (g[i].hide) {
+			if ((r = hide(&g[i])) < 0)
+				return r;
+			continue;
+		}
+		if (!dst_of && grant_refused(&g[i], g, n)) {
+			g[i].path = NULL;
+			continue;
+		}
 		/* Bound elsewhere (an image's /workspace and /state), none covers
 		 * another. */
-		for (size_t j = 0; j < i && !covered && !dst_of; j++)
-			covered =
-				g[j].path && beneath(g[i].path, g[j].path) && (g[j].rw || !g[i].rw);
+		for (size_t j = 0; j < i && !dst_of; j++) {
+			if (!g[j].path || !reaches(&g[j], g[i].path))
+				continue;
+			if (g[j].hide)
+				covered &= !g[j].hidden;
+			else
+				covered |= g[j].rw || !g[i].rw;
+		}
 		/* The project is always its own mount: a writable parent granted
 		 * by policy must not stand in for its idmapped tree. */
 		if (covered && g[i].tree < 0)
 			continue;
-		if (path_fmt(src, sizeof(src), OLD "%s", g[i].path) ||
-		    path_fmt(dst, sizeof(dst), NEW "%s",
+		if (path_fmt(dst, sizeof(dst), NEW "%s",
 			     dst_of && dst_of[i] ? dst_of[i] : g[i].path))
 			return -ENAMETOOLONG;
 		if (g[i].tree >= 0) {
@@ -319,21 +503,17 @@ static int bind_grants(struct grant *g, size_t n, const char *const *dst_of)
 				return r;
 			continue;
 		}
-		if (stat(src, &st) < 0) {
-			/* Additive only: a path that is not there grants nothing. */
-			log_warnx("%s does not exist or the session's uid cannot reach it; nothing "
-				  "is granted there",
-				  g[i].path);
-			g[i].path = NULL;
+		if (!strcmp(g[i].path, "/")) {
+			if ((r = root_grant(g[i].rw)) < 0)
+				return r;
 			continue;
 		}
-		r = mkdir_p(dst, !S_ISDIR(st.st_mode));
-		if (r == 0 && !S_ISDIR(st.st_mode))
-			r = touch(dst);
-		if (r < 0 || (r = bind(src, dst, g[i].rw)) < 0)
+		if ((r = bind_exact(g[i].path, dst, g[i].rw)) < 0)
 			return r;
+		if (r > 0)
+			g[i].path = NULL;
 	}
-	return 0;
+	return hides_seal(g, n);
 }
 
 static int host_grants(const struct launch_args *a)
@@ -342,22 +522,27 @@ static int host_grants(const struct launch_args *a)
 	cleanup_free struct grant *g = NULL;
 	size_t n = 0;
 
-	g = calloc(2 + a->policy_read.n + a->policy_exec.n + a->policy_write.n + a->rule_allow.n,
+	g = calloc(2 + a->policy_read.n + a->policy_exec.n + a->policy_write.n + a->rule_allow.n +
+			   a->hide.n,
 		   sizeof(*g));
 	if (!g)
 		return -ENOMEM;
 	for (size_t i = 0; i < a->rule_allow.n; i++)
-		g[n++] = (struct grant){launch_rule_path(a->rule_allow.v[i]),
-					launch_rule_writes(launch_rule_verb(a->rule_allow.v[i])),
-					-1};
-	g[n++] = (struct grant){a->project, true, a->project_fd};
+		g[n++] = (struct grant){
+			.path = launch_rule_path(a->rule_allow.v[i]),
+			.rw = launch_rule_writes(launch_rule_verb(a->rule_allow.v[i])),
+			.tree = -1,
+			.own = launch_rule_verb(a->rule_allow.v[i]) == LRV_CONNECT};
+	g[n++] = (struct grant){.path = a->project, .rw = true, .tree = a->project_fd, .own = true};
 	if (a->state)
-		g[n++] = (struct grant){a->state, true, -1};
+		g[n++] = (struct grant){.path = a->state, .rw = true, .tree = -1, .own = true};
 	for (size_t i = 0; i < a->policy_write.n; i++)
-		g[n++] = (struct grant){a->policy_write.v[i], true, -1};
+		g[n++] = (struct grant){.path = a->policy_write.v[i], .rw = true, .tree = -1};
 	for (size_t k = 0; k < ARRAY_SIZE(ro); k++)
 		for (size_t i = 0; i < ro[k]->n; i++)
-			g[n++] = (struct grant){ro[k]->v[i], false, -1};
+			g[n++] = (struct grant){.path = ro[k]->v[i], .tree = -1};
+	for (size_t i = 0; i < a->hide.n; i++)
+		g[n++] = (struct grant){.path = a->hide.v[i], .tree = -1, .hide = true};
 	qsort(g, n, sizeof(*g), grant_cmp);
 	return bind_grants(g, n, NULL);
 }
@@ -405,7 +590,8 @@ static int masks(const struct launch_args *a)
  * state come from the host, at /workspace and /state. */
 static int image_grants(const struct launch_args *a)
 {
-	struct grant g[2] = {{a->project, true, a->project_fd}, {a->state, true, -1}};
+	struct grant g[2] = {{.path = a->project, .rw = true, .tree = a->project_fd, .own = true},
+			     {.path = a->state, .rw = true, .tree = -1, .own = true}};
 	const char *dst[2] = {LAUNCH_IMAGE_PROJECT, LAUNCH_IMAGE_STATE};
 
 	return bind_grants(g, a->state ? 2 : 1, dst);

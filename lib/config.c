@@ -662,9 +662,29 @@ static int check_abs_path(struct ctx *c, const char *where, const char *s)
 }
 
 /* A list of absolute paths, appended to out. */
-static int parse_paths(struct ctx *c, const json_t *arr, const char *where, struct config_strv *out)
+/* A grant under what every session has of its own: its /proc (its own
+ * processes; the host's would show every process on the host, other
+ * sessions' among them, and their roots through /proc/PID/root) and its /dev
+ * (a few nodes; the host's, bound nodev, would leave even /dev/null
+ * unusable). NULL when path is elsewhere. */
+static const char *grant_floor(const char *path)
 {
-	char w[WHERE_MAX];
+	static const char *const own[] = {"/proc", "/dev"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(own); i++) {
+		size_t n = strlen(own[i]);
+
+		if (!strncmp(path, own[i], n) && (path[n] == '/' || path[n] == '\0'))
+			return own[i];
+	}
+	return NULL;
+}
+
+static int parse_paths(struct ctx *c, const json_t *arr, const char *where, bool grant,
+		       struct config_strv *out)
+{
+	char w[WHERE_MAX], q[SAFE_MAX];
+	const char *floor;
 	size_t i;
 	json_t *v;
 	int rc;
@@ -680,6 +700,12 @@ static int parse_paths(struct ctx *c, const json_t *arr, const char *where, stru
 		if ((rc = want(c, v, JSON_STRING, w, "an absolute path, like \"/opt/data\"")) ||
 		    (rc = check_abs_path(c, w, json_string_value(v))))
 			return rc;
+		if (grant && (floor = grant_floor(json_string_value(v))))
+			return cfg_error(
+				c,
+				"%s: \"%s\" is under %s, which each session has of its own; "
+				"errand never binds the host's there: remove it",
+				w, safe(json_string_value(v), q, sizeof(q)), floor);
 		if (strv_add(out, json_string_value(v)))
 			return oom(c);
 	}
@@ -962,6 +988,7 @@ int config_rule_parse(const char *where, const char *text, enum config_rule_kind
 {
 	const char *open = strchr(text, '('), *arg;
 	size_t vlen, alen = strlen(text);
+	const char *floor;
 	char verb[32], *path;
 	int v, r;
 
@@ -1028,6 +1055,15 @@ int config_rule_parse(const char *where, const char *text, enum config_rule_kind
 	if ((r = rule_path_check(where, text, path, v == RULE_CONNECT, err, errlen))) {
 		free(path);
 		return r;
+	}
+	/* An allow binds its directory; a deny there only narrows. */
+	if (kind == RULE_ALLOW && (floor = grant_floor(path))) {
+		snprintf(err, errlen,
+			 "%s: \"%s\" is under %s, which each session has of its own; errand never "
+			 "binds the host's there: remove it",
+			 where, text, floor);
+		free(path);
+		return -EINVAL;
 	}
 	out->kind = kind;
 	out->verb = (enum config_rule_verb)v;
@@ -1269,11 +1305,11 @@ static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *
 	if ((v = get(sb, "policyExtra"))) {
 		if ((rc = section(c, v, "sandbox.policyExtra", policy_keys, NULL)))
 			return rc;
-		if ((rc = parse_paths(c, get(v, "read"), "sandbox.policyExtra.read",
+		if ((rc = parse_paths(c, get(v, "read"), "sandbox.policyExtra.read", true,
 				      &cfg->policy_read)) ||
-		    (rc = parse_paths(c, get(v, "write"), "sandbox.policyExtra.write",
+		    (rc = parse_paths(c, get(v, "write"), "sandbox.policyExtra.write", true,
 				      &cfg->policy_write)) ||
-		    (rc = parse_paths(c, get(v, "execute"), "sandbox.policyExtra.execute",
+		    (rc = parse_paths(c, get(v, "execute"), "sandbox.policyExtra.execute", true,
 				      &cfg->policy_exec)))
 			return rc;
 	}
@@ -1282,7 +1318,7 @@ static int parse_sandbox(struct ctx *c, const json_t *sb, struct errand_config *
 	if ((v = get(sb, "env")) && (rc = parse_env(c, v, cfg)))
 		return rc;
 	if ((v = get(sb, "pathExtra")) &&
-	    (rc = parse_paths(c, v, "sandbox.pathExtra", &cfg->path_extra)))
+	    (rc = parse_paths(c, v, "sandbox.pathExtra", false, &cfg->path_extra)))
 		return rc;
 	if ((v = get(sb, "blockedSyscalls")) && (rc = parse_syscalls(c, v, cfg)))
 		return rc;

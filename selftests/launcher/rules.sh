@@ -124,8 +124,9 @@ else
 fi
 
 # The host's authorities: errand's own control socket (the agent's, running
-# now) stays hidden under a policyExtra grant of its directory, until a
-# Connect allow names it, named at start as weakened.
+# now) stays hidden under a policyExtra grant of its directory (errand's own,
+# which no grant brings in), until a Connect allow names it, named at start
+# as weakened.
 RUN=/run/$W
 AUTH=$RUN/agent.sock
 W_CONFIG=$(world_config auth "\"policyExtra\": { \"read\": [\"$ROOT/build/selftests\", \"$RUN\"], \"execute\": [\"$ROOT/build/selftests\"] }")
@@ -134,7 +135,8 @@ assert_eq "$([ -S "$AUTH" ] && echo there)" there "errand's control socket is at
 chmod o+x "$RUN"
 chmod 0666 "$AUTH"
 errand_run --egress none --project "$PROJ" -- sh -c "echo \"auth=\$($P unix-connect $AUTH)\"; echo \"dir=\$(ls -d $RUN)\""
-assert_eq "$(result dir)" "$RUN" "policyExtra.read brings errand's run directory into the session"
+assert_empty "$(result dir)" "policyExtra.read does not bring errand's run directory into the session"
+assert_contains "$RUN_STDERR" "$RUN is under $RUN, errand's own; nothing is granted there" "... and says so"
 assert_match "$(result auth)" '^(ECONNREFUSED|EACCES|ENOENT)$' "... but errand's own control socket there is not reachable"
 world_config auth "\"policyExtra\": { \"read\": [\"$ROOT/build/selftests\", \"$RUN\"], \"execute\": [\"$ROOT/build/selftests\"] },
 	\"rules\": { \"allow\": [\"Connect(unix:$AUTH)\"] }" >/dev/null

@@ -1,7 +1,8 @@
 /* Guarantee: the launcher is given every confinement the configuration asks
  * for: the project and state directories, each policyExtra grant, pathExtra,
  * sandbox.env, blockedSyscalls, the image, the sizes and limits, and the
- * Landlock ABI full enforcement needs; what does not fit is refused whole.
+ * Landlock ABI full enforcement needs, and errand's own directories to hide;
+ * what does not fit is refused whole.
  * The project is written as its owner only for its owner or root: the uid
  * that asked (the agent's, never a client's claim) reaches the launcher, and
  * a project another uid owns is refused.
@@ -76,6 +77,12 @@ static void test_defaults(void)
 	CHECK_TRUE(!value(args, n, "--image", 0), "defaults: no --image");
 	CHECK_STR(value(args, n, "--landlock-min", 0), "5",
 		  "defaults: full enforcement needs Landlock ABI %d", LANDLOCK_ABI_FULL);
+	CHECK_INT(count(args, n, "--hide"), 4,
+		  "defaults: errand's own directories hidden (state, run, pins, secrets)");
+	CHECK_STR(value(args, n, "--hide", 0), "/var/lib/errand", "defaults: --hide the state");
+	CHECK_STR(value(args, n, "--hide", 1), "/run/errand", "defaults: --hide the run directory");
+	CHECK_STR(value(args, n, "--hide", 3), "/etc/errand/secrets",
+		  "defaults: --hide the secrets");
 	CHECK_INT(n % 2, 1, "defaults: options come in pairs");
 	config_free(&cfg);
 }

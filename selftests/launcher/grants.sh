@@ -1,0 +1,83 @@
+#!/bin/bash
+# Guarantee: a grant never reaches past what is the session's own or errand's: a grant of / (`Read(/**)`) shows the host's directories read-only while the session keeps its own /proc, /dev and /tmp; a grant under /proc or /dev is refused with one line naming it, 125; under a grant that covers errand's state and run directories another session's HOME and errand's sockets are not there while the session's own HOME is, and a grant inside them is dropped with a line; a grant that leads through a link in the project (which sessions write) is dropped with a line naming the link, while one through a link elsewhere binds what it leads to.
+. "$(dirname "$0")/../lib/world.sh"
+need_errandctl
+world_up
+
+PROJ=$W_DIR/project
+mkdir -p "$PROJ"
+chmod 0777 "$PROJ"
+
+# A grant of /: the host's directories, the session's own /proc, /dev, /tmp.
+W_CONFIG=$(world_config root '"rules": { "allow": ["Read(/**)"] }')
+touch "$W_DIR/host-tmp-marker"
+errand_run --egress none --project "$PROJ" -- sh -c '
+	echo "pids=$(cd /proc && echo [0-9]* | wc -w)"
+	echo "null=$(echo x >/dev/null && echo ok)"
+	echo "hosttmp=$(ls '"$W_DIR"'/host-tmp-marker 2>&1 >/dev/null | sed "s/.*: //")"
+	echo "etc=$(head -c 4 /etc/passwd)"
+	echo "usrw=$(touch /usr/errand-test 2>&1 >/dev/null | sed "s/.*: //")"
+	echo "run=$(ls -A /run/'"$W"' 2>&1 | wc -l)"
+	echo "mine=$(echo x >"$HOME/f" && cat "$HOME/f")"
+'
+assert_eq "$RUN_RC" 0 "a session with Read(/**) starts"
+assert_match "$(result pids)" '^[2-5]$' "... its /proc is its own (its few processes)"
+assert_eq "$(result null)" ok "... its /dev is its own (/dev/null writable)"
+assert_eq "$(result hosttmp)" "No such file or directory" "... its /tmp is its own (the host's file is not there)"
+assert_eq "$(result etc)" "root" "... the host's files read"
+assert_eq "$(result usrw)" "Read-only file system" "... read-only"
+assert_ne "$(ls -A "/run/$W" | wc -l)" 0 "the host's run directory of errand holds entries"
+assert_eq "$(result run)" 0 "... which a grant of / shows empty"
+assert_eq "$(result mine)" x "... while the session's HOME is its own and writable"
+
+# Grants under the session's own /proc and /dev are refused at load.
+for g in '"policyExtra": { "read": ["/proc/1"] }' '"rules": { "allow": ["Read(/dev/**)"] }'; do
+	W_CONFIG=$(world_config floor "$g")
+	errand_run --egress none --project "$PROJ" -- true
+	assert_eq "$RUN_RC" 125 "a grant under the session's own /proc or /dev is refused: $g"
+	assert_eq "$(grep -c . "$RUN_ERR")" 1 "... in one line"
+	assert_match "$(cat "$RUN_ERR")" "is under /(proc|dev), which each session has of its own" "... naming it"
+done
+
+# A grant covering errand's own directories: another session's HOME is not
+# there, nor errand's run directory; a grant inside one is dropped.
+W_CONFIG=$(world_config own "\"policyExtra\": { \"read\": [\"$W_DIR\", \"/run/$W/netns\"] }")
+errand_start --egress none --project "$PROJ" -- sh -c 'echo other >"$HOME/mine"; echo wrote; sleep 30'
+other=$SESSION
+bg_wait '^wrote$' 10
+assert_eq "$(cat "$W_DIR/state/sessions/$other/work/mine")" other "a session wrote a file in its HOME"
+errand_run --egress none --project "$PROJ" -- sh -c '
+	echo "other=$(cat '"$W_DIR/state/sessions/$other/work/mine"' 2>&1 | sed "s/.*: //")"
+	echo "sessions=$(ls '"$W_DIR/state/sessions"' | tr "\n" " ")"
+	echo "mine=$(echo x >"$HOME/f" && cat "$HOME/f")"
+	echo "netns=$(ls -A /run/'"$W"'/netns 2>&1 | sed "s/.*: //")"
+'
+assert_eq "$RUN_RC" 0 "a session under a grant of errand's state directory starts"
+assert_eq "$(result other)" "No such file or directory" "... another session's HOME is not there"
+assert_match "$(result sessions)" '^[0-9a-f]{8} $' "... its own record alone is"
+assert_eq "$(result mine)" x "... and its own HOME writable"
+assert_eq "$(result netns)" "No such file or directory" "... errand's run directory is not there"
+assert_match "$(cat "$RUN_ERR")" "/run/$W/netns is under /run/$W, errand's own; nothing is granted there" "... and a grant inside it is dropped with a line"
+kill "$BG_PID" 2>/dev/null
+wait "$BG_PID" 2>/dev/null
+
+# Links: one in the project (a session may have made it) is never followed
+# by a grant; one elsewhere binds what it leads to.
+mkdir -p "$W_DIR/outside" "$W_DIR/data/real"
+echo outside-file >"$W_DIR/outside/f"
+echo data-file >"$W_DIR/data/real/f"
+chmod -R a+rX "$W_DIR/outside" "$W_DIR/data"
+ln -s "$W_DIR/outside" "$PROJ/link"
+ln -s real "$W_DIR/data/via"
+# shellcheck disable=SC2034 # errand_run reads it
+W_CONFIG=$(world_config links "\"policyExtra\": { \"read\": [\"$PROJ/link/f\", \"$W_DIR/data/via\"] }")
+errand_run --egress none --project "$PROJ" -- sh -c '
+	echo "outside=$(cat '"$W_DIR"'/outside/f 2>&1 | sed "s/.*: //")"
+	echo "data=$(cat '"$W_DIR"'/data/real/f 2>&1)"
+'
+assert_eq "$RUN_RC" 0 "a session with grants through links starts"
+assert_eq "$(result outside)" "No such file or directory" "a grant through a link in the project binds nothing"
+assert_match "$(cat "$RUN_ERR")" "$PROJ/link/f leads through the link $PROJ/link, in a directory sessions write" "... and says so, naming the link"
+assert_eq "$(result data)" data-file "a grant through a link elsewhere binds what it leads to"
+
+world_finish
