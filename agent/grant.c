@@ -7,12 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/grant.h"
 #include "lib/util.h"
 
 #define NS_PER_S 1000000000ull
+/* The next version of grants.json, written whole before it replaces it. */
+#define GRANTS_TMP "." GRANTS_FILE ".tmp"
 
 static const char *const kind_names[] = {
 	[GRANT_ONCE] = "once",
@@ -155,25 +158,20 @@ static int grants_read_fd(int fd, struct grant_set *gs)
 	return rc;
 }
 
-static int grants_open(const char *record_dir, bool create)
-{
-	char path[PATH_MAX];
-
-	if (path_fmt(path, sizeof(path), "%s/" GRANTS_FILE, record_dir))
-		return -ENAMETOOLONG;
-	return open(path, (create ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW, 0600);
-}
-
+/* No lock: a write replaces the file whole (rename), so a reader has one
+ * version or the next, never one being written. */
 int grants_load(const char *record_dir, struct grant_set *gs)
 {
-	cleanup_close int fd = grants_open(record_dir, false);
+	char path[PATH_MAX];
+	cleanup_close int fd = -1;
 
 	memset(gs, 0, sizeof(*gs));
 	gs->next_id = 1;
+	if (path_fmt(path, sizeof(path), "%s/" GRANTS_FILE, record_dir))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
-	if (flock(fd, LOCK_SH))
-		return -errno;
 	return grants_read_fd(fd, gs);
 }
 
@@ -198,14 +196,21 @@ json_t *grants_json(const struct grant_set *gs, int64_t now)
 	return arr;
 }
 
-/* Rewrites the file in place under its lock: the lock is on the file, so a
- * rename would leave a reader holding the old one. */
-static int grants_write_fd(int fd, const struct grant_set *gs)
+/* Writes the set into a file of its own and renames it over grants.json: a
+ * crash, or a reader (the session's agent rereads at once), never finds the
+ * file empty or half written, as it did between a truncate and its write.
+ * The caller holds the directory's lock, so the temporary name is no other
+ * writer's: one a crashed writer left is removed first. old_fd is the file
+ * replaced (-1: none), whose owner the new one keeps. */
+static int grants_write_at(int dfd, int old_fd, const struct grant_set *gs)
 {
 	json_t *root = json_object(), *arr = json_array();
 	char buf[HOST_NAME_MAX_LEN + 16];
-	char *text;
-	size_t len;
+	cleanup_free char *text = NULL;
+	cleanup_close int fd = -1;
+	struct stat old, cur;
+	size_t len, off = 0;
+	ssize_t n;
 	int rc = 0;
 
 	for (size_t i = 0; i < gs->n; i++) {
@@ -224,26 +229,65 @@ static int grants_write_fd(int fd, const struct grant_set *gs)
 	if (!text)
 		return -ENOMEM;
 	len = strlen(text);
-	if (ftruncate(fd, 0) || pwrite(fd, text, len, 0) != (ssize_t)len || fsync(fd))
-		rc = errno ? -errno : -EIO;
-	free(text);
-	return rc;
+	if (unlinkat(dfd, GRANTS_TMP, 0) && errno != ENOENT)
+		return -errno;
+	fd = openat(dfd, GRANTS_TMP, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (old_fd >= 0 && (fstat(old_fd, &old) || fstat(fd, &cur) ||
+			    ((old.st_uid != cur.st_uid || old.st_gid != cur.st_gid) &&
+			     fchown(fd, old.st_uid, old.st_gid))))
+		rc = -errno;
+	while (!rc && off < len) {
+		n = write(fd, text + off, len - off);
+		if (n < 0 && errno != EINTR)
+			rc = -errno;
+		else if (n > 0)
+			off += (size_t)n;
+	}
+	if (!rc && fsync(fd))
+		rc = -errno;
+	if (!rc && close(steal_fd(&fd)))
+		rc = -errno;
+	if (!rc && renameat(dfd, GRANTS_TMP, dfd, GRANTS_FILE))
+		rc = -errno;
+	if (rc) {
+		unlinkat(dfd, GRANTS_TMP, 0);
+		return rc;
+	}
+	/* The rename made durable. The new grants are in force already (the
+	 * agent rereads on the rename): a failure here is no failed write. */
+	fsync(dfd);
+	return 0;
 }
 
 typedef int (*grants_edit_fn)(struct grant_set *gs, void *arg);
 
+/* Writers lock the record directory, not grants.json: each write replaces
+ * the file, so a lock on it would be on a file the next writer no longer
+ * opens, and two edits at once could each lose the other's grant. */
 static int grants_edit(const char *record_dir, grants_edit_fn fn, void *arg, struct grant_set *gs)
 {
-	cleanup_close int fd = grants_open(record_dir, true);
+	cleanup_close int dfd = open(record_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cleanup_close int fd = -1;
 	int rc;
 
-	if (fd < 0)
+	if (dfd < 0)
 		return -errno;
-	if (flock(fd, LOCK_EX))
+	if (flock(dfd, LOCK_EX))
 		return -errno;
-	if ((rc = grants_read_fd(fd, gs)) || (rc = fn(gs, arg)))
+	fd = openat(dfd, GRANTS_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && errno != ENOENT)
+		return -errno;
+	if (fd < 0) {
+		memset(gs, 0, sizeof(*gs));
+		gs->next_id = 1;
+	} else if ((rc = grants_read_fd(fd, gs))) {
 		return rc;
-	return grants_write_fd(fd, gs);
+	}
+	if ((rc = fn(gs, arg)))
+		return rc;
+	return grants_write_at(dfd, fd, gs);
 }
 
 struct put_arg {

@@ -3,7 +3,8 @@
  * and opens only ports of sandbox.egressPorts; forbidden addresses stay
  * refused because the DNS responder and the kernel judge a granted name like
  * any other. Grants live in grants.json in the session's record directory,
- * which the session cannot reach; whoever changes the file holds its lock,
+ * which the session cannot reach; whoever changes the file holds the
+ * directory's lock and replaces the file whole (a reader takes no lock),
  * and the session's agent (the daemon or an embedded errandctl) reloads it.
  * Also here: the suggestions the agent makes when a name is refused. */
 #ifndef ERRAND_GRANT_H
@@ -54,7 +55,7 @@ const char *grant_kind_name(enum grant_kind k);
 
 /* Reads record_dir's grants.json (missing: none). 0 or -errno. */
 int grants_load(const char *record_dir, struct grant_set *gs);
-/* Adds or replaces the grant for the same rule, under the file's lock, and
+/* Adds or replaces the grant for the same rule, under the directory's lock, and
  * returns the set as written in *gs. 0, -ENOSPC or -errno. */
 int grants_put(const char *record_dir, const struct host_rule *rule, enum grant_kind kind,
 	       int64_t until, struct grant_set *gs);
