@@ -145,6 +145,7 @@ struct session {
 	bool dyn_ready, pid_ready, events_ready;
 	char err[CONFIG_ERRLEN]; /* why it could not start: see session_fail */
 	pid_t broker_pid;	 /* the session's own errand-broker; 0: none */
+	int broker_pidfd;	 /* its pidfd, what signals it; -1: none */
 	char **broker_env;	 /* its stand-ins and base URLs, NAME=VALUE */
 	char **secret_env;	 /* its secrets' placeholders, NAME=VALUE (never a value) */
 	char broker_sock[PATH_MAX];
@@ -731,17 +732,25 @@ static void session_state_add(struct session *s)
 }
 
 /* The session's broker goes with it (it also ends by itself once the
- * session's lock is free, when no agent is there to stop it). */
+ * session's lock is free, when no agent is there to stop it). Signalled
+ * through its pidfd, never by number: a broker already reaped had its pid
+ * free for any process, and the kill(pid, 0) that asked whether it still ran
+ * came right after a wait that could have reaped it. */
 static void broker_stop(struct session *s)
 {
+	struct pollfd p = {.fd = s->broker_pidfd, .events = POLLIN};
+
 	if (s->broker_pid > 0) {
-		kill(s->broker_pid, SIGTERM);
-		for (int i = 0; i < 100 && waitpid(s->broker_pid, NULL, WNOHANG) == 0; i++)
-			usleep(10 * 1000);
-		if (kill(s->broker_pid, 0) == 0) {
-			kill(s->broker_pid, SIGKILL);
-			waitpid(s->broker_pid, NULL, 0);
-		}
+		syscall(SYS_pidfd_send_signal, s->broker_pidfd, SIGTERM, NULL, 0);
+		/* a second to end by itself */
+		while (poll(&p, 1, 1000) < 0 && errno == EINTR)
+			;
+		if (!(p.revents & (POLLIN | POLLHUP)))
+			syscall(SYS_pidfd_send_signal, s->broker_pidfd, SIGKILL, NULL, 0);
+		/* Ours to reap alone: its pid names it until this returns. */
+		waitpid(s->broker_pid, NULL, 0);
+		close(s->broker_pidfd);
+		s->broker_pidfd = -1;
 		s->broker_pid = 0;
 	}
 	/* an adopted session's broker stops by itself; its socket is ours to remove */
@@ -825,6 +834,8 @@ static void session_release(struct session *s)
 		close(s->status_rd);
 	if (s->broker_keeper >= 0)
 		close(s->broker_keeper);
+	if (s->broker_pidfd >= 0)
+		close(s->broker_pidfd);
 	outscrub_detach(&s->out);
 	if (s->have_config)
 		config_free(&s->config);
@@ -2058,6 +2069,16 @@ static int broker_spawn(struct session *s, const char *listen, const char *inter
 		_exit(125);
 	}
 	close(out[1]);
+	/* Its pidfd before anything else: unreaped, the pid is still its. */
+	s->broker_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (s->broker_pidfd < 0) {
+		rc = -errno;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		close(out[0]);
+		return session_fail(s, rc, "session %s: cannot follow errand-broker: %s", s->id,
+				    strerror(-rc));
+	}
 	s->broker_pid = pid;
 	rc = broker_wait_ready(out[0]);
 	close(out[0]);
@@ -2506,7 +2527,7 @@ static struct session *session_alloc(void)
 		return NULL;
 	s->cfg = &s->config;
 	s->lock_fd = s->pidfd = s->status_rd = s->grants_wd = s->broker_keeper = -1;
-	s->await_fd = s->await_pidfd = -1;
+	s->await_fd = s->await_pidfd = s->broker_pidfd = -1;
 	outscrub_init(&s->out);
 	for (int k = 0; k < DNS_SOCKS; k++)
 		s->held[k] = -1;
