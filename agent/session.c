@@ -3427,6 +3427,12 @@ static void session_end_after(struct session *s)
 	broker_stop(s);
 	dns_responder_free(s->dns);
 	s->dns = NULL;
+	/* The session's row ends here, before the fork, as the daemon's end
+	 * does before its teardown: the child may not use this process's
+	 * state.db connection (state.h), so the session goes to it without. */
+	if (s->st && s->pid > 0 && state_session_end(s->st, s->id, s->status) == -ENOENT)
+		log_debug("session %s: not in state.db", s->id);
+	s->st = NULL;
 	fflush(stdout);
 	fflush(stderr);
 	/* errandctl returns once the child has its name: whoever waits for a

@@ -116,6 +116,7 @@ struct denied_row {
 struct state {
 	sqlite3 *db;
 	char *path;
+	pid_t pid; /* the process that opened it, the only one that may use it */
 	sqlite3_stmt *stmt[S_COUNT];
 	struct denied_row queue[STATE_DENIED_QUEUE];
 	size_t n_queued;
@@ -146,11 +147,20 @@ static int sql_err(struct state *st, int rc)
 	}
 }
 
-/* The statement, prepared on first use and kept: NULL with *rc set. */
+/* The statement, prepared on first use and kept: NULL with *rc set. A
+ * forked child gets -ECHILD: SQLite forbids a connection opened before a
+ * fork in the child, whose POSIX locks are not the ones the connection
+ * believes it holds (its writes could land in a WAL the parent is
+ * checkpointing). Every statement comes through here. */
 static sqlite3_stmt *stmt_get(struct state *st, enum stmt_id id, int *rc)
 {
 	int r;
 
+	if (st->pid != getpid()) {
+		log_warnx("state: %s: not used in a child of the process that opened it", st->path);
+		*rc = -ECHILD;
+		return NULL;
+	}
 	if (st->stmt[id])
 		return st->stmt[id];
 	r = sqlite3_prepare_v3(st->db, stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT, &st->stmt[id],
@@ -410,6 +420,7 @@ struct state *state_open(const char *path)
 		errno = ENOMEM;
 		return NULL;
 	}
+	st->pid = getpid();
 	rc = prepare_file(path);
 	if (rc) {
 		log_warnx("state: %s: %s%s", path, strerror(-rc),
@@ -445,6 +456,13 @@ void state_close(struct state *st)
 {
 	if (!st)
 		return;
+	/* A forked child's copy is only freed: closing the last connection
+	 * checkpoints and removes the WAL, under the parent's feet. */
+	if (st->pid != getpid()) {
+		free(st->path);
+		free(st);
+		return;
+	}
 	state_denied_flush(st);
 	for (int i = 0; i < S_COUNT; i++)
 		sqlite3_finalize(st->stmt[i]);

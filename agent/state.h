@@ -62,6 +62,7 @@ typedef int (*state_denied_cb)(const struct state_denied *d, void *arg);
  * set, and one log line naming path, on failure: -ENOTSUP when it was
  * written by a newer errand. */
 struct state *state_open(const char *path);
+/* In a child forked after the open, frees the memory alone. */
 void state_close(struct state *st);
 /* state_open of state_dir/state.db, making state_dir (0711) when missing. */
 struct state *state_open_dir(const char *state_dir);
@@ -69,7 +70,8 @@ struct state *state_open_dir(const char *state_dir);
 /* Every function returns 0 or -errno: -EBUSY when another connection held
  * the database past STATE_BUSY_MS, -EEXIST for a duplicate key, -ENOENT
  * for a session that is not there, -EINVAL for values out of
- * range, -EIO for anything else SQLite said (logged with the file). */
+ * range, -ECHILD in a child forked after the open (which must open its own),
+ * -EIO for anything else SQLite said (logged with the file). */
 int state_session_add(struct state *st, const struct state_session *s);
 /* The session's row in one allocation the caller frees with
  * state_session_free; NULL with errno ENOENT when there is none. */

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: without errand-agent, errandctl sessions, show, denied, grant, revoke, stop, reload and version work on the sessions embedded errandctl runs (state.db, the session's record and its pins), each as a table and as JSON; a grant made this way reaches the running session, which rereads its grants when they change; a refused name's suggestion names a port sandbox.egressPorts allows (443 when it is there).
+# Guarantee: without errand-agent, errandctl sessions, show, denied, grant, revoke, stop, reload and version work on the sessions embedded errandctl runs (state.db, the session's record and its pins), each as a table and as JSON; a grant made this way reaches the running session, which rereads its grants when they change; the session's state.db row is ended when errandctl run returns; a refused name's suggestion names a port sandbox.egressPorts allows (443 when it is there).
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 120
 . "$(dirname "$0")/../lib/world.sh"
@@ -43,6 +43,10 @@ RUN_RC=$?
 BG_PID=
 assert_eq "$RUN_RC" 137 "the stopped session's errandctl run gives 137"
 assert_eq "$(ctl sessions --json)" "[]" "no session is left"
+# Ended by errandctl itself before it returned: its teardown child may not
+# use errandctl's state.db connection, so it does not write the row.
+assert_eq "$(sqlite3 "$W_DIR/state/state.db" "SELECT status FROM sessions WHERE id = '$SESSION'")" exited \
+	"state.db: the session's row is ended when errandctl run returns"
 out=$(ctl show "$SESSION" 2>&1); rc=$?
 assert_eq "$rc" 125 "show of a session that ended: exit 125"
 assert_match "$out" "no running session $SESSION; errandctl sessions lists them" "... in one line"

@@ -1,7 +1,8 @@
 /* Guarantee: the agent's state.db (0600, WAL, versioned schema) keeps sessions
  * and refusals across reopen, keeps a session's newest 1000 refusals, and
  * migrates a database of an earlier schema (version 1's unused grants table
- * dropped, its sessions kept). */
+ * dropped, its sessions kept); a child forked after the open cannot use the
+ * parent's connection (SQLite forbids it), nor break it by closing its copy. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -434,6 +435,41 @@ static void test_versions(void)
 	state_close(st);
 }
 
+/* A child forked after the open is refused the parent's connection (the
+ * embedded errandctl's teardown child once ended the session's row through
+ * it), and its state_close leaves the parent's connection working. */
+static void test_fork(struct state *st)
+{
+	struct state_session a = session_of("5e6f7a8b", 1200), *got;
+	int status = -1, p[2];
+	int child_rc = 1;
+	pid_t pid;
+
+	CHECK_INT(state_session_add(st, &a), 0, "fork: a running session's row");
+	if (pipe(p))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		int rc = state_session_end(st, a.id, 3);
+
+		state_close(st);
+		_exit(write(p[1], &rc, sizeof(rc)) == sizeof(rc) ? 0 : 1);
+	}
+	close(p[1]);
+	if (pid < 0 || read(p[0], &child_rc, sizeof(child_rc)) != sizeof(child_rc))
+		child_rc = 1;
+	close(p[0]);
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	CHECK_INT(child_rc, -ECHILD, "fork: the child's use of the parent's connection is refused");
+	got = state_session_get(st, a.id);
+	CHECK_INT(got ? (int)got->status : -1, STATE_RUNNING, "fork: the row is unchanged");
+	state_session_free(got);
+	CHECK_INT(state_session_end(st, a.id, 3), 0,
+		  "fork: the parent's connection works after the child closed its copy");
+	CHECK_INT(state_session_remove(st, a.id), 0, "fork: the row goes");
+}
+
 /* Another connection holding the write lock past the busy timeout. */
 static void test_busy(struct state *st, const char *db)
 {
@@ -509,6 +545,7 @@ int main(void)
 	test_denied_queue(st);
 	test_denied_all(st);
 	test_busy(st, db);
+	test_fork(st);
 	state_close(st);
 	test_reopen(db);
 	test_versions();
