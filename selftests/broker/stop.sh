@@ -6,6 +6,7 @@
 broker_world
 getent passwd errand-broker >/dev/null || skip "no account errand-broker (make accounts)"
 command -v strace >/dev/null || skip "no strace"
+# shellcheck disable=SC2034 # errand_run (world.sh) runs with it
 W_CONFIG=$(world_config stop '"addressPool": "10.217.0.0/24"' "" \
 	"\"agent\": { \"providers\": { $(provider_json prov) } }")
 # errandctl under strace: without -f, errandctl itself and the errandctl-full
