@@ -41,7 +41,7 @@ DEB_PACKAGES := gcc make pkg-config clang llvm bpftool libbpf-dev libxdp-dev \
 	libnl-3-dev libnl-route-3-dev libjansson-dev libnftables-dev nftables \
 	iproute2 util-linux procps libc-ares-dev libclang-rt-14-dev libseccomp-dev libsqlite3-dev passwd \
 	qemu-system-x86 busybox-static cpio kmod xz-utils python3 groff-base e2fsprogs git \
-	debootstrap
+	debootstrap strace
 
 LIB_SRCS      := $(wildcard lib/*.c)
 AGENT_SRCS    := $(filter-out agent/errandctl.c agent/agentd.c agent/ctlfront.c,$(wildcard agent/*.c))
