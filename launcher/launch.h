@@ -33,7 +33,8 @@ struct launch_list {
 
 /* Where a session finds the roots it trusts with its broker's CA among them
  * (--ca-bundle): a fixed path, so the variables that name it never change. */
-#define LAUNCH_CA_BUNDLE "/run/errand/ca-bundle.pem"
+#define LAUNCH_CA_DIR "/run/errand"
+#define LAUNCH_CA_BUNDLE LAUNCH_CA_DIR "/ca-bundle.pem"
 
 struct launch_args {
 	const char *session;	 /* --session ID, also the session's hostname */

@@ -261,6 +261,9 @@ static int dev_finish(const struct launch_args *a)
 	return set_attr(NEW "/dev", 0, MOUNT_ATTR_RDONLY);
 }
 
+static int resolv(const char *file);
+static int ca_bundle(const char *file, bool image);
+
 /* A bind of a host path into the new root at the same path, or one of
  * errand's own directories covered where a grant reached it. */
 struct grant {
@@ -513,7 +516,15 @@ static int bind_grants(struct grant *g, size_t n, const char *const *dst_of)
 		if (r > 0)
 			g[i].path = NULL;
 	}
-	return hides_seal(g, n);
+	return 0;
+}
+
+static bool listed(const struct launch_list *l, const char *path)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i], path))
+			return true;
+	return false;
 }
 
 static int host_grants(const struct launch_args *a)
@@ -521,8 +532,9 @@ static int host_grants(const struct launch_args *a)
 	const struct launch_list *ro[] = {&a->policy_read, &a->policy_exec};
 	cleanup_free struct grant *g = NULL;
 	size_t n = 0;
+	int r;
 
-	g = calloc(2 + a->policy_read.n + a->policy_exec.n + a->policy_write.n + a->rule_allow.n +
+	g = calloc(3 + a->policy_read.n + a->policy_exec.n + a->policy_write.n + a->rule_allow.n +
 			   a->hide.n,
 		   sizeof(*g));
 	if (!g)
@@ -543,8 +555,19 @@ static int host_grants(const struct launch_args *a)
 			g[n++] = (struct grant){.path = ro[k]->v[i], .tree = -1};
 	for (size_t i = 0; i < a->hide.n; i++)
 		g[n++] = (struct grant){.path = a->hide.v[i], .tree = -1, .hide = true};
+	/* The CA bundle's directory, where a grant of /run shows the host's */
+	if (a->ca_bundle && !listed(&a->hide, LAUNCH_CA_DIR))
+		g[n++] = (struct grant){.path = LAUNCH_CA_DIR, .tree = -1, .hide = true};
 	qsort(g, n, sizeof(*g), grant_cmp);
-	return bind_grants(g, n, NULL);
+	if ((r = bind_grants(g, n, NULL)) < 0)
+		return r;
+	/* errand's own files go in before the hidden directories are sealed:
+	 * the bundle's is one of them */
+	if (a->resolv && (r = resolv(a->resolv)) < 0)
+		return r;
+	if (a->ca_bundle && (r = ca_bundle(a->ca_bundle, false)) < 0)
+		return r;
+	return hides_seal(g, n);
 }
 
 /* The host's authorities (daemon sockets, the journal) a grant may have
@@ -594,7 +617,13 @@ static int image_grants(const struct launch_args *a)
 			     {.path = a->state, .rw = true, .tree = -1, .own = true}};
 	const char *dst[2] = {LAUNCH_IMAGE_PROJECT, LAUNCH_IMAGE_STATE};
 
-	return bind_grants(g, a->state ? 2 : 1, dst);
+	int r = bind_grants(g, a->state ? 2 : 1, dst);
+
+	if (r == 0 && a->resolv)
+		r = resolv(a->resolv);
+	if (r == 0 && a->ca_bundle)
+		r = ca_bundle(a->ca_bundle, true);
+	return r;
 }
 
 /* The session's resolv.conf on the root's. A root whose resolv.conf is a
@@ -657,6 +686,13 @@ static int ca_bundle(const char *file, bool image)
 		}
 		if ((r = tmpfs(NEW "/run", 0755, 65536, 0)) < 0)
 			return r;
+	}
+	if (lstat(NEW LAUNCH_CA_DIR, &st) < 0 && lstat(NEW "/run", &st) == 0 &&
+	    access(NEW "/run", W_OK) < 0 && errno == EROFS) {
+		log_warnx("the session's CA bundle goes in " LAUNCH_CA_DIR
+			  ", which a grant of /run "
+			  "leaves no room for; grant narrower paths under /run");
+		return -EROFS;
 	}
 	if ((r = mkdir_p(dst, true)) < 0 || (r = touch(dst)) < 0)
 		return r;
@@ -778,12 +814,9 @@ int mounts_finish(const struct launch_args *a)
 		return fail("make", "/tmp");
 	if ((r = tmpfs(NEW "/tmp", 01777, a->tmp_size, 0)) < 0)
 		return r;
+	/* the grants, then the session's resolv.conf and CA bundle */
 	r = a->image ? image_grants(a) : host_grants(a);
 	if (r < 0 || (r = masks(a)) < 0)
-		return r;
-	if (a->resolv && (r = resolv(a->resolv)) < 0)
-		return r;
-	if (a->ca_bundle && (r = ca_bundle(a->ca_bundle, a->image != NULL)) < 0)
 		return r;
 	return enter();
 }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a grant never reaches past what is the session's own or errand's: a grant of / (`Read(/**)`) shows the host's directories read-only while the session keeps its own /proc, /dev and /tmp; a grant under /proc or /dev is refused with one line naming it, 125; under a grant that covers errand's state and run directories another session's HOME and errand's sockets are not there while the session's own HOME is, and a grant inside them is dropped with a line; a grant that leads through a link in the project (which sessions write) is dropped with a line naming the link, while one through a link elsewhere binds what it leads to.
+# Guarantee: a grant never reaches past what is the session's own or errand's: a grant of / (`Read(/**)`) shows the host's directories read-only while the session keeps its own /proc, /dev and /tmp; a grant under /proc or /dev is refused with one line naming it, 125; under a grant that covers errand's state and run directories another session's HOME and errand's sockets are not there while the session's own HOME is, and a grant inside them is dropped with a line; a grant that leads through a link in the project (which sessions write) is dropped with a line naming the link, while one through a link elsewhere binds what it leads to; a volume mounted on a granted path after the agent made a session's PID 1 ahead is what the session sees.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -69,7 +69,6 @@ echo data-file >"$W_DIR/data/real/f"
 chmod -R a+rX "$W_DIR/outside" "$W_DIR/data"
 ln -s "$W_DIR/outside" "$PROJ/link"
 ln -s real "$W_DIR/data/via"
-# shellcheck disable=SC2034 # errand_run reads it
 W_CONFIG=$(world_config links "\"policyExtra\": { \"read\": [\"$PROJ/link/f\", \"$W_DIR/data/via\"] }")
 errand_run --egress none --project "$PROJ" -- sh -c '
 	echo "outside=$(cat '"$W_DIR"'/outside/f 2>&1 | sed "s/.*: //")"
@@ -79,5 +78,34 @@ assert_eq "$RUN_RC" 0 "a session with grants through links starts"
 assert_eq "$(result outside)" "No such file or directory" "a grant through a link in the project binds nothing"
 assert_match "$(cat "$RUN_ERR")" "$PROJ/link/f leads through the link $PROJ/link, in a directory sessions write" "... and says so, naming the link"
 assert_eq "$(result data)" data-file "a grant through a link elsewhere binds what it leads to"
+
+# A volume mounted after the agent made its PID 1 ahead, then granted: the
+# session sees the volume, not the directory below it.
+VOL=$W_DIR/vol
+mkdir -p "$VOL"
+chmod 0755 "$VOL"
+grants_down() {
+	local rc=$?
+	mountpoint -q "$VOL" && umount "$VOL"
+	(exit $rc)
+	world_down
+}
+trap grants_down EXIT
+# shellcheck disable=SC2034 # errand_run and agent_start read it
+W_CONFIG=$(world_config vol "\"pool\": 1, \"addressPool\": \"10.218.0.0/24\", \"policyExtra\": { \"read\": [\"$VOL\"] }")
+agent_start || exit 1
+for _ in $(seq 100); do
+	pgrep -f "errand-launch --await [0-9]+ --netns /run/$W/netns/" >/dev/null && break
+	sleep 0.1
+done
+assert_ne "$(pgrep -f "errand-launch --await [0-9]+ --netns /run/$W/netns/")" "" "the agent made a launcher and its PID 1 ahead"
+sleep 0.5
+mount -t tmpfs -o size=64k,mode=0755 errt-vol "$VOL"
+echo on-the-volume >"$VOL/f"
+chmod 0644 "$VOL/f"
+errand_run -- sh -c "echo \"vol=\$(cat $VOL/f 2>&1 | sed 's/.*: //')\""
+assert_eq "$RUN_RC" 0 "a session with a grant of a volume mounted since starts"
+assert_eq "$(result vol)" on-the-volume "... and sees the volume, not the directory below"
+agent_stop
 
 world_finish
