@@ -283,6 +283,9 @@ static int cidr_value(struct ctx *c, const char *where, const char *s, struct ci
 			m.prefixlen = (uint8_t)(plen + (strchr(host, ':') ? 0 : 96));
 			for (unsigned i = m.prefixlen; i < 128; i++)
 				m.a.b[i / 8] &= (uint8_t) ~(0x80 >> (i % 8));
+			/* an IPv4-mapped range is written as the IPv4 one it is */
+			if (strchr(host, ':') && addr_is_v4(&m.a))
+				plen -= 96;
 			return cfg_error(c, "%s: \"%s\" has bits set past its prefix; write %s/%lu",
 					 where, safe(s, q, sizeof(q)), addr_str(&m.a, text), plen);
 		}

@@ -227,8 +227,9 @@ static int punycode_name(const char *s, size_t len, char *out, size_t outlen, ch
 				enc[k] = (char)cps[k];
 			enc[n] = '\0';
 		} else {
+			/* a label of LABEL_MAX characters at most, "xn--" among them */
 			memcpy(enc, "xn--", 4);
-			rc = punycode_encode(cps, n, enc + 4, sizeof(enc) - 4);
+			rc = punycode_encode(cps, n, enc + 4, LABEL_MAX - 4 + 1);
 			if (rc < 0)
 				goto too_long;
 		}

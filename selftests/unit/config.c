@@ -404,6 +404,10 @@ static void test_types(void)
 		"sandbox.egress.treatAsPublic[0]: \"198.18.1.0/15\" has bits set past its prefix; "
 		"write 198.18.0.0/15",
 		NULL);
+	refused("an IPv4-mapped treatAsPublic with host bits",
+		"{\"sandbox\": {\"egress\": {\"treatAsPublic\": [\"::ffff:198.18.1.0/111\"]}}}",
+		"\"::ffff:198.18.1.0/111\" has bits set past its prefix; write 198.18.0.0/15",
+		NULL);
 	refused("treatAsPublic with a name",
 		"{\"sandbox\": {\"egress\": {\"treatAsPublic\": [\"example.com\"]}}}",
 		"is not an address range; write one like 198.18.0.0/15", NULL);

@@ -118,6 +118,12 @@ static void test_invalid(void)
 		/* RFC 3492 7.1 (H), Korean: 71 characters even in punycode */
 		{"세계의모든사람들이한국어를이해한다면얼마나좋을까.example", "at most 63"},
 		{"b\xc3\xbc_cher.example", "'_' is not allowed"},
+		/* 56 letters and a u-umlaut: 64 characters in punycode */
+		{"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xbc.example",
+		 "at most 63"},
+		/* one letter fewer: 63, suggested */
+		{"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\xc3\xbc.example",
+		 "use xn--aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-"},
 	};
 	struct host_rule r = {.name = "untouched"};
 	char err[256];
