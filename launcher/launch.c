@@ -694,20 +694,27 @@ static int resolve_host_grants(struct launch_args *a)
 	return r;
 }
 
-/* Whether a grant binds the host's /run whole (a grant of / or of /run). */
-static bool grants_host_run(const struct launch_args *a)
+/* Whether fn holds for a granted host path: a policy path's or an allow
+ * rule's. */
+static bool any_grant(const struct launch_args *a, bool (*fn)(const char *path, const void *arg),
+		      const void *arg)
 {
 	const struct launch_list *l[] = {&a->policy_read, &a->policy_write, &a->policy_exec,
 					 &a->rule_allow};
 
 	for (size_t k = 0; k < ARRAY_SIZE(l); k++)
-		for (size_t i = 0; i < l[k]->n; i++) {
-			const char *p = k == 3 ? launch_rule_path(l[k]->v[i]) : l[k]->v[i];
-
-			if (!strcmp(p, "/") || !strcmp(p, "/run"))
+		for (size_t i = 0; i < l[k]->n; i++)
+			if (fn(l[k] == &a->rule_allow ? launch_rule_path(l[k]->v[i]) : l[k]->v[i],
+			       arg))
 				return true;
-		}
 	return false;
+}
+
+/* A grant of / or of /run binds the host's /run whole. */
+static bool shows_host_run(const char *path, const void *arg)
+{
+	(void)arg;
+	return !strcmp(path, "/") || !strcmp(path, "/run");
 }
 
 /* The project defaults to the directory the launcher was started in, as
@@ -739,8 +746,8 @@ static int resolve_paths(struct launch_args *a)
 	/* The CA bundle's mount point, made on the host (errand's own name)
 	 * where a grant shows the host's /run: the session's root has no room
 	 * to make it there. */
-	if (a->ca_bundle && !a->image && grants_host_run(a) && mkdir(LAUNCH_CA_DIR, 0755) < 0 &&
-	    errno != EEXIST)
+	if (a->ca_bundle && !a->image && any_grant(a, shows_host_run, NULL) &&
+	    mkdir(LAUNCH_CA_DIR, 0755) < 0 && errno != EEXIST)
 		log_debug("cannot make %s: %s", LAUNCH_CA_DIR, strerror(errno));
 	if (stat(a->project, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		log_warnx("--project %s is not a directory; pass the project's directory",
@@ -878,41 +885,31 @@ static void ahead_end(struct ahead *h)
 	h->pid = 0;
 }
 
-/* Whether PID 1, made ahead with a copy of the host's mounts, still sees
- * each granted path as the host does: a file system mounted on one since
- * (a volume mounted, then granted) would leave it binding the directory
- * below. A grant of / is never checked whole: a fresh PID 1 takes it. */
-static bool ahead_view_current(const struct ahead *h, const struct launch_args *a)
+/* Whether PID 1, made ahead with a copy of the host's mounts, sees the
+ * granted path otherwise than the host does: a file system mounted on it
+ * since (a volume mounted, then granted) would leave PID 1 binding the
+ * directory below. A grant of / is never checked whole: a fresh PID 1
+ * takes it. */
+static bool ahead_view_stale(const char *path, const void *arg)
 {
-	const struct launch_list *l[] = {&a->policy_read, &a->policy_write, &a->policy_exec,
-					 &a->rule_allow};
+	const struct ahead *h = arg;
 	char there[PATH_MAX];
 	struct stat now, then;
 
-	for (size_t k = 0; k < ARRAY_SIZE(l); k++)
-		for (size_t i = 0; i < l[k]->n; i++) {
-			const char *p = k == 3 ? launch_rule_path(l[k]->v[i]) : l[k]->v[i];
-
-			if (!strcmp(p, "/"))
-				return false;
-			/* PID 1's root is its staging tmpfs, the host's below at
-			 * /oldroot (mounts.c) */
-			if (path_fmt(there, sizeof(there), "/proc/%d/root/oldroot%s", (int)h->pid,
-				     p))
-				return false;
-			if (stat(p, &now) < 0)
-				continue; /* nothing there: PID 1 says so */
-			if (stat(there, &then) < 0 || now.st_dev != then.st_dev ||
-			    now.st_ino != then.st_ino)
-				return false;
-		}
-	return true;
+	/* PID 1's root is its staging tmpfs, the host's below at /oldroot
+	 * (mounts.c) */
+	if (!strcmp(path, "/") ||
+	    path_fmt(there, sizeof(there), "/proc/%d/root/oldroot%s", (int)h->pid, path))
+		return true;
+	if (stat(path, &now) < 0)
+		return false; /* nothing there: PID 1 says so */
+	return stat(there, &then) < 0 || now.st_dev != then.st_dev || now.st_ino != then.st_ino;
 }
 
 static bool ahead_fits(const struct ahead *h, const struct launch_args *a)
 {
 	return h->pid && !a->image && !strcmp(a->netns, h->netns) && a->uid == h->uid &&
-	       a->gid == h->gid && ahead_view_current(h, a);
+	       a->gid == h->gid && !any_grant(a, ahead_view_stale, h);
 }
 
 /* PID 1's command line: the start's, with the paths as resolve_paths made
