@@ -616,7 +616,6 @@ static int image_grants(const struct launch_args *a)
 	struct grant g[2] = {{.path = a->project, .rw = true, .tree = a->project_fd, .own = true},
 			     {.path = a->state, .rw = true, .tree = -1, .own = true}};
 	const char *dst[2] = {LAUNCH_IMAGE_PROJECT, LAUNCH_IMAGE_STATE};
-
 	int r = bind_grants(g, a->state ? 2 : 1, dst);
 
 	if (r == 0 && a->resolv)
@@ -688,10 +687,9 @@ static int ca_bundle(const char *file, bool image)
 			return r;
 	}
 	if (lstat(NEW LAUNCH_CA_DIR, &st) < 0 && lstat(NEW "/run", &st) == 0 &&
-	    access(NEW "/run", W_OK) < 0 && errno == EROFS) {
-		log_warnx("the session's CA bundle goes in " LAUNCH_CA_DIR
-			  ", which a grant of /run "
-			  "leaves no room for; grant narrower paths under /run");
+	    access(NEW "/run", W_OK) < 0) {
+		log_warnx("the session's CA bundle goes in " LAUNCH_CA_DIR ", which a grant of "
+			  "/run leaves no room for; grant narrower paths under /run");
 		return -EROFS;
 	}
 	if ((r = mkdir_p(dst, true)) < 0 || (r = touch(dst)) < 0)
