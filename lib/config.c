@@ -664,7 +664,6 @@ static int check_abs_path(struct ctx *c, const char *where, const char *s)
 	return 0;
 }
 
-/* A list of absolute paths, appended to out. */
 /* A grant under what every session has of its own: its /proc (its own
  * processes; the host's would show every process on the host, other
  * sessions' among them, and their roots through /proc/PID/root) and its /dev
@@ -683,6 +682,8 @@ static const char *grant_floor(const char *path)
 	return NULL;
 }
 
+/* A list of absolute paths, appended to out; grants (grant) not under the
+ * session's own. */
 static int parse_paths(struct ctx *c, const json_t *arr, const char *where, bool grant,
 		       struct config_strv *out)
 {
