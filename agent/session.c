@@ -1805,17 +1805,19 @@ static void addrs_watch_release(struct session *s)
 	pthread_mutex_unlock(&addrs_watch.lock);
 }
 
-/* self_addrs for a start holding the watch: the watch's last listing when
- * it is recent enough (the session then catches up from that listing's
- * point), else a listing of its own, which becomes the last. */
-static int self_addrs_start(struct session *s, struct addr **out)
+/* Every address of this namespace, for a session holding the watch: the
+ * watch's last listing when it is recent enough (the session then catches up
+ * from that listing's point), else a listing of its own, which becomes the
+ * last. Sessions adopted at an agent's start share one listing: the loop has
+ * not run yet, so nothing came after it. */
+static int addrs_listed(struct session *s, struct addr **out)
 {
 	struct addr *all = NULL, *keep;
 	uint64_t gen;
-	int n = 0, k = 0;
+	int n = 0;
 
 	if (!s->addrs_held)
-		return self_addrs(s, out);
+		return netlink_self_addrs(out);
 	pthread_mutex_lock(&addrs_watch.lock);
 	gen = addrs_watch.n_seen;
 	if (addrs_watch.listed && addrs_watch.relisted <= addrs_watch.listed_gen &&
@@ -1843,11 +1845,27 @@ static int self_addrs_start(struct session *s, struct addr **out)
 		pthread_mutex_unlock(&addrs_watch.lock);
 		free(keep);
 	}
+	*out = all;
+	return n;
+}
+
+/* The addresses of all (n) that are the session's to refuse, kept in place. */
+static int self_filter(const struct session *s, struct addr *all, int n)
+{
+	int k = 0;
+
 	for (int i = 0; i < n; i++)
 		if (!self_ignored(s, &all[i]))
 			all[k++] = all[i];
-	*out = all;
 	return k;
+}
+
+/* self_addrs for a start holding the watch, from addrs_listed. */
+static int self_addrs_start(struct session *s, struct addr **out)
+{
+	int n = addrs_listed(s, out);
+
+	return n < 0 ? n : self_filter(s, *out, n);
 }
 
 /* What the watch brought since the session took hold of it (its listing
@@ -1955,7 +1973,8 @@ static int session_services(struct session *s)
 	}
 	if (s->mode == EGRESS_MODE_NONE)
 		return 0;
-	/* An adopted session listed before it took hold: it lists again. */
+	/* A start or an adoption took hold before its listing: what came since
+	 * reaches it at its attach, so it lists nothing again. */
 	listed = s->addrs_held;
 	if (!listed && (rc = addrs_watch_hold(s))) {
 		return session_fail(s, rc, "session %s: cannot follow this host's addresses: %s",
@@ -2937,19 +2956,30 @@ struct session *session_adopt(const struct state_session *row, const char *state
 		goto fail;
 	}
 	fcntl(s->pidfd, F_SETFD, FD_CLOEXEC);
-	rc = self_addrs(s, &s->self);
+	/* Held before the listing, as at a start: what changes after it reaches
+	 * the session at its attach, its services list nothing again, and every
+	 * session adopted in this restart shares the one listing (a listing or
+	 * three each walked a thousand sessions' addresses a thousand times). */
+	if (s->mode != EGRESS_MODE_NONE && (rc = addrs_watch_hold(s))) {
+		snprintf(err, errlen, "cannot follow this host's addresses: %s", strerror(-rc));
+		goto fail;
+	}
+	rc = s->mode == EGRESS_MODE_NONE && !s->cfg->n_pins ? 0 : addrs_listed(s, &s->self);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot list this namespace's own addresses: %s",
 			 strerror(-rc));
 		goto fail;
 	}
-	s->n_self = (size_t)rc;
 	if (s->have_veth) {
-		/* A session started with IPv6 DNS has its gateway's address. */
+		/* A session started with IPv6 DNS has its gateway's address: the
+		 * listing tells, before it is filtered by it. */
 		session_link_v6(&s->link, &s->cfg->pool6);
-		s->link.v6 = netlink_addr6_in_use(s->link.gw6) == 1;
+		s->link.v6 = false;
+		for (int i = 0; i < rc && !s->link.v6; i++)
+			s->link.v6 = !memcmp(s->self[i].b, s->link.gw6, 16);
 		session_dns_take(s);
 	}
+	s->n_self = (size_t)self_filter(s, s->self, rc);
 	s->enf = enforce_open(s->pin_dir, enf_err, sizeof(enf_err));
 	if (!s->enf) {
 		snprintf(err, errlen, "%s", enf_err);
