@@ -234,6 +234,35 @@ static int keep_live(const char *id, void *arg)
 	return lock_held(cfg->run_dir, id);
 }
 
+/* Whether id names a session of this errand. Veths and NAT tables are named
+ * by the id alone, in a namespace another errand (with paths.run and
+ * paths.state of its own, as test worlds have) may share, and that errand's
+ * live sessions hold their locks under its paths.run, not ours. A session
+ * of ours has its lock file here (made before any of its objects, removed
+ * after the last), or what a crash or an older errand left of it under our
+ * paths: its netns file, its pins or its record. */
+static bool session_ours(const struct errand_config *cfg, const char *id)
+{
+	char path[4][PATH_MAX];
+
+	snprintf(path[0], sizeof(path[0]), "%s/sessions/%s.lock", cfg->run_dir, id);
+	snprintf(path[1], sizeof(path[1]), "%s/netns/%s", cfg->run_dir, id);
+	snprintf(path[2], sizeof(path[2]), "%s/%s", cfg->bpf_dir, id);
+	snprintf(path[3], sizeof(path[3]), "%s/sessions/%s", cfg->state_dir, id);
+	for (size_t i = 0; i < 4; i++)
+		if (!access(path[i], F_OK))
+			return true;
+	return false;
+}
+
+/* For the namespace's objects: another errand's are never ours to remove. */
+static int keep_net(const char *id, void *arg)
+{
+	const struct errand_config *cfg = arg;
+
+	return !session_ours(cfg, id) || keep_live(id, arg);
+}
+
 static int sweep_dir(const char *dir, const char *suffix, const struct errand_config *cfg,
 		     int (*remove_fn)(const char *path))
 {
@@ -282,12 +311,15 @@ int session_sweep(const struct errand_config *cfg)
 {
 	char dir[PATH_MAX], mnt[PATH_MAX];
 	int n = 0, rc;
+	bool net_left;
 
 	pthread_mutex_lock(&sweep_lock);
-	rc = veth_sweep(VETH_HOST_PREFIX, keep_live, (void *)cfg);
+	rc = veth_sweep(VETH_HOST_PREFIX, keep_net, (void *)cfg);
 	n += rc > 0 ? rc : 0;
-	rc = nat_sweep(keep_live, (void *)cfg);
+	net_left = rc < 0;
+	rc = nat_sweep(keep_net, (void *)cfg);
 	n += rc > 0 ? rc : 0;
+	net_left |= rc < 0;
 	snprintf(dir, sizeof(dir), "%s/netns", cfg->run_dir);
 	rc = netns_sweep(dir, keep_live, (void *)cfg);
 	n += rc > 0 ? rc : 0;
@@ -306,12 +338,15 @@ int session_sweep(const struct errand_config *cfg)
 	n += sweep_dir(cfg->bpf_dir, "", cfg, enforce_unpin);
 	snprintf(dir, sizeof(dir), "%s/sessions", cfg->state_dir);
 	n += sweep_dir(dir, "", cfg, confine_remove_tree);
-	/* Lock files of dead sessions go last, once nothing of theirs is left. */
+	/* Lock files of dead sessions go last, once nothing of theirs is left:
+	 * while a veth or a table of theirs is (its removal failed), the lock
+	 * file is what names it ours at the next sweep. */
 	snprintf(dir, sizeof(dir), "%s/sessions", cfg->run_dir);
 	sweep_dir(dir, ".events", cfg, unlink_path);
 	sweep_dir(dir, ".exit", cfg, unlink_stale);
 	sweep_dir(dir, ".broker", cfg, unlink_path);
-	sweep_dir(dir, ".lock", cfg, unlink_path);
+	if (!net_left)
+		sweep_dir(dir, ".lock", cfg, unlink_path);
 	pthread_mutex_unlock(&sweep_lock);
 	if (n)
 		log_info("swept %d object(s) left by sessions that did not end cleanly", n);
