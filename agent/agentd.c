@@ -753,6 +753,9 @@ static void said_log(const char *id, const char *said)
 	}
 }
 
+static void teardown_work(void *arg);
+static void teardown_done(void *arg);
+
 static void start_done(void *arg)
 {
 	struct start_job *j = arg;
@@ -785,14 +788,30 @@ static void start_done(void *arg)
 		goto out;
 	}
 	session_record_state(s, a->st);
-	a->sessions[a->n_sessions++] = s;
 	served = session_attach(s, a->loop, session_ended, a) == 0;
 	if (!served) {
-		/* Still enforced; its end is the sweep's. */
-		log_warnx("session %s: cannot serve it: out of descriptors or memory; stopped",
+		/* Not followed, its end would never come here, and the agent holds
+		 * its lock, so no sweep takes it either: it is stopped and torn
+		 * down at once, as a start that failed is, and the caller told. */
+		log_warnx("session %s: cannot serve it: out of descriptors or memory; stopped "
+			  "and removed",
 			  session_id(s));
 		session_stop(s);
+		if (c->gone) {
+			client_free(c);
+		} else {
+			reply_error(c,
+				    "session %s: the agent cannot follow it (out of descriptors or "
+				    "memory); it was stopped and removed",
+				    session_id(s));
+			client_answered(c);
+		}
+		session_record_end(s);
+		if (loop_job(a->loop, teardown_work, teardown_done, s))
+			session_end(s);
+		goto out;
 	}
+	a->sessions[a->n_sessions++] = s;
 	log_info("session %s started%s", session_id(s),
 		 session_net_prepared(s) ? " in a network prepared ahead" : "");
 	if (c->gone) {

@@ -890,6 +890,11 @@ void session_end(struct session *s)
 	if (s->st && s->pid > 0 && state_session_end(s->st, s->id, s->status) == -ENOENT)
 		log_debug("session %s: not in state.db", s->id);
 	session_teardown(s);
+	/* A launcher of ours that no pidfd handler collected (a session the
+	 * agent could not follow) is reaped here, once its cgroup is empty;
+	 * by its pidfd, so that no other child that took its pid is. */
+	if (s->child && s->pidfd >= 0)
+		waitid(P_PIDFD, (id_t)s->pidfd, &(siginfo_t){0}, WEXITED | WNOHANG);
 	session_release(s);
 }
 
