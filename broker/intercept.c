@@ -820,6 +820,18 @@ static int answer_body(void *ctx, const uint8_t *data, size_t len)
 	return chain_sink(&x, data, len);
 }
 
+/* Part of an answer's head into h with every value turned back into its
+ * placeholder, and each Basic credential the broker encoded into the
+ * session's own; v is scratch. Under the secrets' lock. */
+static int put_scrubbed(const struct iconn *c, const char *p, size_t len, struct buf *v,
+			struct buf *h)
+{
+	if (!c->n_basic)
+		return swap_out(p, len, h);
+	v->len = 0;
+	return swap_out(p, len, v) ?: basic_out(c, v->p, v->len, h);
+}
+
 /* The host's answer as the session gets it: every value turned back into
  * its placeholder, in the head and the body, the body chunked anew (its
  * length changes). */
@@ -863,15 +875,11 @@ static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 
 		if (http_answer_field_dropped(r, hd->name, body))
 			continue;
-		rc = buf_put(&h, hd->name, hd->name_len) ?: buf_put(&h, ": ", 2);
-		if (rc)
-			break;
-		if (!c->n_basic) {
-			rc = swap_out(hd->value, hd->value_len, &h);
-		} else {
-			v.len = 0;
-			rc = swap_out(hd->value, hd->value_len, &v) ?: basic_out(c, v.p, v.len, &h);
-		}
+		/* the name too: a host may name a header after what it was sent
+		 * (an echo of the query's parameters) */
+		rc = put_scrubbed(c, hd->name, hd->name_len, &v, &h) ?: buf_put(&h, ": ", 2);
+		if (!rc)
+			rc = put_scrubbed(c, hd->value, hd->value_len, &v, &h);
 		if (!rc)
 			rc = buf_put(&h, "\r\n", 2);
 	}
@@ -1030,9 +1038,11 @@ again:
 		rc = conn_send_body(&c->io, NULL, &q.up);
 	if (!rc)
 		rc = conn_read_answer_head(&c->io, head, &any);
-	if (rc && reused && !q.up && http_framing(c->io.req) == HTTP_BODY_NONE &&
-	    !http_error_status(c->io.req)) {
-		/* a kept connection the host had closed: once more, fresh */
+	if (rc && reused && !any && (rc == -ECONNRESET || rc == -EPIPE) && !q.up &&
+	    http_framing(c->io.req) == HTTP_BODY_NONE && !http_error_status(c->io.req)) {
+		/* a kept connection the host had closed: once more, fresh; never
+		 * after a byte of an answer, a timeout or a malformed answer,
+		 * where the host may have acted on the request already */
 		conn_up_drop(&c->io);
 		reused = false;
 		goto again;

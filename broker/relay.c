@@ -503,8 +503,10 @@ again:
 	}
 	if (!rc)
 		rc = conn_read_answer_head(&c->io, head, &any);
-	if (rc && reused && !any && !k->up_bytes && http_framing(c->io.req) == HTTP_BODY_NONE) {
-		/* a kept connection the provider had closed: once more, fresh */
+	if (rc && reused && !any && (rc == -ECONNRESET || rc == -EPIPE) && !k->up_bytes &&
+	    http_framing(c->io.req) == HTTP_BODY_NONE) {
+		/* a kept connection the provider had closed: once more, fresh;
+		 * never after a timeout, where it may have acted on the call */
 		conn_up_drop(&c->io);
 		reused = false;
 		goto again;

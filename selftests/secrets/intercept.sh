@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a session's connections to a secret's host go to its broker in the kernel (getpeername still shows the host's address), which serves TLS with a certificate of the session's own CA (trusted through SSL_CERT_FILE, CURL_CA_BUNDLE and the rest; its key root's 0600, unreachable inside), puts the value on the wire where the session wrote the placeholder (request line percent-encoded, headers, Basic credentials) toward that secret's hosts only, turns the value back into the placeholder in the answer (also across TLS records, and Basic credentials it encoded back into the session's), relays what the host sent before a pause during the pause, refuses Host != SNI (421), a server name no secret names, and upgrades (501), and leaves no value in errand's output.
+# Guarantee: a session's connections to a secret's host go to its broker in the kernel (getpeername still shows the host's address), which serves TLS with a certificate of the session's own CA (trusted through SSL_CERT_FILE, CURL_CA_BUNDLE and the rest; its key root's 0600, unreachable inside), puts the value on the wire where the session wrote the placeholder (request line percent-encoded, headers, Basic credentials) toward that secret's hosts only, turns the value back into the placeholder in the answer (header names too, also across TLS records, and Basic credentials it encoded back into the session's), relays what the host sent before a pause during the pause, refuses Host != SNI (421), never sends a request twice once the host may have acted on it (an answer it could not parse), a server name no secret names, and upgrades (501), and leaves no value in errand's output.
 # shellcheck disable=SC2016 # $TOK_A and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/common.sh"
@@ -14,6 +14,10 @@ echo "echo_begin"; '"$c"' -H "Authorization: Bearer $TOK_A" -H "X-Other: $TOK_B"
 echo "cross_begin"; '"$c"' -H "X-Token: $TOK_A" https://sec2.test/echo ; echo "cross_end"
 echo "basic_begin"; '"$c"' -u "me:$TOK_A" https://sec.test/basic ; echo "basic_end"
 echo "split=$('"$c"' -H "x-api-key: $TOK_A" "https://sec.test/split?at=9")"
+echo "badhead=$('"$c"' -o /dev/null -o /dev/null -w "%{http_code} " https://sec.test/echo https://sec.test/bad-head)"
+kn=$('"$c"' -D - -o /dev/null -H "x-api-key: $TOK_B" https://sec2.test/key-name | grep -i "^x-k-" | tr -d "\r")
+# compared inside: errandctl turns a value on its output back into the placeholder
+echo "kname=$([ "$kn" = "X-K-$TOK_B: 1" ] && echo placeholder || echo other)"
 echo "front=$('"$c"' -o /dev/null -w "%{http_code}" -H "Host: sec2.test" https://sec.test/front)"
 echo "ws=$('"$c"' -o /dev/null -w "%{http_code}" -H "Connection: Upgrade" -H "Upgrade: websocket" -H "Sec-WebSocket-Version: 13" -H "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==" https://sec.test/ws)"
 echo "peer=$(python3 -c "import socket; s = socket.create_connection((\"sec.test\", 443)); print(s.getpeername()[0], s.getpeername()[1])" 2>&1)"
@@ -50,6 +54,9 @@ assert_contains "$basic_echo" "Authorization: Basic $(printf 'me:%s' "$PH_A" | b
 	"the host's echo of them gives the session its own back, the placeholder inside"
 assert_not_contains "$basic_echo" "$BASIC" "... never the Base64 that carries the value"
 assert_eq "$(result split)" "before-$PH_A-after" "a value split across TLS records comes back as the placeholder"
+assert_eq "$(result badhead)" "200 502 " "an answer no parser takes, on a kept connection, is a 502"
+assert_eq "$(grep -c "request GET /bad-head" "$W_DIR/echo.log")" 1 "... and the request went to the host once, never again"
+assert_eq "$(result kname)" placeholder "a header named after the value comes back named after the placeholder"
 t1=$(result trickle_first)
 t2=$(result trickle_second)
 assert_ge $(((${t2:-0} - ${t1:-${t2:-0}}) / 1000000)) 1000 "what the host sent before a two-second pause reaches the session during it (ms before the rest)"

@@ -322,6 +322,15 @@ static int answer(struct client *c, struct req *r)
 		return answer_stream(c, BIG);
 	if (strstr(t, "/huge-stream"))
 		return answer_stream(c, BIG + 1);
+	/* an answer no parser takes, after the request was read and acted on */
+	if (strstr(t, "/bad-head")) {
+		putf(c, "HTTP/1.1 2x0 Nope\r\n\r\n");
+		return -1;
+	}
+	/* a header named after what was sent, as an echo of parameters does */
+	if (strstr(t, "/key-name"))
+		return putf(c, "HTTP/1.1 200 OK\r\nX-K-%s: 1\r\nContent-Length: 2\r\n\r\nok",
+			    r->key);
 	if (strstr(t, "/key-header"))
 		return putf(c, "HTTP/1.1 200 OK\r\nX-Echo: key=%s;\r\nContent-Length: 2\r\n\r\nok",
 			    r->key);
