@@ -17,6 +17,19 @@
 #include "agent/secrets.h"
 #include "lib/strv.h"
 
+/* A value every placeholder may hold: part of its prefix, or a few hex
+ * digits, which 64 random ones hold often. The broker turns a value back
+ * into its placeholder in every answer, and cannot where the placeholder
+ * holds the value. */
+static bool in_placeholder(const char *v, size_t len)
+{
+	bool hex = len < 8;
+
+	for (size_t i = 0; i < len && hex; i++)
+		hex = (v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f');
+	return hex || strstr(SECRET_PLACEHOLDER_PREFIX, v);
+}
+
 int secret_read(const char *dir, const char *name, char *buf, size_t cap)
 {
 	int dfd, fd, rc;
@@ -63,6 +76,8 @@ int secret_read(const char *dir, const char *name, char *buf, size_t cap)
 		rc = -ENODATA;
 	else if (memchr(buf, '\r', len) || memchr(buf, '\n', len) || memchr(buf, '\0', len))
 		rc = -EBADMSG;
+	else if (in_placeholder(buf, len))
+		rc = -EDOM;
 	if (rc)
 		explicit_bzero(buf, cap);
 	return rc ? rc : (int)len;
@@ -85,6 +100,10 @@ const char *secret_strerror(int rc)
 		return "it holds a CR, LF or NUL, which a header cannot carry";
 	case -EFBIG:
 		return "over 4095 bytes";
+	case -EDOM:
+		return "errand's placeholders (errand-secret- and 64 hex digits) may hold it, so "
+		       "no "
+		       "answer could be told from it: a real credential is longer";
 	default:
 		return strerror(-rc);
 	}

@@ -18,7 +18,8 @@
  * dropped. Its length, or -errno: -ENOENT, -EACCES, -EINVAL (not a regular
  * file, or a name that leaves dir), -EPERM (not owned by root, or open to
  * its group or others), -ENODATA (empty), -EBADMSG (CR, LF or NUL inside),
- * -EFBIG (over SECRET_VALUE_MAX). */
+ * -EFBIG (over SECRET_VALUE_MAX), -EDOM (a value a placeholder may hold:
+ * part of its prefix, or fewer than 8 hex digits). */
 int secret_read(const char *dir, const char *name, char *buf, size_t cap);
 /* What secret_read's rc means, for a message naming the file. */
 const char *secret_strerror(int rc);

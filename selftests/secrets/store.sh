@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: --secret ENV[=SECRET]@HOST and the file's secrets give the session only a placeholder (errand-secret- and 64 hex digits) in ENV, never the value from paths.secrets: not in its environment, its files, errand's record or errand's output; the secret's hosts are reachable on 443 (through its broker); a store file that is missing, not root's 0600, empty or holding CR/LF/NUL, over 16 secrets or 256 hosts, a bad spec or --egress none refuse the session with 125 and one line, nothing made.
+# Guarantee: --secret ENV[=SECRET]@HOST and the file's secrets give the session only a placeholder (errand-secret- and 64 hex digits) in ENV, never the value from paths.secrets: not in its environment, its files, errand's record or errand's output; the secret's hosts are reachable on 443 (through its broker); a store file that is missing, not root's 0600, empty, holding CR/LF/NUL or a value a placeholder may hold, over 16 secrets or 256 hosts, a bad spec or --egress none refuse the session with 125 and one line, nothing made.
 # shellcheck disable=SC2016 # $TOK and the like expand in the session's shell
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -73,11 +73,13 @@ printf 'a\0b\n' >"$STORE/nul" && chmod 0600 "$STORE/nul"
 : >"$STORE/empty" && chmod 0600 "$STORE/empty"
 printf 'v\n' >"$STORE/open" && chmod 0644 "$STORE/open"
 printf 'v\n' >"$STORE/nobody" && chmod 0600 "$STORE/nobody" && chown 65534 "$STORE/nobody"
+printf 'secret-\n' >"$STORE/ph" && chmod 0600 "$STORE/ph"
 ln -sf gh "$STORE/link"
 refuse "CR, LF or NUL" "a CR in the value" --secret T=cr@api.test
 refuse "CR, LF or NUL" "an LF inside the value" --secret T=lf@api.test
 refuse "CR, LF or NUL" "a NUL in the value" --secret T=nul@api.test
 refuse "it is empty" "an empty value" --secret T=empty@api.test
+refuse "placeholders .* may hold it" "a value every placeholder holds" --secret T=ph@api.test
 refuse "not root's alone" "a file others may read" --secret T=open@api.test
 refuse "not root's alone" "a file not root's" --secret T=nobody@api.test
 refuse "not a regular file" "a symbolic link" --secret T=link@api.test

@@ -52,6 +52,14 @@ static void test_read(void)
 	CHECK_INT(secret_read(dir, "lf", buf, sizeof(buf)), -EBADMSG, "an LF inside is refused");
 	put("nul", "a\0b\n", 4, 0600);
 	CHECK_INT(secret_read(dir, "nul", buf, sizeof(buf)), -EBADMSG, "a NUL is refused");
+	put("prefix", "secret-\n", 8, 0600);
+	CHECK_INT(secret_read(dir, "prefix", buf, sizeof(buf)), -EDOM,
+		  "a value every placeholder holds (part of its prefix) is refused");
+	put("hex", "c0ffee\n", 7, 0600);
+	CHECK_INT(secret_read(dir, "hex", buf, sizeof(buf)), -EDOM,
+		  "a few hex digits, which a placeholder holds often, are refused");
+	put("hex8", "c0ffee00\n", 9, 0600);
+	CHECK_INT(secret_read(dir, "hex8", buf, sizeof(buf)), 8, "eight hex digits are a value");
 	put("empty", "\n", 1, 0600);
 	CHECK_INT(secret_read(dir, "empty", buf, sizeof(buf)), -ENODATA,
 		  "an empty value is refused");
