@@ -1540,12 +1540,26 @@ int enforce_allow_answer(struct enforce *e, const struct addr *a, uint16_t port,
 		fresh = false;
 		if (old.flags & ENTRY_F_PINNED)
 			return 0;
-		/* Another answer may already keep it longer, but a once grant's
-		 * entry (perhaps spent) gives way to any other source. */
-		if ((!(old.flags & ENTRY_F_ONCE) || old.grant == grant) &&
-		    old.expires_ns > expires_ns &&
-		    (old.flags & ENTRY_F_RELAY) >= (flags & ENTRY_F_RELAY))
+		clock_gettime(CLOCK_BOOTTIME, &ts);
+		now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		/* Two names on one address and port (a CDN's): a once grant of
+		 * one adds nothing where an entry that admits every connection
+		 * is live, and must not make the other name's connects spend
+		 * it; an answer of the policy's takes over a grant's live entry,
+		 * so the policy's host is not cut when the grant ends. */
+		if ((flags & ENTRY_F_ONCE) && !(old.flags & ENTRY_F_ONCE) && old.grant != grant &&
+		    old.expires_ns > now)
 			return 0;
+		/* Otherwise another answer may already keep it longer, but a once
+		 * grant's entry (perhaps spent) gives way to any other source. */
+		if (grant == 0 && old.grant != 0 && !(old.flags & ENTRY_F_ONCE) &&
+		    old.expires_ns > now) {
+			old.grant = 0; /* the policy's, as long as either kept it */
+		} else if ((!(old.flags & ENTRY_F_ONCE) || old.grant == grant) &&
+			   old.expires_ns > expires_ns &&
+			   (old.flags & ENTRY_F_RELAY) >= (flags & ENTRY_F_RELAY)) {
+			return 0;
+		}
 		/* an address a secret host resolved to stays the broker's: another
 		 * name's answer must not send the session around it */
 		v.flags |= old.flags & ENTRY_F_RELAY;

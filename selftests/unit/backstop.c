@@ -3,7 +3,8 @@
  * not send (a spoofed source, IPv4 fragments, IPv4 options, IPv6 routing and extension headers,
  * ICMP, UDP but to the responder, a segment of a flow no SYN opened, a truncated header, a SYN
  * to a forbidden, expired, own, unlisted or DoT target, a once grant no connect spent) and passes
- * ARP, DNS to the responder and the SYN and segments of an admitted flow; it moves a segment's
+ * ARP, DNS to the responder and the SYN and segments of an admitted flow; an entry two names
+ * share (one the policy's, one a grant's) stays the policy's; it moves a segment's
  * TCP timestamp by the boot's shift, its echo back, and leaves a TCP-AO segment's as it is.
  * BPF_PROG_TEST_RUN on the program the veth runs; the once grant is spent by a real connect() in
  * the session's cgroup, since no kernel errand supports runs its cgroup sock_addr programs under
@@ -552,6 +553,33 @@ static void sock_addr_test_run(const char *pin_dir)
 	close(prog);
 }
 
+/* Two names on one address and port (a CDN's), one the policy's and one a
+ * grant's: the entry stays the policy's, whatever order the answers came
+ * in, so the policy's host never spends the grant nor ends with it. */
+static void shared_address(void)
+{
+	const uint64_t min = 60ull * 1000000000ull;
+	struct timespec ts;
+	struct addr a;
+	uint32_t grant = 99;
+	uint64_t now;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	addr_parse("198.18.1.50", &a);
+	enforce_allow_answer(enf, &a, 443, now + min, 0, 0);
+	enforce_allow_answer(enf, &a, 443, now + 2 * min, ENTRY_F_ONCE, 7);
+	CHECK_INT(enforce_entry_grant(enf, &a, 443, &grant), 0, "the shared entry is there");
+	CHECK_INT((int)grant, 0, "a once grant's later answer leaves the policy's entry as it is");
+	addr_parse("198.18.1.51", &a);
+	enforce_allow_answer(enf, &a, 443, now + 2 * min, 0, 8);
+	enforce_allow_answer(enf, &a, 443, now + min, 0, 0);
+	grant = 99;
+	CHECK_INT(enforce_entry_grant(enf, &a, 443, &grant), 0, "the other shared entry is there");
+	CHECK_INT((int)grant, 0,
+		  "the policy's answer takes over a grant's live entry that outlasts it");
+}
+
 static void once_grant(const char *cgroup)
 {
 	struct frame4 f;
@@ -692,6 +720,7 @@ int main(void)
 	backstop_ipv6();
 	timestamps();
 	once_grant(cg);
+	shared_address();
 	sock_addr_test_run(pin_dir);
 
 out:
