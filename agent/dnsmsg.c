@@ -217,6 +217,27 @@ static int rr_hdr_read(const uint8_t *buf, size_t len, size_t *off, struct dns_r
 	return 0;
 }
 
+/* The question's name as its wire form wrote it (n bytes, checked by
+ * name_read already: a query's first name has no pointer to take), with
+ * the case of each letter kept, into q->asked. */
+static void asked_copy(const uint8_t *w, size_t n, struct dns_query *q)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n && w[i] && o < sizeof(q->asked) - 1;) {
+		size_t c = w[i++];
+
+		if (o)
+			q->asked[o++] = '.';
+		for (size_t k = 0; k < c && i < n && o < sizeof(q->asked) - 1; k++)
+			q->asked[o++] = (char)w[i++];
+	}
+	q->asked[o] = '\0';
+	/* a name that differs other than in case is not the one parsed */
+	if (strcasecmp(q->asked, q->name))
+		q->asked[0] = '\0';
+}
+
 /* The one additional record a query may carry: OPT, owned by the root, its
  * options well formed (RFC 6891 6.1.2). */
 static int opt_read(const uint8_t *buf, size_t len, size_t *off, struct dns_query *q)
@@ -267,6 +288,7 @@ static int query_body(const uint8_t *buf, size_t len, const struct dns_hdr *h, s
 	rc = name_read(buf, len, &off, q->name);
 	if (rc)
 		return rc;
+	asked_copy(buf + DNS_HDR_LEN, off - DNS_HDR_LEN, q);
 	if (!fits(len, off, 4))
 		return -EINVAL;
 	q->qtype = get16(buf + off);
@@ -491,7 +513,7 @@ int dns_response_build(const struct dns_query *q, uint8_t rcode, const struct ad
 	/* qtype 0 comes from a failed dns_query_parse: answer without a question */
 	question = q->qtype != 0;
 	if (question) {
-		wlen = name_encode(q->name, wire);
+		wlen = name_encode(q->asked[0] ? q->asked : q->name, wire);
 		if (wlen < 0)
 			return wlen;
 	} else if (n) {

@@ -34,6 +34,9 @@ struct dns_query {
 	uint16_t id;
 	bool rd;		     /* recursion desired, echoed */
 	char name[DNS_NAME_MAX + 1]; /* lowercased, no trailing dot; "" for the root */
+	/* name as asked, its case kept: the answer's question echoes it, for
+	 * a client that randomizes case (0x20) and checks it back; "": name */
+	char asked[DNS_NAME_MAX + 1];
 	uint16_t qtype, qclass;
 	bool edns;	    /* an OPT record was present */
 	uint16_t edns_size; /* its UDP payload size (at least 512) */

@@ -437,7 +437,7 @@ static bool upstream_csv(const struct errand_config *cfg, char *csv, size_t len)
 static int upstream_init(const char *csv, ares_channel *ch, char *err, size_t errlen)
 {
 	struct ares_options opts = {};
-	int rc;
+	int rc, mask;
 
 	rc = ares_library_init(ARES_LIB_INIT_ALL);
 	if (rc != ARES_SUCCESS) {
@@ -448,7 +448,14 @@ static int upstream_init(const char *csv, ares_channel *ch, char *err, size_t er
 	opts.tries = 1;
 	/* SERVFAIL and REFUSED reach errand as answers, not as retries. */
 	opts.flags = ARES_FLAG_NOCHECKRESP;
-	rc = ares_init_options(ch, &opts, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS);
+	mask = ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS;
+#if ARES_VERSION >= 0x011700
+	/* c-ares 1.23 and later cache answers themselves, up to an hour: the
+	 * worker's own cache is the one that keeps to dns.ttlCap */
+	opts.qcache_max_ttl = 0;
+	mask |= ARES_OPT_QUERY_CACHE;
+#endif
+	rc = ares_init_options(ch, &opts, mask);
 	if (rc != ARES_SUCCESS) {
 		snprintf(err, errlen,
 			 "cannot set up the upstream resolver: %s; check dns.upstream "
@@ -806,9 +813,23 @@ int dnsp_worker_exec_main(char **argv)
 	/* As root still, as the agent made it before: the same resolv.conf. */
 	if (upstream_init(p, &ch, err, sizeof(err)))
 		return 126;
-	for (int c = 0; c <= 63; c++)
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) && errno == EINVAL)
+	/* The bounding set emptied, and read back: an agent without
+	 * CAP_SETPCAP would leave it whole with no word said. */
+	for (int c = 0; c <= 63; c++) {
+		if (!prctl(PR_CAPBSET_DROP, c, 0, 0, 0))
+			continue;
+		if (errno == EINVAL)
 			break;
+		return 126;
+	}
+	for (int c = 0; c <= 63; c++) {
+		int r = prctl(PR_CAPBSET_READ, c, 0, 0, 0);
+
+		if (r < 0)
+			break;
+		if (r)
+			return 126;
+	}
 	if (setgroups(0, NULL) || setresgid(in->gid, in->gid, in->gid) ||
 	    setresuid(in->uid, in->uid, in->uid) || !caps_drop_rest())
 		return 126;

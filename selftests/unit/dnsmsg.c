@@ -194,6 +194,15 @@ static void test_query_normal(void)
 	CHECK_INT(q.id, 0x1234, "its id");
 	CHECK_TRUE(q.rd, "its RD bit");
 	CHECK_STR(q.name, "www.example.com", "its name, lowercased");
+	CHECK_STR(q.asked, "WWW.Example.COM", "its name as asked, case kept");
+	{
+		uint8_t out[512];
+		int n = dns_response_build(&q, DNS_RCODE_NOERROR, NULL, 0, 60, out, sizeof(out));
+
+		/* a client randomizing case (0x20) finds its own question back */
+		CHECK_TRUE(n > 12 + 17 && !memcmp(out + 12, m.b + 12, 17),
+			   "the answer's question is the query's, byte for byte");
+	}
 	CHECK_INT(q.qtype, DNS_TYPE_A, "its qtype");
 	CHECK_INT(q.qclass, DNS_CLASS_IN, "its qclass");
 	CHECK_FALSE(q.edns, "no EDNS");
