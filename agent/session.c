@@ -1342,9 +1342,9 @@ static int await_hand(struct session *s, const char **args, const int *stdio, co
 static int session_spawn(struct session *s, const int *stdio, const sigset_t *mask)
 {
 	char launcher[PATH_MAX], uid[16], gid[16], sessenv[64], resolv[PATH_MAX], state[PATH_MAX];
-	char bundle[PATH_MAX], userns[48], statusfd[16], fdarg[16];
+	char bundle[PATH_MAX], userns[48], statusfd[16], fdarg[16], cgroups[PATH_MAX];
 	char hold[DNS_SOCKS][16];
-	const char *await_args[] = {launcher, "--await", fdarg, NULL};
+	const char *await_args[] = {launcher, "--await", fdarg, NULL}, *slash;
 	struct launch_child lc;
 	int sv[2];
 	cleanup_close int userns_fd = -1;
@@ -1455,7 +1455,7 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 		args[n++] = l;
 	}
 	/* Confinement first: the session's own --env come after and win. */
-	rc = confine_launch_args(s->cfg, s->project, state, args, &n, LAUNCH_ARGS_MAX - 4,
+	rc = confine_launch_args(s->cfg, s->project, state, args, &n, LAUNCH_ARGS_MAX - 6,
 				 &rules_store);
 	if (rc) {
 		return session_fail(
@@ -1463,6 +1463,15 @@ static int session_spawn(struct session *s, const int *stdio, const sigset_t *ma
 			"session %s: the confinement options do not fit on the launcher's command "
 			"line; shorten sandbox.policyExtra or sandbox.env",
 			s->id);
+	}
+	/* The sessions' cgroups, errand's own too: under a grant of /sys, a
+	 * session reads no other session's */
+	slash = strrchr(s->cgroup_path, '/');
+	if (slash && slash > s->cgroup_path && (size_t)(slash - s->cgroup_path) < sizeof(cgroups)) {
+		memcpy(cgroups, s->cgroup_path, (size_t)(slash - s->cgroup_path));
+		cgroups[slash - s->cgroup_path] = '\0';
+		args[n++] = "--hide";
+		args[n++] = cgroups;
 	}
 	args[n++] = "--env";
 	args[n++] = sessenv;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a grant never reaches past what is the session's own or errand's: a grant of / (`Read(/**)`) shows the host's directories read-only while the session keeps its own /proc, /dev and /tmp; a grant under /proc or /dev is refused with one line naming it, 125; under a grant that covers errand's state and run directories another session's HOME and errand's sockets are not there while the session's own HOME is, and a grant inside them is dropped with a line; a grant that leads through a link in the project (which sessions write) is dropped with a line naming the link, while one through a link elsewhere binds what it leads to; a volume mounted on a granted path after the agent made a session's PID 1 ahead is what the session sees.
+# Guarantee: a grant never reaches past what is the session's own or errand's: a grant of / (`Read(/**)`) shows the host's directories read-only while the session keeps its own /proc, /dev and /tmp, and errand's run directory and the sessions' cgroups are empty; a grant under /proc or /dev is refused with one line naming it, 125; under a grant that covers errand's state and run directories another session's HOME and errand's sockets are not there while the session's own HOME is, and a grant inside them is dropped with a line; a grant that leads through a link in the project (which sessions write) is dropped with a line naming the link, while one through a link elsewhere binds what it leads to; a volume mounted on a granted path after the agent made a session's PID 1 ahead is what the session sees.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -18,6 +18,7 @@ errand_run --egress none --project "$PROJ" -- sh -c '
 	echo "etc=$(head -c 4 /etc/passwd)"
 	echo "usrw=$(touch /usr/errand-test 2>&1 >/dev/null | sed "s/.*: //")"
 	echo "run=$(ls -A /run/'"$W"' 2>&1 | wc -l)"
+	echo "cgroups=$(ls -A '"$W_CG/$W"' 2>&1 | wc -l)"
 	echo "mine=$(echo x >"$HOME/f" && cat "$HOME/f")"
 '
 assert_eq "$RUN_RC" 0 "a session with Read(/**) starts"
@@ -28,6 +29,7 @@ assert_eq "$(result etc)" "root" "... the host's files read"
 assert_eq "$(result usrw)" "Read-only file system" "... read-only"
 assert_ne "$(ls -A "/run/$W" | wc -l)" 0 "the host's run directory of errand holds entries"
 assert_eq "$(result run)" 0 "... which a grant of / shows empty"
+assert_eq "$(result cgroups)" 0 "... as it shows the sessions' cgroups"
 assert_eq "$(result mine)" x "... while the session's HOME is its own and writable"
 
 # Grants under the session's own /proc and /dev are refused at load.
