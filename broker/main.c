@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -46,6 +47,10 @@ enum ev_type {
 struct ev {
 	enum ev_type type;
 	int fd;
+	/* an accept out of descriptors waits (ts) before it is armed again:
+	 * the connection stays queued, and accepting at once spun the CPU */
+	struct __kernel_timespec ts;
+	bool waiting, starved;
 	char buf[BROKER_MSG_MAX + 1]; /* EV_REG_RECV */
 	struct signalfd_siginfo si;   /* EV_SIGNAL */
 };
@@ -229,6 +234,33 @@ static void arm(struct io_uring *ring, struct ev *e)
 	io_uring_sqe_set_data(sqe, e);
 }
 
+/* A failed accept: out of descriptors or memory, the listener waits 100 ms,
+ * said once until an accept succeeds again; anything else is said and the
+ * accept armed again. */
+static void accept_failed(struct io_uring *ring, struct ev *e, int res)
+{
+	struct io_uring_sqe *sqe;
+
+	if (res == -EINTR || res == -ECONNABORTED) {
+		arm(ring, e);
+		return;
+	}
+	if (res != -EMFILE && res != -ENFILE && res != -ENOBUFS && res != -ENOMEM) {
+		blog_warnx("accept: %s", strerror(-res));
+		arm(ring, e);
+		return;
+	}
+	if (!e->starved)
+		blog_warnx("accept: %s; accepting again every 100 ms until one succeeds",
+			   strerror(-res));
+	e->starved = true;
+	e->waiting = true;
+	e->ts = (struct __kernel_timespec){.tv_nsec = 100 * 1000 * 1000};
+	sqe = io_uring_get_sqe(ring);
+	io_uring_prep_timeout(sqe, &e->ts, 0, 0);
+	io_uring_sqe_set_data(sqe, e);
+}
+
 /* Only root and the broker's own account may talk to the registry. */
 static bool registry_peer_ok(int fd)
 {
@@ -318,19 +350,24 @@ static void serve(struct broker *b, int tcp, int icpt, int reg, int sig)
 		e = io_uring_cqe_get_data(cqe);
 		res = cqe->res;
 		io_uring_cqe_seen(&ring, cqe);
+		if (e->waiting) { /* its wait is over */
+			e->waiting = false;
+			arm(&ring, e);
+			continue;
+		}
+		if (res < 0 && (e->type == EV_ACCEPT || e->type == EV_INTERCEPT_ACCEPT ||
+				e->type == EV_REG_ACCEPT)) {
+			accept_failed(&ring, e, res);
+			continue;
+		}
+		e->starved = false;
 		switch (e->type) {
 		case EV_ACCEPT:
-			if (res >= 0)
-				relay_start(b, res);
-			else if (res != -EINTR && res != -ECONNABORTED)
-				blog_warnx("accept: %s", strerror(-res));
+			relay_start(b, res);
 			arm(&ring, e);
 			break;
 		case EV_INTERCEPT_ACCEPT:
-			if (res >= 0)
-				intercept_start(res);
-			else if (res != -EINTR && res != -ECONNABORTED)
-				blog_warnx("accept: %s", strerror(-res));
+			intercept_start(res);
 			arm(&ring, e);
 			break;
 		case EV_REG_ACCEPT:
@@ -388,6 +425,7 @@ int main(int argc, char **argv)
 	char err[CONFIG_ERRLEN];
 	bool explicit_config = false;
 	int opt, tcp, icpt = -1, reg, sig;
+	struct rlimit rl;
 	sigset_t mask;
 
 	while ((opt = getopt_long(argc, argv, "c:l:u:r:s:i:a:vq", long_opts, NULL)) != -1) {
@@ -430,6 +468,13 @@ int main(int argc, char **argv)
 	blog_quiet(o.quiet);
 	/* one write a line: lines come from many threads, one at a time (blog.c) */
 	setvbuf(stderr, NULL, _IOLBF, 0);
+	/* Up to the hard limit: a relayed call holds two descriptors, and an
+	 * embedded errandctl hands the broker its caller's soft limit (1024
+	 * most often), under the connections the broker takes. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	if (config_load(o.config, explicit_config, &cfg, err, sizeof(err)))
 		fatalx("%s", err);
 	if (ares_library_init(ARES_LIB_INIT_ALL) != ARES_SUCCESS)
