@@ -1035,7 +1035,7 @@ again:
 	}
 	rc = send_head(c, q.target);
 	if (!rc)
-		rc = conn_send_body(&c->io, NULL, &q.up);
+		rc = conn_send_body(&c->io, &q.up, NULL); /* the body's bytes, as a provider's */
 	if (!rc)
 		rc = conn_read_answer_head(&c->io, head, &any);
 	if (rc && reused && !any && (rc == -ECONNRESET || rc == -EPIPE) && !q.up &&
@@ -1048,18 +1048,22 @@ again:
 		goto again;
 	}
 	if (rc) {
+		/* the receipt says what the session was answered, and why */
+		int status = http_error_status(c->io.req);
+
 		conn_up_drop(&c->io);
-		if (http_error_status(c->io.req)) {
-			conn_answerf(&c->io, http_error_status(c->io.req), true,
+		if (status) {
+			conn_answerf(&c->io, status, true,
 				     "errand-broker: the request's body is malformed\n");
-		} else {
-			blog_warnx("session=%s intercept %s: the host's answer failed (%s)",
-				   c->session, c->sni, strerror(-rc));
-			conn_answerf(&c->io, rc == -ETIMEDOUT ? 504 : 502, true,
-				     "errand-broker: upstream unreachable (%s: %s)\n", c->sni,
-				     rc == -ETIMEDOUT ? "no answer in time" : "the answer failed");
+			receipt_add(c, &q, status, RECEIPT_REFUSED);
+			return false;
 		}
-		receipt_add(c, &q, 502, RECEIPT_UNREACHABLE);
+		status = rc == -ETIMEDOUT ? 504 : 502;
+		blog_warnx("session=%s intercept %s: the host's answer failed (%s)", c->session,
+			   c->sni, strerror(-rc));
+		conn_answerf(&c->io, status, true, "errand-broker: upstream unreachable (%s: %s)\n",
+			     c->sni, rc == -ETIMEDOUT ? "no answer in time" : "the answer failed");
+		receipt_add(c, &q, status, RECEIPT_UNREACHABLE);
 		return false;
 	}
 	st = http_status(c->io.resp);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a host under sandbox.egress.readOnly is intercepted without any secret and accepts GET, HEAD, OPTIONS and TRACE only: POST, PUT, DELETE, a WebDAV verb and an unknown verb get 403 naming the host and never reach it, unless the host is in sandbox.egress.writeAllowed; method-override headers never reach it; each intercepted call leaves a receipt without its query (refused writes one a minute).
+# Guarantee: a host under sandbox.egress.readOnly is intercepted without any secret and accepts GET, HEAD, OPTIONS and TRACE only: POST, PUT, DELETE, a WebDAV verb and an unknown verb get 403 naming the host and never reach it, unless the host is in sandbox.egress.writeAllowed; method-override headers never reach it; each intercepted call leaves a receipt without its query (refused writes one a minute), with the status the session was answered (400 refused for a malformed body) and the body's bytes.
 # shellcheck disable=SC2016 # $c and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/common.sh"
@@ -16,7 +16,16 @@ done
 sh+="echo \"w_POST=\$($c -X POST -d x=1 https://sec2.test/write-POST)\"; "
 sh+="echo \"w_MKCOL=\$($c -X MKCOL https://sec2.test/write-MKCOL)\"; "
 sh+="echo \"ovr=\$($c -H 'X-HTTP-Method-Override: DELETE' -H 'X-HTTP-Method: DELETE' -H 'X-Method-Override: DELETE' -H 'X-Original-URL: /admin' -H 'X-Rewrite-URL: /admin' https://sec.test/gate-ovr)\"; "
-sh+='echo "body=$(curl -sS --max-time 20 -X POST https://sec.test/gate-body)"'
+sh+='echo "body=$(curl -sS --max-time 20 -X POST https://sec.test/gate-body)"; '
+# a chunked body: its receipt counts the body's bytes, not the chunks' framing
+sh+="printf '%05000d' 0 >/tmp/up; echo \"chunked=\$($c -H 'Transfer-Encoding: chunked' --data-binary @/tmp/up https://sec2.test/write-chunked)\"; "
+# a body whose chunk size is not a number: refused, and its receipt says so
+sh+='echo "badchunk=$(python3 -c "
+import os, socket, ssl
+t = ssl.create_default_context(cafile=os.environ[\"SSL_CERT_FILE\"]).wrap_socket(socket.create_connection((\"sec2.test\", 443)), server_hostname=\"sec2.test\")
+t.sendall(b\"POST /bad-chunk HTTP/1.1\\r\\nHost: sec2.test\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\nzz\\r\\n\")
+print(t.recv(64).split()[1].decode())
+")"'
 errand_run --project "$PROJ" -- sh -c "$sh"
 assert_eq "$RUN_RC" 0 "the session ran"
 for m in GET OPTIONS TRACE; do
@@ -43,6 +52,10 @@ assert_contains "$rows" "sec.test|POST|/gate-POST|13|403|denied" "a refused writ
 assert_eq "$(echo "$rows" | grep -c '|denied$')" 1 "refused writes leave one receipt a minute, as a provider's denied calls"
 assert_contains "$rows" "sec2.test|OTHER|/write-MKCOL|0|200|completed" "a WebDAV verb is kept as OTHER"
 assert_not_contains "$rows" "secretquery" "no receipt holds a query"
+assert_eq "$(result chunked)" 200 "a chunked POST to a host in writeAllowed passes"
+assert_eq "$(sqlite3 "$W_DIR/state/receipts.db" "SELECT bytes_up FROM receipts WHERE path = '/write-chunked'")" 5000 "... its receipt counting the body's 5000 bytes, not the chunks' framing"
+assert_eq "$(result badchunk)" 400 "a body whose chunk size is not a number: 400"
+assert_contains "$rows" "sec2.test|POST|/bad-chunk|0|400|refused" "... and its receipt says 400, refused"
 listed=$(in_host "$ERRANDCTL" --config "$W_CONFIG" receipts --json 2>&1)
 assert_match "$(echo "$listed" | tr -d ' \n')" '"provider":"intercept"' "errandctl receipts lists intercepted calls"
 assert_match "$(echo "$listed" | tr -d ' \n')" '"host":"sec2.test"' "with their host"
