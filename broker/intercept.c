@@ -253,8 +253,9 @@ static uint16_t intercepted_port(const char *host)
 				wild = r->port;
 		}
 	pthread_mutex_unlock(&lock);
-	if (!exact && !wild && up_env) {
-		/* a gated host (sandbox.egress.readOnly), intercepted without a secret */
+	if (!exact && up_env) {
+		/* a gated host (sandbox.egress.readOnly), intercepted without a
+		 * secret; its exact name comes before a secret's wildcard too */
 		const struct errand_config *cfg = up_env->cfg;
 		const struct host_rule *v = cfg->read_only_all ? cfg->allow : cfg->read_only;
 		size_t n = cfg->read_only_all ? cfg->n_allow : cfg->n_read_only;

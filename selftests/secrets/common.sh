@@ -28,9 +28,9 @@ secrets_world() {
 	tls_need
 	world_up
 	world_dns "sec.test A $SEC_ADDR" "sec2.test A $SEC_ADDR" "plain.test A $SEC_ADDR" \
-		"priv.test A $HOST_PRIV" || exit 1
+		"w.sec.test A $SEC_ADDR" "priv.test A $HOST_PRIV" || exit 1
 	ip -n "$W-wan" addr add "$SEC_ADDR/32" dev "$W_HOSTS_IF"
-	tls_certs secrets sec.test sec2.test plain.test
+	tls_certs secrets sec.test sec2.test plain.test w.sec.test
 	tls_serve "$W_DIR/echo.out" "$W_DIR/echo.log" "$SEC_ADDR:443" || exit 1
 	STORE=$W_DIR/secrets
 	mkdir -p "$STORE"

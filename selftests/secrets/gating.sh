@@ -56,6 +56,11 @@ assert_eq "$(result chunked)" 200 "a chunked POST to a host in writeAllowed pass
 assert_eq "$(sqlite3 "$W_DIR/state/receipts.db" "SELECT bytes_up FROM receipts WHERE path = '/write-chunked'")" 5000 "... its receipt counting the body's 5000 bytes, not the chunks' framing"
 assert_eq "$(result badchunk)" 400 "a body whose chunk size is not a number: 400"
 assert_contains "$rows" "sec2.test|POST|/bad-chunk|0|400|refused" "... and its receipt says 400, refused"
+# A secret's wildcard on another port: the read-only host's exact name, on
+# its own port, is the one the broker dials.
+W_CONFIG=$(secrets_config gating2 "" '"readOnly": ["sec.test", "w.sec.test"]')
+errand_run --project "$PROJ" --secret TOK=a@*.sec.test:8443 -- sh -c "echo \"wild=\$($c https://w.sec.test/gate-wild)\""
+assert_eq "$(result wild)" 200 "a read-only host's exact name is dialled on its port before a secret's wildcard on another"
 listed=$(in_host "$ERRANDCTL" --config "$W_CONFIG" receipts --json 2>&1)
 assert_match "$(echo "$listed" | tr -d ' \n')" '"provider":"intercept"' "errandctl receipts lists intercepted calls"
 assert_match "$(echo "$listed" | tr -d ' \n')" '"host":"sec2.test"' "with their host"
