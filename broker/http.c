@@ -791,18 +791,41 @@ bool http_answer_has_body(const struct http_parser *resp)
 	}
 }
 
+/* Whether a field line named name holds a list member other than want
+ * (other), or want itself (!other). Every line of that name counts: a
+ * second line is the same field (RFC 9110 5.3), and reading the first alone
+ * let "identity" on one line hide "gzip" on the next. */
+static bool field_has(const struct http_parser *p, const char *name, const char *want, bool other)
+{
+	for (size_t i = 0; i < http_header_count(p); i++) {
+		const struct http_header *h = http_header_at(p, i);
+		const char *v = h->value;
+
+		if (strcasecmp(h->name, name))
+			continue;
+		while (*v) {
+			size_t n;
+
+			v += strspn(v, " \t,");
+			n = strcspn(v, ",");
+			while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+				n--;
+			if (n && (strlen(want) == n && !strncasecmp(v, want, n)) != other)
+				return true;
+			v += strcspn(v, ",");
+		}
+	}
+	return false;
+}
+
 bool http_answer_encoded(const struct http_parser *resp)
 {
-	const struct http_header *ce = http_header_find(resp, "Content-Encoding");
-
-	return http_answer_has_body(resp) && ce && strcasecmp(ce->value, "identity");
+	return http_answer_has_body(resp) && field_has(resp, "Content-Encoding", "identity", true);
 }
 
 static bool says_close(const struct http_parser *p)
 {
-	const struct http_header *h = http_header_find(p, "Connection");
-
-	return h && strcasestr(h->value, "close");
+	return field_has(p, "Connection", "close", false);
 }
 
 bool http_request_keeps(const struct http_parser *req)

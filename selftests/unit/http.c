@@ -550,6 +550,20 @@ static void test_responses(void)
 	CHECK_INT(http_framing(resp), HTTP_BODY_LENGTH, "framing length");
 	CHECK_INT(body.len, 2, "body length");
 
+	CHECK_FALSE(http_answer_encoded(resp), "an answer without Content-Encoding is not encoded");
+	parse_resp("HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Length: 2\r\n\r\nab",
+		   false, false);
+	CHECK_FALSE(http_answer_encoded(resp), "Content-Encoding: identity is not encoded");
+	parse_resp("HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Encoding: gzip\r\n"
+		   "Content-Length: 2\r\n\r\nab",
+		   false, false);
+	CHECK_TRUE(http_answer_encoded(resp),
+		   "gzip on a second Content-Encoding line is encoded (identity on the first)");
+	parse_resp("HTTP/1.1 200 OK\r\nContent-Encoding: Identity , gzip\r\nContent-Length: 2\r\n"
+		   "\r\nab",
+		   false, false);
+	CHECK_TRUE(http_answer_encoded(resp), "gzip after identity in one list is encoded");
+
 	rc = parse_resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 			"3\r\nabc\r\n0\r\n\r\n",
 			false, false);
