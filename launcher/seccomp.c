@@ -91,9 +91,11 @@ static const struct {
 	{"open_tree_attr", 467}, /* Linux 6.15: open_tree's clone, with attributes */
 };
 
-/* A call of errand's own lists by name: libseccomp's number, else newer[]'s.
- * One neither knows is refused (-ENOSYS): the kernel would not see it
- * filtered. */
+/* A call by name: libseccomp's number, else newer[]'s. One neither knows is
+ * refused (-ENOSYS): the kernel would not see it filtered. A call of another
+ * architecture only (socketcall, stat64 on x86_64; open, chmod on aarch64),
+ * which libseccomp numbers below zero, is -ENOENT: there is nothing of it to
+ * filter, and the filter refuses every other architecture whole. */
 static int syscall_nr(const char *name)
 {
 	int nr = seccomp_syscall_resolve_name(name);
@@ -101,6 +103,8 @@ static int syscall_nr(const char *name)
 	for (size_t i = 0; nr == __NR_SCMP_ERROR && i < ARRAY_SIZE(newer); i++)
 		if (!strcmp(newer[i].name, name))
 			nr = newer[i].nr;
+	if (nr < 0 && nr != __NR_SCMP_ERROR)
+		return -ENOENT;
 	if (nr == __NR_SCMP_ERROR) {
 		log_warnx("errand's seccomp filter names %s, which neither libseccomp nor errand "
 			  "knows the number of; rebuild errand against a newer libseccomp",
@@ -118,6 +122,8 @@ static int rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned
 {
 	int nr = syscall_nr(name), r;
 
+	if (nr == -ENOENT)
+		return 0;
 	if (nr < 0)
 		return nr;
 	r = seccomp_rule_add_array(ctx, action, nr, n, cmp);
@@ -156,6 +162,8 @@ static int add_mode_rules(scmp_filter_ctx ctx)
 	for (size_t i = 0; i < ARRAY_SIZE(mode_calls); i++) {
 		int nr = syscall_nr(mode_calls[i].name);
 
+		if (nr == -ENOENT)
+			continue;
 		if (nr < 0)
 			return nr;
 		for (size_t b = 0; b < ARRAY_SIZE(bits); b++) {
@@ -180,8 +188,11 @@ static int build(scmp_filter_ctx ctx, const struct launch_list *block)
 
 	/* The native arch only: anything else (i386, and x32, which x86_64
 	 * filters set apart by the syscall number's x32 bit) is a bad arch. */
-	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS))) < 0)
+	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS))) < 0) {
+		log_warnx("cannot set the seccomp filter's action for other architectures: %s",
+			  strerror(-r));
 		return r;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(blocked); i++)
 		if ((r = rule(ctx, SCMP_ACT_ERRNO(ENOSYS), blocked[i], 0, NULL)) < 0)
 			return r;
@@ -268,7 +279,7 @@ int seccomp_apply(const struct launch_args *a)
 			  "CONFIG_SECCOMP_FILTER");
 		return -ENOMEM;
 	}
-	r = build(ctx, &a->block);
+	r = build(ctx, &a->block); /* each failure of which says itself */
 	if (r == 0 && (r = seccomp_load(ctx)) < 0)
 		load_failed(r);
 	seccomp_release(ctx);
