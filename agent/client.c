@@ -184,6 +184,54 @@ static int wait_status(struct agent_conn *ac, bool connected, const char *run_di
 	return 125;
 }
 
+/* Waits for the agent's answer to run, the signals that come meanwhile kept
+ * in *pending for the command. Once one has come, errandctl waits
+ * CONTROL_CONNECT_S more at most (a start under way ends in milliseconds,
+ * a queued one may not), then ends by that signal. */
+static void answer_wait(int fd, int sfd, sigset_t *pending)
+{
+	int left_ms = RUN_START_TIMEOUT_S * 1000, first = 0;
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		struct signalfd_siginfo si;
+		int r = poll(p, 2, left_ms);
+
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		left_ms -=
+			(int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+		t0 = t1;
+		if (left_ms < 0)
+			left_ms = 0;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0 && first) {
+			sigset_t one;
+
+			sigemptyset(&one);
+			sigaddset(&one, first);
+			signal(first, SIG_DFL);
+			raise(first);
+			sigprocmask(SIG_UNBLOCK, &one, NULL);
+			fprintf(stderr, "errandctl: errand-agent did not start the session before "
+					"errandctl was signalled\n");
+			exit(125);
+		}
+		if (r <= 0 || p[0].revents)
+			return; /* the answer's read takes it, or times out */
+		if (read(sfd, &si, sizeof(si)) != sizeof(si))
+			continue;
+		sigaddset(pending, (int)si.ssi_signo);
+		if (!first) {
+			first = (int)si.ssi_signo;
+			if (left_ms > CONTROL_CONNECT_S * 1000)
+				left_ms = CONTROL_CONNECT_S * 1000;
+		}
+	}
+}
+
 int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir)
 {
 	const int stdio[3] = {0, 1, 2};
@@ -191,7 +239,7 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	char err[512], id[CONTROL_ID_MAX + 1], shown[ESC_LEN(1024)];
 	int fds[CONTROL_FDS_MAX], nfds = 0, pidfd = -1, sfd, status;
 	struct timeval none = {}, start = {.tv_sec = RUN_START_TIMEOUT_S};
-	sigset_t mask;
+	sigset_t mask, pending;
 	bool connected = true, relayed, gone = false;
 	int rc;
 
@@ -202,8 +250,29 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 		return 125;
 	}
 	close(rc);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	/* Blocked from before the request until errandctl exits: one that
+	 * comes while the session starts reaches its command once it runs
+	 * (the agent starts a session whose caller went away all the same, and
+	 * its command would go on unattended); put back, a signal that came as
+	 * CMD ended would end errandctl with it, its status and the tail of
+	 * the relayed output lost. A reader of stderr that went away is an
+	 * error on the write, not an end. */
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	/* None to read them from (EMFILE): they act as they would have. */
+	if (sfd < 0)
+		sigprocmask(SIG_UNBLOCK, &mask, NULL);
 	setsockopt(ac->fd, SOL_SOCKET, SO_RCVTIMEO, &start, sizeof(start));
 	rc = control_write_fds(ac->fd, CONTROL_RUN, request, stdio, 3);
+	sigemptyset(&pending);
+	if (!rc && sfd >= 0)
+		answer_wait(ac->fd, sfd, &pending);
 	if (!rc)
 		rc = control_read_fds(ac->fd, &m, fds, &nfds, err, sizeof(err));
 	else
@@ -212,7 +281,8 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 		snprintf(err, sizeof(err), "no answer within %d s", RUN_START_TIMEOUT_S);
 	if (rc) {
 		fprintf(stderr, "errandctl: errand-agent did not start the session: %s\n", err);
-		return 125;
+		status = 125;
+		goto done;
 	}
 	if (m.type != CONTROL_RUN_STARTED || nfds != 1) {
 		fprintf(stderr, "errandctl: %s\n",
@@ -223,29 +293,19 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
 		control_msg_free(&m);
-		return 125;
+		status = 125;
+		goto done;
 	}
 	pidfd = fds[0];
+	/* The launcher passes them on to the command. */
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&pending, sig) == 1)
+			syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
 	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(m.payload, "session")));
 	relayed = json_is_true(json_object_get(m.payload, "relayed"));
 	control_msg_free(&m);
 	/* The session may run for days: no read timeout from here on. */
 	setsockopt(ac->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGQUIT);
-	/* Blocked until errandctl exits: put back, a signal that came as CMD
-	 * ended would end errandctl with it, its status and the tail of the
-	 * relayed output lost. A reader of stderr that went away is an error
-	 * on the write, not an end. */
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	/* None to read them from (EMFILE): they act as they would have. */
-	if (sfd < 0)
-		sigprocmask(SIG_UNBLOCK, &mask, NULL);
 	for (;;) {
 		struct pollfd p[3] = {
 			{.fd = gone ? -1 : pidfd, .events = POLLIN},
@@ -286,7 +346,8 @@ int client_run(struct agent_conn *ac, const json_t *request, const char *run_dir
 	}
 	status = wait_status(ac, connected, run_dir, id);
 done:
-	close(pidfd);
+	if (pidfd >= 0)
+		close(pidfd);
 	if (sfd >= 0)
 		close(sfd);
 	return status;

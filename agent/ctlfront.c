@@ -215,10 +215,16 @@ static __attribute__((noreturn)) void say_exit(const char *a, const char *b, con
 /* As errandctl-full says it (agent_connect). */
 static const char stuck[] = " has taken no connection for " STR(
 	CONTROL_CONNECT_S) " s: the agent is stuck; see its log, or restart it";
+static const char unread[] = " has read nothing of a request for " STR(
+	CONTROL_CONNECT_S) " s: the agent is stuck; see its log, or restart it";
 
 /* Everything it does not do itself: errandctl-full, next to this binary,
  * with the same command line and environment. */
 static char **g_argv, **g_envp;
+/* The signal mask errandctl was started with, put back for errandctl-full
+ * once run's signals are blocked. */
+static uint64_t g_sigmask;
+static bool g_sigs_blocked;
 
 static __attribute__((noreturn)) void hand_over(void)
 {
@@ -236,6 +242,8 @@ static __attribute__((noreturn)) void hand_over(void)
 		say_exit("cannot find errandctl-full: its directory's path is too long", NULL, NULL,
 			 EXIT_ERRAND);
 	memcpy(path + dir, FULL_NAME, sizeof(FULL_NAME));
+	if (g_sigs_blocked)
+		SYS4(rt_sigprocmask, 2 /* SIG_SETMASK */, &g_sigmask, NULL, sizeof(g_sigmask));
 	SYS(execve, path, g_argv, g_envp);
 	say_exit("cannot run ", path,
 		 "; errandctl and errandctl-full are installed together: reinstall errand",
@@ -492,9 +500,13 @@ static bool is_socket(int fd)
 static void config_read(const char *path, struct buf *text, char *run_dir, size_t len)
 {
 	const char *paths, *end;
-	long fd = SYS4(openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0), n;
+	long fd = SYS4(openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0), n;
+	struct stat st;
 
-	if (fd < 0)
+	/* Not a regular file (a pipe, a terminal, a FIFO no one writes):
+	 * errandctl-full says why it takes none. */
+	if (fd < 0 || SYS(fstat, fd, &st, 0) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size >= (long)text->cap - 1)
 		hand_over();
 	while ((n = xread((int)fd, text->p + text->len, text->cap - 1 - text->len)) > 0)
 		text->len += (size_t)n;
@@ -819,18 +831,86 @@ static __attribute__((noreturn)) void refused(const char *p, const char *end)
 	say_exit(line, NULL, NULL, EXIT_ERRAND);
 }
 
-static int run(int sock, const char *run_dir)
+/* The signals run passes on to the command: blocked, and read from a
+ * signalfd, from before the request goes (one that comes while the session
+ * starts reaches its command once it runs, rather than ending errandctl and
+ * leaving the command unattended). SIGPIPE blocked too, not taken: a
+ * reader of stderr that went away is an error on the write, not errandctl's
+ * end (CMD's status is still given). The signalfd, or -1 (none free:
+ * EMFILE): they act as they would have. */
+static const uint64_t run_signals = SIG_BIT(1) | SIG_BIT(2) | SIG_BIT(3) | SIG_BIT(15);
+
+static int signals_take(void)
 {
-	const uint64_t mask = SIG_BIT(1) | SIG_BIT(2) | SIG_BIT(3) | SIG_BIT(15);
-	const uint64_t blocked = mask | SIG_BIT(13);
+	const uint64_t blocked = run_signals | SIG_BIT(13);
+	long sfd;
+
+	SYS4(rt_sigprocmask, 0 /* SIG_BLOCK */, &blocked, &g_sigmask, sizeof(blocked));
+	g_sigs_blocked = true;
+	sfd = SYS4(signalfd4, -1, &run_signals, sizeof(run_signals), O_CLOEXEC | O_NONBLOCK);
+	if (sfd < 0)
+		SYS4(rt_sigprocmask, 1 /* SIG_UNBLOCK */, &run_signals, NULL, sizeof(run_signals));
+	return (int)sfd;
+}
+
+/* Ends errandctl by sig, as it would have ended with none blocked; or, where
+ * it is ignored, says so and exits 125. */
+static __attribute__((noreturn)) void die_by(int sig)
+{
+	uint64_t bit = SIG_BIT(sig);
+
+	SYS(kill, SYS(getpid, 0, 0, 0), sig, 0);
+	SYS4(rt_sigprocmask, 1 /* SIG_UNBLOCK */, &bit, NULL, sizeof(bit));
+	say_exit("errand-agent did not start the session before errandctl was signalled", NULL,
+		 NULL, EXIT_ERRAND);
+}
+
+/* Waits for the agent's answer to run, the signals that come meanwhile
+ * (SIG_BIT each) kept in *pending for the command. Once one has come,
+ * errandctl waits CONTROL_CONNECT_S more at most (a start under way ends
+ * in milliseconds, a queued one may not), then ends by that signal. */
+static void answer_wait(int sock, int sfd, uint64_t *pending)
+{
+	struct timespec left = {START_TIMEOUT_S, 0};
+	int first = 0;
+
+	for (;;) {
+		struct pollfd p[2] = {{.fd = sock, .events = POLLIN},
+				      {.fd = sfd, .events = POLLIN}};
+		long r = sys6(__NR_ppoll, (long)p, 2, (long)&left, 0, 0, 0);
+		struct signalfd_siginfo si;
+
+		if (r == -4 /* EINTR */)
+			continue;
+		if (r == 0 && first)
+			die_by(first);
+		if (r <= 0 || p[0].revents)
+			return; /* recv_msg reads it, or times out */
+		if (xread(sfd, &si, sizeof(si)) != sizeof(si))
+			continue;
+		*pending |= SIG_BIT(si.ssi_signo);
+		if (!first) {
+			first = (int)si.ssi_signo;
+			if (left.tv_sec >= CONTROL_CONNECT_S)
+				left = (struct timespec){CONTROL_CONNECT_S, 0};
+		}
+	}
+}
+
+static int run(int sock, int sfd, const char *run_dir)
+{
 	struct timeval none = {0, 0};
 	struct msg m;
 	char id[CONTROL_ID_MAX + 1];
 	const char *end;
-	int pidfd, sfd;
+	int pidfd;
 	bool connected = true, relayed, gone = false;
-	long rc = recv_msg(sock, &m);
+	uint64_t pending = 0;
+	long rc;
 
+	if (sfd >= 0)
+		answer_wait(sock, sfd, &pending);
+	rc = recv_msg(sock, &m);
 	if (rc == -11 /* EAGAIN: the read timed out */)
 		say_exit("errand-agent did not start the session: no answer within 600 s", NULL,
 			 NULL, EXIT_ERRAND);
@@ -851,17 +931,13 @@ static int run(int sock, const char *run_dir)
 		say_exit("errand-agent answered run with something else than run-started", NULL,
 			 NULL, EXIT_ERRAND);
 	pidfd = m.fds[0];
+	/* The launcher passes them on to the command. */
+	for (int sig = 1; sig <= 64; sig++)
+		if (pending & SIG_BIT(sig))
+			SYS4(pidfd_send_signal, pidfd, sig, 0, 0);
 	relayed = member(m.p, end, "relayed") && sprefix(member(m.p, end, "relayed"), "true");
 	/* The session may run for days: no read timeout from here on. */
 	SYS5(setsockopt, sock, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
-	/* SIGPIPE blocked too, not taken: a reader of stderr that went away is
-	 * an error on the write, not errandctl's end (CMD's status is still
-	 * given). */
-	SYS4(rt_sigprocmask, 0 /* SIG_BLOCK */, &blocked, NULL, sizeof(blocked));
-	sfd = (int)SYS4(signalfd4, -1, &mask, sizeof(mask), O_CLOEXEC | O_NONBLOCK);
-	/* None to read them from (EMFILE): they act as they would have. */
-	if (sfd < 0)
-		SYS4(rt_sigprocmask, 1 /* SIG_UNBLOCK */, &mask, NULL, sizeof(mask));
 	for (;;) {
 		struct pollfd p[3] = {
 			{.fd = gone ? -1 : pidfd, .events = POLLIN},
@@ -913,6 +989,7 @@ int front_main(long *sp)
 	struct buf sock_path = {sa.sun_path, 0, sizeof(sa.sun_path), false};
 	char run_dir[PATH_LEN];
 	long sock, err = 0;
+	int sfd;
 
 	g_argv = argv;
 	g_envp = argv + argc + 1;
@@ -942,11 +1019,18 @@ int front_main(long *sp)
 	if ((err = SYS(fcntl, sock, F_DUPFD_CLOEXEC, 0)) < 0)
 		say_exit(CONTROL_NO_FD, NULL, NULL, EXIT_ERRAND);
 	SYS(close, err, 0, 0);
-	SYS5(setsockopt, sock, SOL_SOCKET, SO_SNDTIMEO, &no_wait, sizeof(no_wait));
+	/* The request carries the configuration's text: it may be more than
+	 * the socket holds, and an agent that took the connection but reads
+	 * none of it is stuck as surely as one that took none. */
+	SYS5(setsockopt, sock, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
 	SYS5(setsockopt, sock, SOL_SOCKET, SO_RCVTIMEO, &start, sizeof(start));
-	if (send_run((int)sock, &req))
-		hand_over(); /* the agent went away before it read a byte: nothing started */
-	xexit(run((int)sock, run_dir));
+	sfd = signals_take();
+	if ((err = send_run((int)sock, &req)) == -EAGAIN)
+		say_exit("errand-agent's socket ", sa.sun_path, unread, EXIT_ERRAND);
+	if (err)
+		hand_over(); /* the agent went away before it read it all: nothing started */
+	SYS5(setsockopt, sock, SOL_SOCKET, SO_SNDTIMEO, &no_wait, sizeof(no_wait));
+	xexit(run((int)sock, sfd, run_dir));
 }
 
 /* The entry: the kernel's stack (argc, argv, envp) to front_main, aligned. */

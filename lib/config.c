@@ -3,6 +3,7 @@
  * about), and what the agent acts on is checked and kept in errand_config. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <jansson.h>
 #include <limits.h>
@@ -14,6 +15,7 @@
 #include <strings.h>
 #include <seccomp.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/config.h"
 #include "lib/escape.h"
@@ -2090,14 +2092,18 @@ int config_read_text(const char *path, bool explicit_path, char **text, char *er
 	FILE *fp;
 	char *buf;
 	size_t n;
-	int rc;
+	int rc, fd;
 
 	*text = NULL;
 	if (!path)
 		path = CONFIG_DEFAULT_PATH;
-	fp = fopen(path, "re");
+	/* O_NONBLOCK: a FIFO no one writes is refused below, not waited on. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	fp = fd < 0 ? NULL : fdopen(fd, "r");
 	if (!fp) {
 		rc = -errno;
+		if (fd >= 0)
+			close(fd);
 		if (rc == -ENOENT && !explicit_path)
 			return 0; /* no file at the default path: the defaults are the config */
 		snprintf(err, errlen, "config %s: %s; %s", path, strerror(-rc),
