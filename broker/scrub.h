@@ -1,5 +1,6 @@
 /* Streaming redaction of one secret (a provider's real key) from what the
- * broker relays back to a session: every occurrence becomes "[redacted]", also
+ * broker relays back to a session: every occurrence becomes "[redacted]",
+ * raw or percent-encoded (each byte raw or %XX, hex of either case), also
  * across the boundaries of the pieces an answer arrives in. */
 #ifndef ERRAND_BROKER_SCRUB_H
 #define ERRAND_BROKER_SCRUB_H
@@ -26,17 +27,18 @@ struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *rep
 /* NULL-safe; wipes the copy of the secret. */
 void scrub_free(struct scrub *s);
 
-/* Scrubs in[0..n) into sink. Up to len - 1 bytes that could begin the secret
- * are held until the next feed or scrub_finish(). Returns 0, or the sink's
- * error, after which s only returns that error. */
+/* Scrubs in[0..n) into sink. Up to 3 * len - 1 bytes that could begin the
+ * secret (in some encoding) are held until the next feed or scrub_finish();
+ * len - 1 when the input holds no "%". Returns 0, or the sink's error, after
+ * which s only returns that error. */
 int scrub_feed(struct scrub *s, const uint8_t *in, size_t n, scrub_sink sink, void *ctx);
 
 /* The stream ended: the held bytes go out. s is ready for a new stream. */
 int scrub_finish(struct scrub *s, scrub_sink sink, void *ctx);
 
 /* Scrubs one whole buffer (a header value), independent of any stream fed to
- * s. Writes at most cap bytes to out and returns the scrubbed length, which
- * is more than cap when out was too small, as snprintf does. */
-size_t scrub_buffer(const struct scrub *s, const uint8_t *in, size_t n, uint8_t *out, size_t cap);
+ * s (it uses scratch of its own in s, hence not const). Writes at most cap bytes to out and returns
+ * the scrubbed length, which is more than cap when out was too small, as snprintf does. */
+size_t scrub_buffer(struct scrub *s, const uint8_t *in, size_t n, uint8_t *out, size_t cap);
 
 #endif

@@ -1,7 +1,9 @@
-/* Guarantee: every occurrence of the real key in what the broker relays
- * becomes "[redacted]", wherever the pieces it arrives in are cut, at most
- * len - 1 bytes are ever held back, and the output is what a plain
- * whole-buffer replacement gives. */
+/* Guarantee: every occurrence of the real key in what the broker relays,
+ * raw or percent-encoded any way (each byte raw or %XX, hex of either case),
+ * becomes "[redacted]", wherever the pieces it arrives in are cut; what is not
+ * the key comes out byte for byte as it went in; at most 3 * len - 1 bytes
+ * are ever held back (len - 1 without a "%"), the scan takes linear time, and
+ * the output is what a plain whole-buffer replacement gives. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,6 +377,264 @@ static void test_linear(void)
 	scrub_free(s);
 }
 
+static int hex_of(uint8_t c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+				      : -1;
+}
+
+/* Whether b[0..n) is exactly v[0..L) with each byte raw or %XX (any case). */
+static bool is_encoding(const uint8_t *b, size_t n, const uint8_t *v, size_t L)
+{
+	if (!L || !n)
+		return !L && !n;
+	if (b[0] == v[0] && is_encoding(b + 1, n - 1, v + 1, L - 1))
+		return true;
+	return n >= 3 && b[0] == '%' && hex_of(b[1]) >= 0 && hex_of(b[2]) >= 0 &&
+	       (hex_of(b[1]) << 4 | hex_of(b[2])) == v[0] &&
+	       is_encoding(b + 3, n - 3, v + 1, L - 1);
+}
+
+/* The reference for encodings, by brute force: the match that ends first
+ * (the longest of those ending together) is replaced, and the search goes on
+ * after it. */
+static size_t reference_enc(const uint8_t *v, size_t L, const uint8_t *in, size_t n, uint8_t *out)
+{
+	size_t base = 0, o = 0;
+
+	for (size_t e = 1; e <= n; e++)
+		for (size_t st = e >= 3 * L && e - 3 * L > base ? e - 3 * L : base; st + L <= e;
+		     st++) {
+			if (!is_encoding(in + st, e - st, v, L))
+				continue;
+			memcpy(out + o, in + base, st - base);
+			o += st - base;
+			memcpy(out + o, SCRUB_REPLACEMENT, strlen(SCRUB_REPLACEMENT));
+			o += strlen(SCRUB_REPLACEMENT);
+			base = e;
+			break;
+		}
+	memcpy(out + o, in + base, n - base);
+	return o + n - base;
+}
+
+/* Whether out[0..n) still holds v in some encoding. */
+static bool holds_encoding(const uint8_t *v, size_t L, const uint8_t *out, size_t n)
+{
+	for (size_t st = 0; st < n; st++)
+		for (size_t e = st + L; e <= n && e <= st + 3 * L; e++)
+			if (is_encoding(out + st, e - st, v, L))
+				return true;
+	return false;
+}
+
+/* in streamed whole, cut in two at every offset and fed byte by byte, and
+ * scrubbed as one buffer: each must give want. */
+static void check_all_cuts(struct scrub *s, const char *in, const char *expect, const char *what)
+{
+	size_t n = strlen(in), bad = 0;
+	uint8_t buf[512];
+	size_t len;
+
+	for (size_t cut = 0; cut <= n; cut++) {
+		got.len = 0;
+		scrub_feed(s, (const uint8_t *)in, cut, out_take, &got);
+		scrub_feed(s, (const uint8_t *)in + cut, n - cut, out_take, &got);
+		scrub_finish(s, out_take, &got);
+		bad += strcmp(got_str(), expect) != 0;
+	}
+	got.len = 0;
+	for (size_t i = 0; i < n; i++)
+		scrub_feed(s, (const uint8_t *)in + i, 1, out_take, &got);
+	scrub_finish(s, out_take, &got);
+	bad += strcmp(got_str(), expect) != 0;
+	CHECK_INT(bad, 0, "%s: cut at every offset and byte by byte (\"%s\" gives \"%s\")", what,
+		  in, got_str());
+	len = scrub_buffer(s, (const uint8_t *)in, n, buf, sizeof(buf) - 1);
+	buf[len < sizeof(buf) ? len : sizeof(buf) - 1] = '\0';
+	CHECK_STR((char *)buf, expect, "%s: as one buffer", what);
+}
+
+/* The value echoed percent-encoded otherwise than errand writes it. */
+static void test_encoded(void)
+{
+	static const struct {
+		const char *secret, *in, *out, *what;
+	} cases[] = {
+		{"ab/cd+e", "v=ab%2Fcd%2Be;", "v=[redacted];", "errand's own encoding"},
+		{"ab/cd+e", "v=ab%2fcd%2be;", "v=[redacted];", "lower-case hex"},
+		{"ab/cd+e", "v=ab%2fcd%2Be;", "v=[redacted];", "mixed-case hex"},
+		{"ab/cd+e", "v=%61%62%2F%63%64%2B%65;", "v=[redacted];", "every byte encoded"},
+		{"ab/cd+e", "v=%61b/c%64+%65;", "v=[redacted];", "some bytes encoded, some not"},
+		{"ab/cd+e", "v=ab%2fcd%2bf;", "v=ab%2fcd%2bf;", "a near-miss in its last byte"},
+		{"ab/cd+e", "v=ab%2fcd%2", "v=ab%2fcd%2", "a near-miss cut inside a %XX"},
+		{"ab/cd+e", "v=%2%61b%2fcd%2be", "v=%2[redacted]", "a broken %XX before it"},
+		{"ab/cd+e", "%%61%62/cd+e%", "%[redacted]%", "a bare % on either side"},
+		{"ab/cd+e", "ab%2Fcd%2Beab/cd+e", "[redacted][redacted]", "twice, two forms"},
+		{"2fab/x", "a%2fab%2fx", "a%[redacted]", "a match that begins inside a %XX"},
+		{"f0ab/x", "q%2f0ab%2Fx", "q%2[redacted]", "one that begins with its last digit"},
+		{"41/x", "%41%2fx", "%[redacted]", "and one with both digits"},
+		{"4", "%41", "%[redacted]1", "a hex digit for a secret"},
+		{"a%b/c", "a%b/c a%25b%2Fc a%25%62%2fc", "[redacted] [redacted] [redacted]",
+		 "a value holding %: raw, and as %25"},
+		{"x%41y", "x%41y x%2541y", "[redacted] [redacted]", "a value holding %41"},
+		{"x%41y", "x%41z", "x%41z", "whose near-miss passes unchanged"},
+		{"sk-Live", "sk-live sk%2dLive %73k-Liv%65", "sk-live [redacted] [redacted]",
+		 "hex case only, never the bytes' own case"},
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct scrub *s = new_s(cases[i].secret);
+
+		if (!CHECK_TRUE(s != NULL, "scrub_new \"%s\"", cases[i].secret))
+			continue;
+		check_all_cuts(s, cases[i].in, cases[i].out, cases[i].what);
+		scrub_free(s);
+	}
+}
+
+/* Random values over hex digits and bytes that get encoded, inputs with
+ * encodings planted (each byte raw or %XX, either case), random cuts: equal
+ * to the brute-force reference, and no encoding left in the output. */
+static void test_encoded_random(void)
+{
+	static uint8_t in[600], buf[600 * 10];
+	static const char val_alpha[] = "aA1f/ ";
+	static const char in_alpha[] = "aA1f/ %6";
+	size_t fails = 0, runs = 0, left = 0, planted = 0;
+
+	for (int round = 0; round < 3000; round++) {
+		size_t slen = 1 + next_rand() % 6, n = 0, target = next_rand() % 160;
+		uint8_t sec[8];
+		size_t cuts[8], n_cuts = next_rand() % 8, wlen, blen;
+		struct scrub *s;
+
+		for (size_t i = 0; i < slen; i++)
+			sec[i] = (uint8_t)val_alpha[next_rand() % (sizeof(val_alpha) - 1)];
+		s = scrub_new(sec, slen);
+		if (!s)
+			continue;
+		while (n < target) {
+			if (next_rand() % 8) {
+				in[n++] = (uint8_t)in_alpha[next_rand() % (sizeof(in_alpha) - 1)];
+				continue;
+			}
+			for (size_t i = 0; i < slen; i++) {
+				static const char up[] = "0123456789ABCDEF",
+						  lo[] = "0123456789abcdef";
+				uint32_t r = next_rand();
+
+				if (r % 3 == 0) {
+					in[n++] = sec[i];
+				} else {
+					in[n++] = '%';
+					in[n++] = (uint8_t)(r & 4 ? up : lo)[sec[i] >> 4];
+					in[n++] = (uint8_t)(r & 8 ? up : lo)[sec[i] & 15];
+				}
+			}
+			planted++;
+		}
+		for (size_t c = 0; c < n_cuts; c++)
+			cuts[c] = next_rand() % (n + 1);
+		for (size_t i = 1; i < n_cuts; i++)
+			for (size_t j = i; j && cuts[j - 1] > cuts[j]; j--) {
+				size_t t = cuts[j];
+
+				cuts[j] = cuts[j - 1];
+				cuts[j - 1] = t;
+			}
+		runs++;
+		wlen = reference_enc(sec, slen, in, n, want);
+		got.len = 0;
+		for (size_t c = 0, prev = 0; c <= n_cuts; c++) {
+			size_t end = c < n_cuts ? cuts[c] : n;
+
+			scrub_feed(s, in + prev, end - prev, out_take, &got);
+			prev = end;
+		}
+		scrub_finish(s, out_take, &got);
+		if (got.len != wlen || memcmp(got.b, want, wlen))
+			fails++;
+		blen = scrub_buffer(s, in, n, buf, sizeof(buf));
+		if (blen != wlen || memcmp(buf, want, wlen))
+			fails++;
+		left += holds_encoding(sec, slen, got.b, got.len);
+		scrub_free(s);
+	}
+	CHECK_INT(fails, 0,
+		  "encoded values planted at random, random cuts: equal the reference "
+		  "(%zu runs, %zu planted)",
+		  runs, planted);
+	CHECK_INT(left, 0, "and no output holds the value in any encoding");
+}
+
+/* Held back: a near-miss every byte of which is encoded is held whole until
+ * it fails, 3 * len - 1 bytes at most, and then comes out unchanged. */
+static void test_encoded_held(void)
+{
+	const char *secret = "key/0123456789";
+	size_t slen = strlen(secret), n = 0, held_max = 0;
+	struct scrub *s = new_s(secret);
+	uint8_t in[128];
+
+	if (!CHECK_TRUE(s != NULL, "scrub_new"))
+		return;
+	n = (size_t)sprintf((char *)in, "x=");
+	for (size_t i = 0; i + 1 < slen; i++)
+		n += (size_t)sprintf((char *)in + n, "%%%02x", (unsigned)(uint8_t)secret[i]);
+	n += (size_t)sprintf((char *)in + n, "%%3;tail");
+	got.len = 0;
+	for (size_t i = 0; i < n; i++) {
+		scrub_feed(s, in + i, 1, out_take, &got);
+		if (i + 1 - got.len > held_max)
+			held_max = i + 1 - got.len;
+	}
+	scrub_finish(s, out_take, &got);
+	CHECK_INT(held_max, 3 * slen - 1, "byte by byte, at most 3 * len - 1 bytes held back");
+	CHECK_TRUE(got.len == n && !memcmp(got.b, in, n),
+		   "an encoded near-miss comes out byte for byte");
+	scrub_free(s);
+}
+
+/* Hostile encoded input: long runs of partial matches, in each form (the
+ * last begins each run inside a "%XX", its last digit being the first 'a'). */
+static void test_encoded_linear(void)
+{
+	static uint8_t in[3 << 20], sec[4096];
+	static char tail[3 + 5000 * 3 + 1] = "%6a";
+	const char *const unit[] = {"%61", "a%61", tail};
+	struct timespec t0, t1;
+	struct scrub *s;
+	double secs;
+
+	memset(sec, 'a', sizeof(sec) - 1);
+	sec[sizeof(sec) - 1] = 'b';
+	for (size_t i = 0; i < 5000; i++)
+		memcpy(tail + 3 + 3 * i, "%61", 3);
+	s = scrub_new(sec, sizeof(sec));
+	if (!CHECK_TRUE(s != NULL, "scrub_new of a 4 KiB secret"))
+		return;
+	for (size_t u = 0; u < ARRAY_SIZE(unit); u++) {
+		size_t ulen = strlen(unit[u]), n = sizeof(in) / ulen * ulen, out = 0;
+
+		for (size_t i = 0; i < n; i += ulen)
+			memcpy(in + i, unit[u], ulen);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		for (int i = 0; i < 4; i++)
+			scrub_feed(s, in, n, sink_count, &out);
+		scrub_finish(s, sink_count, &out);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		CHECK_INT(out, 4 * n, "12 MiB of \"%.9s\"..., near-matches encoded, come out whole",
+			  unit[u]);
+		CHECK_TRUE(secs < 5, "and in linear time (%.2f s, a quadratic scan takes minutes)",
+			   secs);
+	}
+	scrub_free(s);
+}
+
 int main(void)
 {
 	test_basic();
@@ -385,5 +645,9 @@ int main(void)
 	test_sink_error();
 	test_placeholder();
 	test_linear();
+	test_encoded();
+	test_encoded_random();
+	test_encoded_held();
+	test_encoded_linear();
 	return test_exit();
 }
