@@ -510,7 +510,8 @@ struct buf {
 	size_t len, cap;
 };
 
-static int buf_put(struct buf *b, const void *d, size_t n)
+/* Room for n bytes more after b->len, and a NUL. */
+static int buf_room(struct buf *b, size_t n)
 {
 	if (b->len + n + 1 > b->cap) {
 		size_t cap = (b->len + n + 1) * 2;
@@ -521,6 +522,13 @@ static int buf_put(struct buf *b, const void *d, size_t n)
 		b->p = p;
 		b->cap = cap;
 	}
+	return 0;
+}
+
+static int buf_put(struct buf *b, const void *d, size_t n)
+{
+	if (buf_room(b, n))
+		return -ENOMEM;
 	if (n)
 		memcpy(b->p + b->len, d, n);
 	b->len += n;
@@ -598,34 +606,6 @@ static int swap_in(const char *in, size_t n, const char *host, uint16_t port, bo
 	return replace_each(in, n, placeholder_at, &to, out);
 }
 
-static size_t value_at(const void *ctx, const char *at, size_t left, const char **rep,
-		       size_t *rep_len)
-{
-	(void)ctx;
-	for (size_t k = 0; k < n_secrets; k++) {
-		const struct secret *s = &secrets[k];
-		size_t len = 0;
-
-		if (left >= s->len && !memcmp(at, s->value, s->len))
-			len = s->len;
-		else if (left >= s->pct_len && !strncasecmp(at, s->pct, s->pct_len))
-			len = s->pct_len;
-		if (len) {
-			*rep = s->placeholder;
-			*rep_len = s->ph_len;
-			return len;
-		}
-	}
-	return 0;
-}
-
-/* in[0..n) with every value (raw and percent-encoded) of every secret turned
- * back into its placeholder, appended to out. Under lock. */
-static int swap_out(const char *in, size_t n, struct buf *out)
-{
-	return replace_each(in, n, value_at, NULL, out);
-}
-
 /* Whether a Host (or an absolute-form authority) names the SNI: the name, in
  * any case, with the port dialled or none. */
 static bool authority_is_sni(const struct iconn *c, const char *v, size_t len)
@@ -659,30 +639,6 @@ static int basic_keep(struct iconn *c, const char *sent, const char *orig, size_
 	}
 	c->n_basic++;
 	return 0;
-}
-
-static size_t basic_at(const void *ctx, const char *at, size_t left, const char **rep,
-		       size_t *rep_len)
-{
-	const struct iconn *c = ctx;
-
-	for (size_t k = 0; k < c->n_basic; k++) {
-		const struct basic *b = &c->basic[k];
-
-		if (left >= b->sent_len && !memcmp(at, b->sent, b->sent_len)) {
-			*rep = b->orig;
-			*rep_len = b->orig_len;
-			return b->sent_len;
-		}
-	}
-	return 0;
-}
-
-/* in to out, the Basic credentials the host got turned back into the
- * session's. */
-static int basic_out(const struct iconn *c, const char *in, size_t n, struct buf *out)
-{
-	return replace_each(in, n, basic_at, c, out);
 }
 
 /* One header toward the host, placeholders swapped, Basic credentials
@@ -778,8 +734,9 @@ static int send_head(struct iconn *c, const char *path)
 	return rc ? rc : conn_request_head_end(&c->io);
 }
 
-/* The answer's body, scrubbed by a chain of one scrubber a value (raw and
- * percent-encoded), framed as chunks. */
+/* The answer's body, scrubbed by a chain of one scrubber a value (each finds
+ * it raw and percent-encoded any way) and one a Basic credential the broker
+ * encoded, framed as chunks. */
 struct chain {
 	struct conn_out *out;
 	bool chunked; /* an HTTP/1.0 session reads the body to the connection's end */
@@ -821,16 +778,32 @@ static int answer_body(void *ctx, const uint8_t *data, size_t len)
 	return chain_sink(&x, data, len);
 }
 
-/* Part of an answer's head into h with every value turned back into its
- * placeholder, and each Basic credential the broker encoded into the
- * session's own; v is scratch. Under the secrets' lock. */
-static int put_scrubbed(const struct iconn *c, const char *p, size_t len, struct buf *v,
-			struct buf *h)
+/* Part of an answer's head appended to h through the body's chain of
+ * scrubbers, one after another, so that a head and a body agree: every value
+ * (in any encoding) turned back into its placeholder, and each Basic
+ * credential the broker encoded into the session's own. */
+static int put_scrubbed(const struct chain *x, const char *p, size_t len, struct buf *h)
 {
-	if (!c->n_basic)
-		return swap_out(p, len, h);
-	v->len = 0;
-	return swap_out(p, len, v) ?: basic_out(c, v->p, v->len, h);
+	struct buf t[2] = {{0}, {0}};
+	const char *cur = p;
+	int rc = 0;
+
+	for (size_t i = 0; i < x->n && !rc; i++) {
+		struct buf *b = &t[i % 2];
+		size_t need = scrub_buffer(x->sc[i], (const uint8_t *)cur, len, NULL, 0);
+
+		b->len = 0;
+		if (!(rc = buf_room(b, need))) {
+			len = scrub_buffer(x->sc[i], (const uint8_t *)cur, len, (uint8_t *)b->p,
+					   need);
+			cur = b->p;
+		}
+	}
+	if (!rc)
+		rc = buf_put(h, cur, len);
+	buf_wipe(&t[0]);
+	buf_wipe(&t[1]);
+	return rc;
 }
 
 /* The host's answer as the session gets it: every value turned back into
@@ -839,8 +812,7 @@ static int put_scrubbed(const struct iconn *c, const char *p, size_t len, struct
 static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 {
 	const struct http_parser *r = c->io.resp;
-	struct scrub *sc[2 * SECRETS_MAX + BASIC_MAX];
-	struct buf v = {0};
+	struct scrub *sc[SECRETS_MAX + BASIC_MAX];
 	struct chain x = {.out = &c->io.out, .sc = sc, .bytes = down};
 	bool body = http_answer_has_body(r);
 	struct buf h = {0};
@@ -855,12 +827,6 @@ static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 				       (const uint8_t *)s->placeholder, s->ph_len);
 		rc = sc[x.n] ? 0 : -EINVAL;
 		x.n += !rc;
-		if (!rc && (s->pct_len != s->len || memcmp(s->pct, s->value, s->len))) {
-			sc[x.n] = scrub_new_as((const uint8_t *)s->pct, s->pct_len,
-					       (const uint8_t *)s->placeholder, s->ph_len);
-			rc = sc[x.n] ? 0 : -EINVAL;
-			x.n += !rc;
-		}
 	}
 	for (size_t i = 0; i < c->n_basic && !rc; i++) {
 		sc[x.n] = scrub_new_as((const uint8_t *)c->basic[i].sent, c->basic[i].sent_len,
@@ -870,7 +836,7 @@ static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 	}
 	snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", http_status(r), http_reason(r));
 	if (!rc)
-		rc = swap_out(line, strlen(line), &h);
+		rc = put_scrubbed(&x, line, strlen(line), &h);
 	for (size_t i = 0; !rc && i < http_header_count(r); i++) {
 		const struct http_header *hd = http_header_at(r, i);
 
@@ -878,14 +844,13 @@ static int relay_answer(struct iconn *c, bool close_after, uint64_t *down)
 			continue;
 		/* the name too: a host may name a header after what it was sent
 		 * (an echo of the query's parameters) */
-		rc = put_scrubbed(c, hd->name, hd->name_len, &v, &h) ?: buf_put(&h, ": ", 2);
+		rc = put_scrubbed(&x, hd->name, hd->name_len, &h) ?: buf_put(&h, ": ", 2);
 		if (!rc)
-			rc = put_scrubbed(c, hd->value, hd->value_len, &v, &h);
+			rc = put_scrubbed(&x, hd->value, hd->value_len, &h);
 		if (!rc)
 			rc = buf_put(&h, "\r\n", 2);
 	}
 	pthread_mutex_unlock(&lock);
-	buf_wipe(&v);
 	if (!rc)
 		rc = conn_put(&c->io.out, h.p, h.len);
 	buf_wipe(&h);

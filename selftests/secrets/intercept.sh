@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a session's connections to a secret's host go to its broker in the kernel (getpeername still shows the host's address), which serves TLS with a certificate of the session's own CA (trusted through SSL_CERT_FILE, CURL_CA_BUNDLE and the rest; its key root's 0600, unreachable inside), puts the value on the wire where the session wrote the placeholder (request line percent-encoded, headers, Basic credentials) toward that secret's hosts only, turns the value back into the placeholder in the answer (header names too, also across TLS records, and Basic credentials it encoded back into the session's), relays what the host sent before a pause during the pause, refuses Host != SNI (421), never sends a request twice once the host may have acted on it (an answer it could not parse), a server name no secret names, and upgrades (501), and leaves no value in errand's output.
+# Guarantee: a session's connections to a secret's host go to its broker in the kernel (getpeername still shows the host's address), which serves TLS with a certificate of the session's own CA (trusted through SSL_CERT_FILE, CURL_CA_BUNDLE and the rest; its key root's 0600, unreachable inside), puts the value on the wire where the session wrote the placeholder (request line percent-encoded, headers, Basic credentials) toward that secret's hosts only, turns the value back into the placeholder in the answer (header names too, also across TLS records, however the host percent-encodes it, and Basic credentials it encoded back into the session's), relays what the host sent before a pause during the pause, refuses Host != SNI (421), never sends a request twice once the host may have acted on it (an answer it could not parse), a server name no secret names, and upgrades (501), and leaves no value in errand's output.
 # shellcheck disable=SC2016 # $TOK_A and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/common.sh"
@@ -18,6 +18,10 @@ echo "badhead=$('"$c"' -o /dev/null -o /dev/null -w "%{http_code} " https://sec.
 kn=$('"$c"' -D - -o /dev/null -H "x-api-key: $TOK_B" https://sec2.test/key-name | grep -i "^x-k-" | tr -d "\r")
 # compared inside: errandctl turns a value on its output back into the placeholder
 echo "kname=$([ "$kn" = "X-K-$TOK_B: 1" ] && echo placeholder || echo other)"
+rec=$('"$c"' -D - "https://sec.test/recode?k=$TOK_A" | tr -d "\r")
+v=; for l in "X-Lower: /recode?k=$TOK_A" "X-All: $TOK_A" "lower=/recode?k=$TOK_A" "all=$TOK_A"; do
+printf "%s\n" "$rec" | grep -qxF -- "$l" && v="$v placeholder" || v="$v other"; done
+echo "recode=$v"
 echo "front=$('"$c"' -o /dev/null -w "%{http_code}" -H "Host: sec2.test" https://sec.test/front)"
 echo "ws=$('"$c"' -o /dev/null -w "%{http_code}" -H "Connection: Upgrade" -H "Upgrade: websocket" -H "Sec-WebSocket-Version: 13" -H "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==" https://sec.test/ws)"
 echo "peer=$(python3 -c "import socket; s = socket.create_connection((\"sec.test\", 443)); print(s.getpeername()[0], s.getpeername()[1])" 2>&1)"
@@ -57,6 +61,9 @@ assert_eq "$(result split)" "before-$PH_A-after" "a value split across TLS recor
 assert_eq "$(result badhead)" "200 502 " "an answer no parser takes, on a kept connection, is a 502"
 assert_eq "$(grep -c "request GET /bad-head" "$W_DIR/echo.log")" 1 "... and the request went to the host once, never again"
 assert_eq "$(result kname)" placeholder "a header named after the value comes back named after the placeholder"
+assert_contains "$(echo_log)" "request GET /recode?k=$PCT_A" "the host got the value percent-encoded"
+assert_eq "$(result recode)" " placeholder placeholder placeholder placeholder" \
+	"its echo with lower-case hex and with every byte encoded, in headers and body, reaches the session as the placeholder"
 t1=$(result trickle_first)
 t2=$(result trickle_second)
 assert_ge $(((${t2:-0} - ${t1:-${t2:-0}}) / 1000000)) 1000 "what the host sent before a two-second pause reaches the session during it (ms before the rest)"

@@ -2,13 +2,15 @@
  * agent. "serve" is a TLS server (BoringSSL) that logs every call it gets and
  * answers by its path: an echo of what it received by default, and the
  * awkward answers the broker must handle (redirect, compressed, oversize,
- * a key echoed in a header or across a body's pieces, 401, a stall, an
+ * a key echoed in a header or across a body's pieces or re-encoded, 401, a
+ * stall, an
  * answer ended by the connection's close, with close_notify or without); with
  * --accept FILE, any call whose key is not FILE's first line is 401, as a
  * provider answers a rotated-out key. "register", "unregister", "keeper",
  * "mint" and "env" drive broker/registry.c as the agent does. Exit 0 on success, 1 on failure, 2 on
  * a usage error. */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -249,6 +251,38 @@ static int answer_split(struct client *c, struct req *r, size_t at)
 	return putf(c, "0\r\n\r\n");
 }
 
+/* The target echoed as frameworks re-encode what they echo: its %XX in
+ * lower-case hex (X-Lower and the body's lower=), and the query's k= decoded
+ * and every byte of it encoded again (X-All and all=). */
+static int answer_recode(struct client *c, struct req *r)
+{
+	static const char hex[] = "0123456789abcdef";
+	char lower[4096], all[3 * 4096 + 1];
+	const char *k = strstr(r->target, "?k=");
+	size_t o = 0;
+
+	snprintf(lower, sizeof(lower), "%s", r->target);
+	for (char *p = strchr(lower, '%'); p && p[1] && p[2]; p = strchr(p + 3, '%'))
+		p[1] = (char)tolower((unsigned char)p[1]),
+		p[2] = (char)tolower((unsigned char)p[2]);
+	for (k = k ? k + 3 : ""; *k && *k != '&' && o + 3 < sizeof(all); k++) {
+		unsigned b = (unsigned char)*k;
+
+		if (*k == '%' && isxdigit((unsigned char)k[1]) && isxdigit((unsigned char)k[2])) {
+			sscanf(k + 1, "%2x", &b);
+			k += 2;
+		}
+		all[o++] = '%';
+		all[o++] = hex[b >> 4];
+		all[o++] = hex[b & 15];
+	}
+	all[o] = '\0';
+	return putf(c,
+		    "HTTP/1.1 200 OK\r\nX-Lower: %s\r\nX-All: %s\r\nContent-Length: %zu\r\n\r\n"
+		    "lower=%s\nall=%s\n",
+		    lower, all, strlen(lower) + strlen(all) + 12, lower, all);
+}
+
 /* A line, a pause of two seconds, another line: what a relay has of an
  * answer must reach its client during the pause. */
 static int answer_trickle(struct client *c)
@@ -336,6 +370,8 @@ static int answer(struct client *c, struct req *r)
 			    r->key);
 	if (strstr(t, "/trickle"))
 		return answer_trickle(c);
+	if (strstr(t, "/recode"))
+		return answer_recode(c, r);
 	if (strstr(t, "/split") && q && sscanf(q, "?at=%zu", &at) == 1)
 		return answer_split(c, r, at);
 	if (strstr(t, "/unauthorized"))
