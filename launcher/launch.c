@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -816,8 +817,10 @@ static int abandon(pid_t pid)
  * A start it does not fit (an image, another network or account) ends it
  * and clones its own, as a launcher exec'd at the start does. */
 struct ahead {
-	pid_t pid; /* 0: none */
-	int sock;  /* ours; PID 1 takes its command line on the other end */
+	pid_t pid;  /* 0: none */
+	int sock;   /* ours; PID 1 takes its command line on the other end */
+	int mounts; /* the host's mountinfo, open since before PID 1's copy of its
+		     * mounts, to poll for a change; -1: none */
 	const char *netns;
 	uid_t uid;
 	gid_t gid;
@@ -847,6 +850,7 @@ static void ahead_start(struct ahead *h, int await_fd)
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return;
+	h->mounts = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 	mnt = mounts_shed_netns_dir(h->netns);
 	pid = ns_clone_session();
 	if (pid == 0) {
@@ -878,6 +882,9 @@ static void ahead_start(struct ahead *h, int await_fd)
 
 static void ahead_end(struct ahead *h)
 {
+	if (h->mounts >= 0)
+		close(h->mounts);
+	h->mounts = -1;
 	if (!h->pid)
 		return;
 	abandon(h->pid);
@@ -885,31 +892,61 @@ static void ahead_end(struct ahead *h)
 	h->pid = 0;
 }
 
-/* Whether PID 1, made ahead with a copy of the host's mounts, sees the
- * granted path otherwise than the host does: a file system mounted on it
- * since (a volume mounted, then granted) would leave PID 1 binding the
- * directory below. A grant of / is never checked whole: a fresh PID 1
+/* A grant of /, which PID 1 is never checked against whole: a fresh PID 1
  * takes it. */
-static bool ahead_view_stale(const char *path, const void *arg)
+static bool grants_root(const char *path, const void *arg)
 {
-	const struct ahead *h = arg;
-	char there[PATH_MAX];
-	struct stat now, then;
+	(void)arg;
+	return !strcmp(path, "/");
+}
 
+static bool beneath(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return !strcmp(dir, "/") || (!strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0'));
+}
+
+/* A mount point (arg) on a granted path, above it or below it. */
+static bool along_grant(const char *path, const void *arg)
+{
+	return beneath(arg, path) || beneath(path, arg);
+}
+
+static bool along_grants(const char *point, const void *arg)
+{
+	return any_grant(arg, along_grant, point);
+}
+
+/* Whether PID 1, made ahead with a copy of the host's mounts, sees the
+ * granted paths otherwise than the host does: a volume mounted since on one
+ * of them or on a directory below one, or one unmounted there, would leave
+ * PID 1 binding what was. When the host's mount namespace has not changed
+ * since the copy (its mountinfo, open since before, polls no change), they
+ * are alike; else the mounts on, above and below each granted path are
+ * compared, but those of the directory of network namespace files, which
+ * PID 1's copy shed (mounts_shed_netns_dir). */
+static bool ahead_view_stale(const struct ahead *h, const struct launch_args *a)
+{
+	struct pollfd p = {.fd = h->mounts, .events = POLLPRI};
+	char dir[PATH_MAX];
+	const char *slash = strrchr(h->netns, '/');
+
+	if (any_grant(a, grants_root, NULL))
+		return true;
+	if (h->mounts >= 0 && poll(&p, 1, 0) == 0)
+		return false;
+	if (path_fmt(dir, sizeof(dir), "%.*s", (int)(slash - h->netns), h->netns))
+		return true;
 	/* PID 1's root is its staging tmpfs, the host's below at /oldroot
 	 * (mounts.c) */
-	if (!strcmp(path, "/") ||
-	    path_fmt(there, sizeof(there), "/proc/%d/root/oldroot%s", (int)h->pid, path))
-		return true;
-	if (stat(path, &now) < 0)
-		return false; /* nothing there: PID 1 says so */
-	return stat(there, &then) < 0 || now.st_dev != then.st_dev || now.st_ino != then.st_ino;
+	return mountinfo_differs(h->pid, "/oldroot", dir[0] ? dir : NULL, along_grants, a);
 }
 
 static bool ahead_fits(const struct ahead *h, const struct launch_args *a)
 {
 	return h->pid && !a->image && !strcmp(a->netns, h->netns) && a->uid == h->uid &&
-	       a->gid == h->gid && !any_grant(a, ahead_view_stale, h);
+	       a->gid == h->gid && !ahead_view_stale(h, a);
 }
 
 /* PID 1's command line: the start's, with the paths as resolve_paths made
@@ -1040,7 +1077,7 @@ static void say_all(const struct launch_args *a)
 
 int main(int argc, char **argv)
 {
-	struct ahead ahead = {.sock = -1};
+	struct ahead ahead = {.sock = -1, .mounts = -1};
 	struct launch_args a;
 	int sync[2], r;
 	pid_t pid;
@@ -1089,6 +1126,8 @@ int main(int argc, char **argv)
 	a.term = getenv("TERM");
 	if (!ahead_fits(&ahead, &a))
 		ahead_end(&ahead);
+	if (ahead.mounts >= 0)
+		close(steal_fd(&ahead.mounts));
 	say_all(&a);
 
 	/* Before any child exists, so no signal meant for it is lost. */

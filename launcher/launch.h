@@ -154,6 +154,14 @@ int mounts_finish(const struct launch_args *a);
  * itself: in its user namespace the mounts it inherited are locked. */
 int mounts_shed_netns_dir(const char *netns);
 
+/* mountinfo.c: whether the mounts along some paths differ between the
+ * calling process's view and pid's below `under` (its path of the caller's
+ * root, "/oldroot" for a PID 1 made ahead): those whose mount point
+ * along(point, arg) wants, but any at or below skip (NULL: none). Anything
+ * unreadable differs. */
+bool mountinfo_differs(pid_t pid, const char *under, const char *skip,
+		       bool (*along)(const char *point, const void *arg), const void *arg);
+
 /* landlock.c: the floor and --policy-* as a Landlock ruleset on the calling
  * process. The ABI used, 0 when the kernel has none and --landlock-min 0
  * allows that, or -errno having said why. */

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a grant never reaches past what is the session's own or errand's: a grant of / (`Read(/**)`) shows the host's directories read-only while the session keeps its own /proc, /dev and /tmp, and errand's run directory and the sessions' cgroups are empty; a grant under /proc or /dev is refused with one line naming it, 125; under a grant that covers errand's state and run directories another session's HOME and errand's sockets are not there while the session's own HOME is, and a grant inside them is dropped with a line; a grant that leads through a link in the project (which sessions write) is dropped with a line naming the link, while one through a link elsewhere binds what it leads to; a volume mounted on a granted path after the agent made a session's PID 1 ahead is what the session sees.
+# Guarantee: a grant never reaches past what is the session's own or errand's: a grant of / (`Read(/**)`) shows the host's directories read-only while the session keeps its own /proc, /dev and /tmp, and errand's run directory and the sessions' cgroups are empty; a grant under /proc or /dev is refused with one line naming it, 125; under a grant that covers errand's state and run directories another session's HOME and errand's sockets are not there while the session's own HOME is, and a grant inside them is dropped with a line; a grant that leads through a link in the project (which sessions write) is dropped with a line naming the link, while one through a link elsewhere binds what it leads to; a volume mounted on a granted path or below one, or unmounted there, after the agent made a session's PID 1 ahead is what the session sees as it is at the start.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 world_up
@@ -81,27 +81,66 @@ assert_eq "$(result outside)" "No such file or directory" "a grant through a lin
 assert_match "$(cat "$RUN_ERR")" "$PROJ/link/f leads through the link $PROJ/link, in a directory sessions write" "... and says so, naming the link"
 assert_eq "$(result data)" data-file "a grant through a link elsewhere binds what it leads to"
 
-# A volume mounted after the agent made its PID 1 ahead, then granted: the
-# session sees the volume, not the directory below it.
+# The mounts along a granted path as they are at the start, whatever they
+# were when the agent made a PID 1 ahead: a volume mounted since on a
+# directory below the grant is seen, one unmounted since is not, and one
+# mounted on the granted path itself is.
 VOL=$W_DIR/vol
-mkdir -p "$VOL"
-chmod 0755 "$VOL"
+SRV=$W_DIR/srv
+mkdir -p "$VOL" "$SRV/data"
+echo under-the-volume >"$SRV/data/f"
+chmod -R a+rX "$VOL" "$SRV"
 grants_down() {
 	local rc=$?
 	mountpoint -q "$VOL" && umount "$VOL"
+	mountpoint -q "$SRV/data" && umount "$SRV/data"
+	mountpoint -q "$W_DIR/elsewhere" && umount "$W_DIR/elsewhere"
 	(exit $rc)
 	world_down
 }
 trap grants_down EXIT
+# ahead_made OLD: the pid of a launcher started ahead, not OLD, once the
+# PID 1 it makes is there (10 s at most); empty if none.
+ahead_made() {
+	local p
+	for _ in $(seq 100); do
+		for p in $(pgrep -f "errand-launch --await [0-9]+ --netns /run/$W/netns/"); do
+			[ "$p" != "$1" ] && pgrep -P "$p" >/dev/null && echo "$p" && return
+		done
+		sleep 0.1
+	done
+}
 # shellcheck disable=SC2034 # errand_run and agent_start read it
-W_CONFIG=$(world_config vol "\"pool\": 1, \"addressPool\": \"10.218.0.0/24\", \"policyExtra\": { \"read\": [\"$VOL\"] }")
+W_CONFIG=$(world_config vol "\"pool\": 1, \"addressPool\": \"10.218.0.0/24\", \"policyExtra\": { \"read\": [\"$VOL\", \"$SRV\"] }")
 agent_start || exit 1
-for _ in $(seq 100); do
-	pgrep -f "errand-launch --await [0-9]+ --netns /run/$W/netns/" >/dev/null && break
-	sleep 0.1
-done
-assert_ne "$(pgrep -f "errand-launch --await [0-9]+ --netns /run/$W/netns/")" "" "the agent made a launcher and its PID 1 ahead"
-sleep 0.5
+ahead=$(ahead_made none)
+assert_ne "$ahead" "" "the agent made a launcher and its PID 1 ahead"
+mount -t tmpfs -o size=64k,mode=0755 errt-data "$SRV/data"
+echo on-the-volume >"$SRV/data/f"
+chmod 0644 "$SRV/data/f"
+errand_run -- sh -c "echo \"data=\$(cat $SRV/data/f 2>&1 | sed 's/.*: //')\""
+assert_eq "$RUN_RC" 0 "a session granted a directory with a volume mounted below it since starts"
+assert_eq "$(result data)" on-the-volume "... and sees the volume, not the directory below"
+ahead=$(ahead_made "$ahead")
+assert_ne "$ahead" "" "the agent made another launcher and PID 1 ahead, the volume mounted"
+umount "$SRV/data"
+errand_run -- sh -c "echo \"data=\$(cat $SRV/data/f 2>&1 | sed 's/.*: //')\""
+assert_eq "$RUN_RC" 0 "a session granted a directory with a volume unmounted below it since starts"
+assert_eq "$(result data)" under-the-volume "... and sees the directory, not the volume gone"
+ahead=$(ahead_made "$ahead")
+assert_ne "$ahead" "" "the agent made another launcher and PID 1 ahead"
+# A volume mounted since elsewhere: that PID 1 still fits, and runs the session.
+mkdir -p "$W_DIR/elsewhere"
+mount -t tmpfs -o size=64k errt-else "$W_DIR/elsewhere"
+umount "$W_DIR/elsewhere"
+pid1=$(pgrep -P "$ahead")
+errand_start -- sh -c "echo \"data=\$(cat $SRV/data/f)\"; sleep 30"
+bg_wait '^data=' 10
+assert_eq "$(pgrep -P "$ahead")" "$pid1" "a volume mounted and unmounted elsewhere since: the session runs in the PID 1 made ahead"
+kill "$BG_PID" 2>/dev/null
+wait "$BG_PID" 2>/dev/null
+ahead=$(ahead_made "$ahead")
+assert_ne "$ahead" "" "the agent made another launcher and PID 1 ahead"
 mount -t tmpfs -o size=64k,mode=0755 errt-vol "$VOL"
 echo on-the-volume >"$VOL/f"
 chmod 0644 "$VOL/f"
