@@ -215,12 +215,21 @@ static void become_root(int sync_fd)
 	check_launcher(sync_fd);
 }
 
+/* The launcher learns that the session's root is built: it covers the
+ * masked paths a daemon makes again in it from then on (maskwatch.c). */
+static void say_root_built(int sock)
+{
+	if (write(sock, "r", 1) != 1)
+		log_debug("the launcher did not take word of the session's root");
+}
+
 void session_init(const struct launch_args *a, int sync_fd)
 {
 	become_root(sync_fd);
-	close(sync_fd);
 	if (ns_setup_session(a) < 0)
 		exit(LAUNCH_EXIT_FAIL);
+	say_root_built(sync_fd);
+	close(sync_fd);
 	session_run(a);
 }
 
@@ -246,5 +255,6 @@ void session_init_ahead(int sock)
 	a.project_fd = tree;
 	if (ns_finish_session(&a) < 0)
 		exit(LAUNCH_EXIT_FAIL);
+	say_root_built(sock);
 	session_run(&a);
 }

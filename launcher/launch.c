@@ -1075,11 +1075,29 @@ static void say_all(const struct launch_args *a)
 	free(text);
 }
 
+/* Whether PID 1 said its root is built (it ended instead: no). */
+static bool root_built(int sock)
+{
+	char c;
+	ssize_t n;
+
+	do
+		n = read(sock, &c, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1;
+}
+
+static void masks_made_again(void *watch)
+{
+	maskwatch_read(watch);
+}
+
 int main(int argc, char **argv)
 {
 	struct ahead ahead = {.sock = -1, .mounts = -1};
+	struct maskwatch *watch = NULL;
 	struct launch_args a;
-	int sync[2], r;
+	int sync[2], built, r;
 	pid_t pid;
 
 	log_init("errand-launch", false);
@@ -1153,14 +1171,22 @@ int main(int argc, char **argv)
 	if (!ahead.pid && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fatal("cannot set no_new_privs");
 
+	/* Watched from before PID 1 builds the root, so nothing made again
+	 * after its masks() goes unseen */
+	if (maskwatch_new(&a, &watch) < 0)
+		log_warnx("the session starts with its masked paths covered once: a daemon "
+			  "that makes its socket again shows through the grants");
+
 	if (ahead.pid) {
 		pid = ahead.pid;
 		if (ahead_hand(&ahead, argc, argv, &a) < 0)
 			return abandon(pid);
 		/* ahead.sock stays open until this process ends, as sync[1] */
+		built = ahead.sock;
 	} else {
-		if (pipe2(sync, O_CLOEXEC) < 0)
-			fatal("cannot make a pipe to start the session");
+		/* a socket: PID 1 says on it when the root is built */
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sync) < 0)
+			fatal("cannot make a socket pair to start the session");
 		pid = ns_clone_session();
 		if (pid < 0)
 			return LAUNCH_EXIT_FAIL;
@@ -1180,6 +1206,7 @@ int main(int argc, char **argv)
 			log_warn("cannot tell session process %d to go on", (int)pid);
 			return abandon(pid);
 		}
+		built = sync[1];
 	}
 	/* PID 1 has its own copy of the project's tree to mount, and the
 	 * status pipe is PID 1's alone: it ends with no status said when PID 1
@@ -1188,7 +1215,13 @@ int main(int argc, char **argv)
 	if (a.status_fd >= 0)
 		close(a.status_fd);
 
-	r = reap_wait(pid);
+	if (watch && root_built(built))
+		maskwatch_start(watch, pid);
+	if (watch)
+		r = reap_wait_watching(pid, maskwatch_fd(watch), masks_made_again, watch);
+	else
+		r = reap_wait(pid);
+	maskwatch_free(watch);
 	if (r < 0) {
 		errno = -r;
 		log_warn("cannot wait for session process %d", (int)pid);

@@ -162,6 +162,22 @@ int mounts_shed_netns_dir(const char *netns);
 bool mountinfo_differs(pid_t pid, const char *under, const char *skip,
 		       bool (*along)(const char *point, const void *arg), const void *arg);
 
+/* maskwatch.c: each --mask PATH whose directory a host grant shows,
+ * watched in the host while the session lives, and covered again in the
+ * session's mount namespace when a daemon makes it anew (its unlink took
+ * the cover away). maskwatch_new, in the outer launcher before PID 1 is
+ * made: *out NULL when nothing is to be watched; 0 or -errno, having said
+ * why. The caller owns *out (maskwatch_free, NULL-safe). */
+struct maskwatch;
+int maskwatch_new(const struct launch_args *a, struct maskwatch **out);
+void maskwatch_free(struct maskwatch *w);
+/* The descriptor to poll; maskwatch_read when it is readable. */
+int maskwatch_fd(const struct maskwatch *w);
+/* Once PID 1 has built the session's root: its namespace taken, and what
+ * was made again meanwhile covered. 0 or -errno. */
+int maskwatch_start(struct maskwatch *w, pid_t pid1);
+void maskwatch_read(struct maskwatch *w);
+
 /* landlock.c: the floor and --policy-* as a Landlock ruleset on the calling
  * process. The ABI used, 0 when the kernel has none and --landlock-min 0
  * allows that, or -errno having said why. */
@@ -216,6 +232,8 @@ void reap_reset_signals(void);
  * child until target ends. Its exit status, 128+N if signal N killed it, or
  * -errno. */
 int reap_wait(pid_t target);
+/* The same, calling on_ready(arg) whenever fd is readable meanwhile. */
+int reap_wait_watching(pid_t target, int fd, void (*on_ready)(void *arg), void *arg);
 
 /* exec.c: the command process. Never returns: execs, or exits 125/126/127. */
 void exec_command(const struct launch_args *a) __attribute__((noreturn));

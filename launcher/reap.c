@@ -2,7 +2,9 @@
  * and the session's PID 1: forward SIGINT, SIGTERM, SIGHUP and SIGQUIT to
  * one child, reap every child, and turn how that one ended into a status. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,24 +67,34 @@ static int exit_status(int status)
 	return WEXITSTATUS(status);
 }
 
+/* Reaps what has ended: target's status, or -EAGAIN while it runs. */
+static int reap_ended(pid_t target)
+{
+	int status;
+	pid_t pid;
+
+	/* Reap before waiting: SIGCHLD is one pending bit for any number of
+	 * children, and may have come before the wait began. */
+	while ((pid = waitpid(-1, &status, WNOHANG)) != 0) {
+		if (pid < 0 && errno == EINTR)
+			continue;
+		if (pid < 0)
+			return -errno;
+		if (pid == target)
+			return exit_status(status);
+	}
+	return -EAGAIN;
+}
+
 int reap_wait(pid_t target)
 {
 	sigset_t set;
-	int status, sig;
-	pid_t pid;
+	int r, sig;
 
 	waited_set(&set);
 	for (;;) {
-		/* Reap before waiting: SIGCHLD is one pending bit for any number
-		 * of children, and may have come before this loop began. */
-		while ((pid = waitpid(-1, &status, WNOHANG)) != 0) {
-			if (pid < 0 && errno == EINTR)
-				continue;
-			if (pid < 0)
-				return -errno;
-			if (pid == target)
-				return exit_status(status);
-		}
+		if ((r = reap_ended(target)) != -EAGAIN)
+			return r;
 		sig = sigwaitinfo(&set, NULL);
 		if (sig < 0 && errno != EINTR)
 			return -errno;
@@ -90,4 +102,38 @@ int reap_wait(pid_t target)
 		if (sig > 0 && sig != SIGCHLD)
 			kill(target, sig);
 	}
+}
+
+int reap_wait_watching(pid_t target, int fd, void (*on_ready)(void *arg), void *arg)
+{
+	struct signalfd_siginfo si[8];
+	sigset_t set;
+	int sfd, r;
+
+	waited_set(&set);
+	/* the signals are blocked (reap_block_signals): taken here */
+	sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (sfd < 0)
+		return -errno;
+	for (;;) {
+		struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = fd, .events = POLLIN}};
+		ssize_t n;
+
+		if ((r = reap_ended(target)) != -EAGAIN)
+			break;
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			break;
+		}
+		if (p[1].revents & POLLIN)
+			on_ready(arg);
+		while ((n = read(sfd, si, sizeof(si))) > 0)
+			for (size_t i = 0; i < (size_t)n / sizeof(si[0]); i++)
+				if (si[i].ssi_signo != SIGCHLD)
+					kill(target, (int)si[i].ssi_signo);
+	}
+	close(sfd);
+	return r;
 }
