@@ -246,14 +246,11 @@ static size_t name_ports(const struct dnsw *r, const char *name, struct dnsp_por
 	return dnsp_name_ports(r->cfg, &r->grants, time(NULL), name, ports, max, wild);
 }
 
-/* Asks the agent to write every (address, port) of name's answer into the
- * allow map. The TTL it gives to answer with, or -1 when it refused or the
- * write failed: the answer is SERVFAIL then, never an address the kernel
- * would refuse. Updates the agent sends meanwhile are applied as they come. */
-static int64_t program(struct dnsw *r, const struct dns_query *q, const struct addr *addrs,
-		       size_t n, uint32_t ttl, struct cache_entry *ce)
+/* Sends the agent a request and waits for its reply: the TTL it gives (0
+ * for a DNSP_NAME), or -1 when it refused. Updates the agent sends
+ * meanwhile are applied as they come. */
+static int64_t agent_ask(struct dnsw *r, const void *msg, size_t msg_len)
 {
-	static struct dnsp_program m;
 	union {
 		struct dnsp_reply reply;
 		struct dnsp_grants grants;
@@ -261,14 +258,7 @@ static int64_t program(struct dnsw *r, const struct dns_query *q, const struct a
 	} *in = r->in;
 	ssize_t len;
 
-	memset(&m, 0, sizeof(m));
-	m.type = DNSP_PROGRAM;
-	m.qtype = q->qtype;
-	m.n = (uint16_t)n;
-	m.ttl = ttl;
-	snprintf(m.name, sizeof(m.name), "%s", q->name);
-	memcpy(m.addrs, addrs, n * sizeof(*addrs));
-	chan_send(r, &m, sizeof(m));
+	chan_send(r, msg, msg_len);
 	while (!r->quit) {
 		len = recv(r->chan, in, sizeof(*in), 0);
 		if (len < 0 && errno == EINTR)
@@ -277,16 +267,49 @@ static int64_t program(struct dnsw *r, const struct dns_query *q, const struct a
 			r->quit = true;
 			break;
 		}
-		if ((size_t)len == sizeof(in->reply) && in->reply.type == DNSP_REPLY) {
-			if (in->reply.status)
-				break;
-			if (ce)
-				ce->covered_ns = boottime_ns() + (uint64_t)in->reply.ttl * NS_PER_S;
-			return in->reply.ttl;
-		}
+		if ((size_t)len == sizeof(in->reply) && in->reply.type == DNSP_REPLY)
+			return in->reply.status ? -1 : (int64_t)in->reply.ttl;
 		apply_update(r, in, (size_t)len);
 	}
 	return -1;
+}
+
+/* Asks the agent to write every (address, port) of name's answer into the
+ * allow map. The TTL it gives to answer with, or -1 when it refused or the
+ * write failed: the answer is SERVFAIL then, never an address the kernel
+ * would refuse. */
+static int64_t program(struct dnsw *r, const struct dns_query *q, const struct addr *addrs,
+		       size_t n, uint32_t ttl, struct cache_entry *ce)
+{
+	static struct dnsp_program m;
+	int64_t t;
+
+	memset(&m, 0, sizeof(m));
+	m.type = DNSP_PROGRAM;
+	m.qtype = q->qtype;
+	m.n = (uint16_t)n;
+	m.ttl = ttl;
+	snprintf(m.name, sizeof(m.name), "%s", q->name);
+	memcpy(m.addrs, addrs, n * sizeof(*addrs));
+	t = agent_ask(r, &m, sizeof(m));
+	if (t >= 0 && ce)
+		ce->covered_ns = boottime_ns() + (uint64_t)t * NS_PER_S;
+	return t;
+}
+
+/* A name the session has not spent yet: counted under the caps, here and by
+ * the agent, which records it, before anything of it goes upstream. A
+ * repeated name costs a lookup; a new one, a round trip to the agent. */
+static bool name_spend(struct dnsw *r, const char *name, int wild)
+{
+	struct dnsp_name m = {.type = DNSP_NAME};
+
+	if (dnsp_names_seen(r->names, name))
+		return true;
+	if (!dnsp_names_room(r->names, wild))
+		return false;
+	snprintf(m.name, sizeof(m.name), "%s", name);
+	return agent_ask(r, &m, sizeof(m)) >= 0 && !dnsp_names_admit(r->names, name, wild);
 }
 
 /* Answers each client of one question (the same name and type) with addrs
@@ -654,7 +677,7 @@ static void handle_query(struct dnsw *r, struct client *c, const uint8_t *buf, s
 		reply(r, c, DNS_RCODE_NOERROR, &pin->addr, match ? 1 : 0, r->cfg->dns_ttl_cap);
 		return;
 	}
-	if (!dnsp_names_admit(r->names, q->name, wild)) {
+	if (!name_spend(r, norm, wild)) {
 		deny(r, q, "cap");
 		reply(r, c, DNS_RCODE_SERVFAIL, NULL, 0, 0);
 		return;
@@ -923,7 +946,7 @@ int dns_worker_main(const struct dns_worker_args *a)
 	struct dnsw *r = calloc(1, sizeof(*r));
 
 	if (!r || !(r->cache = calloc(DNS_CACHE_SIZE, sizeof(*r->cache))) ||
-	    !(r->ub = calloc(1, sizeof(*r->ub))) || !(r->names = dnsp_names_new(a->cfg)) ||
+	    !(r->ub = calloc(1, sizeof(*r->ub))) || !(r->names = a->names) ||
 	    !(r->in = malloc(sizeof(struct dnsp_grants) + sizeof(struct dnsp_self))))
 		return -ENOMEM;
 	r->tokens_milli = (uint64_t)DNS_UPSTREAM_BURST * 1000;

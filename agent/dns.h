@@ -17,6 +17,9 @@
 
 struct dns_responder;
 
+/* In a session's record directory: the names it has spent (dnspriv.h). */
+#define DNS_NAMES_FILE "dns-names"
+
 /* Emits a denied-name event (the caller logs and streams it). */
 typedef void (*dns_event_fn)(const struct event_rec *ev, void *arg);
 
@@ -30,12 +33,16 @@ enum { DNS_SOCK_UDP4, DNS_SOCK_TCP4, DNS_SOCK_UDP6, DNS_SOCK_TCP6, DNS_SOCKS };
  * owns them from here on, on failure too), and sets up the upstream resolver
  * from cfg (dns.upstream, else the host's resolv.conf). self lists the agent
  * namespace's own addresses, never given out; it and cfg must outlive the
- * responder. NULL with errno set and one line in err. The caller owns the
- * result. */
+ * responder. The names the session spends under dns.maxNames and
+ * dns.maxWildcardNames are kept in record_dir's DNS_NAMES_FILE (NULL: in
+ * memory alone) and read back from it: an agent that adopts the session
+ * counts on from where the last one left off. NULL with errno set and one
+ * line in err. The caller owns the result. */
 struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct enforce *enf,
 					uint32_t gw4, const uint8_t *gw6, int socks[DNS_SOCKS],
 					const struct addr *self, size_t n_self, const char *session,
-					dns_event_fn fn, void *arg, char *err, size_t errlen);
+					const char *record_dir, dns_event_fn fn, void *arg,
+					char *err, size_t errlen);
 /* The responder's listening sockets (-1: none), for the launcher to hold a
  * copy of: while they stay bound, no other socket on the host gets the
  * session's DNS, whether an agent runs or not. Still the responder's. */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -104,7 +105,8 @@ size_t dnsp_name_ports(const struct errand_config *cfg, const struct grant_set *
 	return n;
 }
 
-/* A name the session has been allowed to resolve, for the caps. */
+/* A name the session has been allowed to resolve, for the caps; also the
+ * form the worker's start carries them in. */
 struct seen_name {
 	char name[DNS_NAME_MAX + 1];
 	int wild; /* index of the wildcard rule that admitted it, or -1 */
@@ -117,7 +119,13 @@ struct dnsp_names {
 	uint32_t *idx;	      /* open addressing over seen: index + 1; 0: empty */
 	size_t slots;	      /* a power of two, at least twice dns.maxNames */
 	uint32_t *wild_count; /* names admitted under each rule of cfg->allow */
+	int fd;		      /* the record (dnsp_names_record), or -1 */
+	off_t end;	      /* where its next line goes: after its last whole one */
 };
+
+/* The record of a session's names is the agent's alone, and read only at a
+ * restart: a name and its rule are at most this long a line. */
+#define NAMES_LINE_MAX (DNS_NAME_MAX + 16)
 
 struct dnsp_names *dnsp_names_new(const struct errand_config *cfg)
 {
@@ -134,6 +142,7 @@ struct dnsp_names *dnsp_names_new(const struct errand_config *cfg)
 	}
 	t->cfg = cfg;
 	t->slots = slots;
+	t->fd = -1;
 	return t;
 }
 
@@ -141,30 +150,135 @@ void dnsp_names_free(struct dnsp_names *t)
 {
 	if (!t)
 		return;
+	if (t->fd >= 0)
+		close(t->fd);
 	free(t->seen);
 	free(t->idx);
 	free(t->wild_count);
 	free(t);
 }
 
-bool dnsp_names_admit(struct dnsp_names *t, const char *name, int wild)
+/* The slot of name in the index: its own, or the empty one it would take. */
+static size_t names_slot(const struct dnsp_names *t, const char *name)
 {
 	size_t mask = t->slots - 1, i = name_hash(name) & mask;
 
 	for (; t->idx[i]; i = (i + 1) & mask)
 		if (!strcmp(t->seen[t->idx[i] - 1].name, name))
-			return true;
+			break;
+	return i;
+}
+
+bool dnsp_names_seen(const struct dnsp_names *t, const char *name)
+{
+	return t->idx[names_slot(t, name)] != 0;
+}
+
+bool dnsp_names_room(const struct dnsp_names *t, int wild)
+{
 	if (t->n_seen >= t->cfg->dns_max_names)
 		return false;
-	if (wild >= 0 && t->wild_count[wild] >= t->cfg->dns_max_wildcard_names)
-		return false;
+	return wild < 0 || t->wild_count[wild] < t->cfg->dns_max_wildcard_names;
+}
+
+/* Appends name's line to the record, before the name counts: a line cut
+ * short by a kill is written over by the next, and its name was never
+ * answered. 0 or -errno. */
+static int names_write(struct dnsp_names *t, const char *name, int wild)
+{
+	char line[NAMES_LINE_MAX + 1];
+	int len = snprintf(line, sizeof(line), "%d %s\n", wild, name);
+	ssize_t n;
+
+	if (t->fd < 0)
+		return 0;
+	if (len < 0 || (size_t)len >= sizeof(line))
+		return -ENAMETOOLONG;
+	do
+		n = pwrite(t->fd, line, (size_t)len, t->end);
+	while (n < 0 && errno == EINTR);
+	if (n != len)
+		return n < 0 ? -errno : -EIO;
+	t->end += len;
+	return 0;
+}
+
+int dnsp_names_admit(struct dnsp_names *t, const char *name, int wild)
+{
+	size_t i = names_slot(t, name);
+	int rc;
+
+	if (t->idx[i])
+		return 0;
+	if (!dnsp_names_room(t, wild))
+		return -EDQUOT;
+	if ((rc = names_write(t, name, wild)))
+		return rc;
 	snprintf(t->seen[t->n_seen].name, sizeof(t->seen[t->n_seen].name), "%s", name);
 	t->seen[t->n_seen].wild = wild;
 	t->n_seen++;
 	t->idx[i] = (uint32_t)t->n_seen;
 	if (wild >= 0)
 		t->wild_count[wild]++;
-	return true;
+	return 0;
+}
+
+/* One line of the record, "WILD NAME": admitted as it was, the rule index
+ * kept when it still names a wildcard rule (the session's configuration is
+ * its record's, the same at a restart), else counted as a name alone. */
+static void names_load_line(struct dnsp_names *t, char *line)
+{
+	char norm[HOST_NAME_MAX_LEN + 1], *name, *end;
+	long wild = strtol(line, &end, 10);
+
+	if (end == line || *end != ' ')
+		return;
+	name = end + 1;
+	if (host_name_normalize(name, norm, NULL, 0) || strlen(norm) > DNS_NAME_MAX)
+		return;
+	if (wild < 0 || (size_t)wild >= t->cfg->n_allow || !t->cfg->allow[wild].wildcard)
+		wild = -1;
+	dnsp_names_admit(t, norm, (int)wild);
+}
+
+int dnsp_names_record(struct dnsp_names *t, int fd)
+{
+	char buf[NAMES_LINE_MAX + 2];
+	size_t have = 0;
+	off_t at = 0;
+
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = -1; /* not written while it is read */
+	for (;;) {
+		ssize_t n = pread(fd, buf + have, sizeof(buf) - 1 - have, at + (off_t)have);
+		char *nl;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int rc = -errno;
+
+			close(fd);
+			return rc;
+		}
+		have += (size_t)n;
+		buf[have] = '\0';
+		nl = memchr(buf, '\n', have);
+		if (!nl) {
+			/* the end, or a line longer than any written: the
+			 * next line goes where it starts */
+			break;
+		}
+		*nl = '\0';
+		names_load_line(t, buf);
+		at += nl + 1 - buf;
+		have -= (size_t)(nl + 1 - buf);
+		memmove(buf, nl + 1, have);
+	}
+	t->fd = fd;
+	t->end = at;
+	return 0;
 }
 
 static uint32_t ttl_clamp(const struct errand_config *cfg, uint32_t ttl)
@@ -172,6 +286,26 @@ static uint32_t ttl_clamp(const struct errand_config *cfg, uint32_t ttl)
 	if (ttl < cfg->dns_ttl_floor)
 		return cfg->dns_ttl_floor;
 	return ttl > cfg->dns_ttl_cap ? cfg->dns_ttl_cap : ttl;
+}
+
+int dnsp_check_name(struct dnsp_policy *p, const void *msg, size_t len, int64_t unix_now)
+{
+	struct dnsp_name m;
+	struct dnsp_port ports[64];
+	char norm[HOST_NAME_MAX_LEN + 1];
+	int wild;
+
+	if (len != sizeof(m))
+		return -EBADMSG;
+	memcpy(&m, msg, sizeof(m));
+	if (m.type != DNSP_NAME || !memchr(m.name, '\0', sizeof(m.name)) ||
+	    host_name_normalize(m.name, norm, NULL, 0))
+		return -EBADMSG;
+	/* The rule it counts under is the agent's to find, not the worker's
+	 * to say. */
+	if (!dnsp_name_ports(p->cfg, p->grants, unix_now, norm, ports, ARRAY_SIZE(ports), &wild))
+		return -EPERM;
+	return dnsp_names_admit(p->names, norm, wild);
 }
 
 int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_ns,
@@ -185,7 +319,7 @@ int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_
 	size_t n_ports, k = 0;
 	uint64_t expires;
 	uint32_t ttl;
-	int wild;
+	int wild, rc;
 
 	*n_out = 0;
 	if (len != sizeof(m))
@@ -212,8 +346,9 @@ int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_
 			if (!memcmp(&p->self[j], a, sizeof(*a)))
 				return -EACCES;
 	}
-	if (!dnsp_names_admit(p->names, norm, wild))
-		return -EDQUOT;
+	rc = dnsp_names_admit(p->names, norm, wild);
+	if (rc)
+		return rc;
 	ttl = ttl_clamp(cfg, m.ttl);
 	expires = now_ns + ((uint64_t)ttl + cfg->dns_grace) * NS_PER_S;
 	for (size_t j = 0; j < n_ports; j++) {
@@ -498,8 +633,11 @@ static int upstream_check(const struct errand_config *cfg, char *err, size_t err
  * become, its grants and the host's own addresses as they are now. Both
  * ends are the same build (the running binary, /proc/self/exe), which
  * size checks. Followed by n_allow struct host_rule, n_pins struct pin,
- * n_public struct cidr, n_self struct addr, and upstream_len bytes: the
- * upstream resolvers, comma-separated, NUL-terminated. */
+ * n_public struct cidr, n_self struct addr, n_names struct seen_name (the
+ * names the session has spent, as the agent counts them: a new worker, after
+ * a restart of its own or of the agent, does not start the caps again), and
+ * upstream_len bytes: the upstream resolvers, comma-separated,
+ * NUL-terminated. */
 struct dnsp_init {
 	uint32_t size; /* sizeof(struct dnsp_init) */
 	char session[16];
@@ -508,7 +646,7 @@ struct dnsp_init {
 	uint32_t pdeathsig;	   /* die with the thread that started it */
 	int32_t listen[DNS_SOCKS]; /* the worker's descriptor of each socket, or -1 */
 	uint32_t ttl_floor, ttl_cap, max_addrs, max_names, max_wild;
-	uint32_t n_allow, n_pins, n_public, n_self, upstream_len;
+	uint32_t n_allow, n_pins, n_public, n_self, n_names, upstream_len;
 	struct grant_set grants;
 };
 
@@ -582,6 +720,7 @@ static int init_blob(const struct dns_responder *r, const int listen_fd[DNS_SOCK
 	in->n_pins = (uint32_t)cfg->n_pins;
 	in->n_public = (uint32_t)cfg->n_public;
 	in->n_self = (uint32_t)n_self;
+	in->n_names = (uint32_t)r->pol.names->n_seen;
 	in->upstream_len = (uint32_t)strlen(csv) + 1;
 	if (r->pol.grants)
 		in->grants = *r->pol.grants;
@@ -600,6 +739,8 @@ static int init_blob(const struct dns_responder *r, const int listen_fd[DNS_SOCK
 		rc = blob_put(fd, cfg->public_ranges, cfg->n_public * sizeof(*cfg->public_ranges));
 	if (!rc)
 		rc = blob_put(fd, r->pol.self, n_self * sizeof(*r->pol.self));
+	if (!rc)
+		rc = blob_put(fd, r->pol.names->seen, in->n_names * sizeof(struct seen_name));
 	if (!rc)
 		rc = blob_put(fd, csv, in->upstream_len);
 	if (!rc && fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE))
@@ -736,10 +877,11 @@ static struct dnsp_init *init_read(int fd)
 		got += (size_t)n;
 	}
 	if (got != size || in->size != sizeof(*in) || in->n_self > DNSP_SELF_MAX ||
-	    in->grants.n > GRANT_MAX || in->upstream_len == 0 ||
+	    in->grants.n > GRANT_MAX || in->upstream_len == 0 || in->n_names > in->max_names ||
 	    size != sizeof(*in) + in->n_allow * sizeof(struct host_rule) +
 			    in->n_pins * sizeof(struct pin) + in->n_public * sizeof(struct cidr) +
-			    in->n_self * sizeof(struct addr) + in->upstream_len ||
+			    in->n_self * sizeof(struct addr) +
+			    in->n_names * sizeof(struct seen_name) + in->upstream_len ||
 	    ((char *)in)[size - 1] != '\0') {
 		free(in);
 		return NULL;
@@ -768,6 +910,7 @@ int dnsp_worker_exec_main(char **argv)
 	struct errand_config cfg = {};
 	struct dns_worker_args a = {};
 	struct dnsp_init *in;
+	struct seen_name *seen;
 	ares_channel ch;
 	char err[256], *p, *end;
 	long fd = strtol(argv[2], &end, 10);
@@ -799,11 +942,23 @@ int dnsp_worker_exec_main(char **argv)
 	a.self = (struct addr *)p;
 	a.n_self = in->n_self;
 	p += in->n_self * sizeof(struct addr);
+	seen = (struct seen_name *)p;
+	p += in->n_names * sizeof(struct seen_name);
 	cfg.dns_ttl_floor = in->ttl_floor;
 	cfg.dns_ttl_cap = in->ttl_cap;
 	cfg.dns_max_addrs = in->max_addrs;
 	cfg.dns_max_names = in->max_names;
 	cfg.dns_max_wildcard_names = in->max_wild;
+	if (!(a.names = dnsp_names_new(&cfg)))
+		return 126;
+	for (size_t i = 0; i < in->n_names; i++) {
+		int wild = seen[i].wild;
+
+		seen[i].name[sizeof(seen[i].name) - 1] = '\0';
+		if (wild < -1 || wild >= (int)cfg.n_allow)
+			wild = -1;
+		dnsp_names_admit(a.names, seen[i].name, wild);
+	}
 	for (int k = 0; k < DNS_SOCKS; k++)
 		if (in->listen[k] > top)
 			top = in->listen[k];
@@ -879,10 +1034,47 @@ static void worker_end(struct dns_responder *r, const char *why)
 		  r->session, (int)r->pid, why, r->respawn_ms);
 }
 
+/* The session's names, from its record (made here when new): the agent's,
+ * never the session's, and written at each new name (dnsp_names_record). */
+static int names_open(struct dnsp_names *names, const char *record_dir, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd, rc;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/" DNS_NAMES_FILE, record_dir) >=
+	    sizeof(path)) {
+		snprintf(err, errlen, "the path of its DNS names under %s is too long", record_dir);
+		return -ENAMETOOLONG;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || fstat(fd, &st)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot open %s, where its DNS names are counted: %s", path,
+			 strerror(-rc));
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+		snprintf(err, errlen,
+			 "%s is not a file of the agent's alone (mode 0600); remove it and start "
+			 "the session again",
+			 path);
+		close(fd);
+		return -EPERM;
+	}
+	rc = dnsp_names_record(names, fd);
+	if (rc)
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(-rc));
+	return rc;
+}
+
 struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct enforce *enf,
 					uint32_t gw4, const uint8_t *gw6, int socks[DNS_SOCKS],
 					const struct addr *self, size_t n_self, const char *session,
-					dns_event_fn fn, void *arg, char *err, size_t errlen)
+					const char *record_dir, dns_event_fn fn, void *arg,
+					char *err, size_t errlen)
 {
 	struct dns_responder *r = calloc(1, sizeof(*r));
 	struct passwd pwd, *pw;
@@ -927,6 +1119,8 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 	}
 	r->uid = pw->pw_uid;
 	r->gid = pw->pw_gid;
+	if (record_dir && (rc = names_open(r->pol.names, record_dir, err, errlen)))
+		goto fail;
 	for (int k = 0; k < DNS_SOCKS; k++) {
 		bool v6 = k == DNS_SOCK_UDP6 || k == DNS_SOCK_TCP6;
 
@@ -1109,31 +1303,35 @@ static bool name_valid(const char *name, size_t size)
 	return true;
 }
 
+/* A refused request of the worker's: counted, logged at most once a second. */
+static void refusal(struct dns_responder *r, const char *what, size_t size, int rc, uint64_t now)
+{
+	char name[DNS_NAME_MAX * 4 + 1];
+
+	r->refused++;
+	if (now - r->refusal_log_ns < DNS_REFUSAL_LOG_NS)
+		return;
+	log_warnx("session %s: refused %llu request(s) of its DNS worker, the last for %s: %s",
+		  r->session, (unsigned long long)r->refused,
+		  esc_textn(what, size, name, sizeof(name)), strerror(-rc));
+	r->refusal_log_ns = now;
+	r->refused = 0;
+}
+
 static void handle_program(struct dns_responder *r, const void *msg, size_t len)
 {
 	static struct dnsp_entry entries[DNSP_ADDRS_MAX * 64];
 	struct dnsp_reply rep = {.type = DNSP_REPLY};
 	const struct dnsp_program *m = msg;
 	uint64_t now = boottime_ns();
-	char a[ADDR_STRLEN], name[DNS_NAME_MAX * 4 + 1];
+	char a[ADDR_STRLEN];
 	size_t n = 0;
 	int rc;
 
 	rc = dnsp_check(&r->pol, msg, len, now, time(NULL), entries, ARRAY_SIZE(entries), &n,
 			&rep.ttl);
-	if (rc) {
-		r->refused++;
-		if (now - r->refusal_log_ns >= DNS_REFUSAL_LOG_NS) {
-			log_warnx("session %s: refused %llu request(s) of its DNS worker, the last "
-				  "for %s: %s",
-				  r->session, (unsigned long long)r->refused,
-				  esc_textn(m->name, len >= sizeof(*m) ? sizeof(m->name) : 0, name,
-					    sizeof(name)),
-				  strerror(-rc));
-			r->refusal_log_ns = now;
-			r->refused = 0;
-		}
-	}
+	if (rc)
+		refusal(r, m->name, len >= sizeof(*m) ? sizeof(m->name) : 0, rc, now);
 	for (size_t i = 0; !rc && i < n; i++) {
 		rc = enforce_allow_answer(r->enf, &entries[i].addr, entries[i].port,
 					  entries[i].expires_ns, entries[i].flags,
@@ -1154,6 +1352,19 @@ static void handle_program(struct dns_responder *r, const void *msg, size_t len)
 		r->unprogrammed = 0;
 	}
 	rep.status = rc;
+	if (send(r->chan, &rep, sizeof(rep), MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof(rep))
+		worker_end(r, "did not take its reply");
+}
+
+/* A name the worker has not counted yet, before it goes upstream: counted
+ * (and recorded) here, or refused. */
+static void handle_name(struct dns_responder *r, const struct dnsp_name *m)
+{
+	struct dnsp_reply rep = {.type = DNSP_REPLY};
+
+	rep.status = dnsp_check_name(&r->pol, m, sizeof(*m), time(NULL));
+	if (rep.status)
+		refusal(r, m->name, sizeof(m->name), rep.status, boottime_ns());
 	if (send(r->chan, &rep, sizeof(rep), MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof(rep))
 		worker_end(r, "did not take its reply");
 }
@@ -1249,6 +1460,9 @@ static void chan_process(struct dns_responder *r)
 		if (len >= 4 && type == DNSP_PROGRAM &&
 		    (size_t)len == sizeof(struct dnsp_program)) {
 			handle_program(r, r->buf, (size_t)len);
+		} else if (len >= 4 && type == DNSP_NAME &&
+			   (size_t)len == sizeof(struct dnsp_name)) {
+			handle_name(r, r->buf);
 		} else if (len >= 4 && type == DNSP_EVENT &&
 			   (size_t)len == sizeof(struct dnsp_event) &&
 			   ((struct dnsp_event *)r->buf)->reason < DNSP_R_MAX &&

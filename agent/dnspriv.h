@@ -33,6 +33,7 @@ enum dnsp_type {
 	DNSP_PROGRAM = 1, /* struct dnsp_program: open these addresses, answer if ok */
 	DNSP_EVENT,	  /* struct dnsp_event: a denied name */
 	DNSP_LOG,	  /* struct dnsp_log */
+	DNSP_NAME,	  /* struct dnsp_name: count a new name, before it goes upstream */
 	/* agent to worker */
 	DNSP_REPLY = 16, /* struct dnsp_reply: the outcome of a DNSP_PROGRAM */
 	DNSP_GRANTS,	 /* struct dnsp_grants: the session's grants now */
@@ -52,9 +53,19 @@ struct dnsp_program {
 
 struct dnsp_reply {
 	uint32_t type;
-	int32_t status; /* 0: programmed, answer; else -errno: answer SERVFAIL */
-	uint32_t ttl;	/* the TTL to answer with */
+	int32_t status; /* 0: programmed (counted), answer; else -errno: answer SERVFAIL */
+	uint32_t ttl;	/* the TTL to answer with; 0 for a DNSP_NAME */
 };
+
+/* "Session S (the channel's) spends name N": sent once for each name the
+ * worker has not counted yet, and answered (a DNSP_REPLY) before the name is
+ * asked upstream, since the query is what a session could carry data in. */
+struct dnsp_name {
+	uint32_t type;
+	char name[DNS_NAME_MAX + 1]; /* normalised, NUL-terminated */
+	uint8_t pad[2];
+};
+_Static_assert(sizeof(struct dnsp_name) == 4 + DNS_NAME_MAX + 1 + 2, "dnsp_name is packed");
 
 enum dnsp_reason {
 	DNSP_R_NOT_ALLOWED,
@@ -114,12 +125,26 @@ size_t dnsp_name_ports(const struct errand_config *cfg, const struct grant_set *
 		       const char *name, struct dnsp_port *ports, size_t max, int *wild);
 
 /* The names a session has been allowed to resolve, under dns.maxNames and
- * dns.maxWildcardNames: a hash lookup and counters, constant time. */
+ * dns.maxWildcardNames: a hash lookup and counters, constant time. The
+ * caller owns what dnsp_names_new returns. */
 struct dnsp_names;
 struct dnsp_names *dnsp_names_new(const struct errand_config *cfg);
 void dnsp_names_free(struct dnsp_names *t);
-/* True when name is admitted (again, or newly under the caps). */
-bool dnsp_names_admit(struct dnsp_names *t, const char *name, int wild);
+/* 0 when name is admitted (again, or newly under the caps, where wild is the
+ * index of the wildcard rule it counts under, or -1); -EDQUOT over a cap;
+ * -errno when a new name could not be written to the table's file, and
+ * then it is not admitted either. */
+int dnsp_names_admit(struct dnsp_names *t, const char *name, int wild);
+bool dnsp_names_seen(const struct dnsp_names *t, const char *name);
+/* Whether a new name counted under wild (-1: no wildcard) fits the caps. */
+bool dnsp_names_room(const struct dnsp_names *t, int wild);
+/* Makes fd (a regular file, read and written at its offsets) the table's
+ * record: admits the names it holds, then appends each new one, so the
+ * caps of a session outlive its agent. The file holds one line a name,
+ * "WILD NAME\n"; a line cut short (a write the agent did not finish, whose
+ * name it never answered) is ignored and written over. The table owns fd
+ * from here on, on failure too. 0 or -errno. */
+int dnsp_names_record(struct dnsp_names *t, int fd);
 
 /* What the agent checks a worker's request against: the session's own. */
 struct dnsp_policy {
@@ -138,6 +163,12 @@ struct dnsp_entry {
 	uint32_t flags;
 	uint32_t grant;
 };
+
+/* The agent's check of a DNSP_NAME: msg (len bytes, from the worker) must
+ * be a well-formed struct dnsp_name whose name the session's rules or live
+ * grants admit; it is counted under the session's caps (and recorded).
+ * 0, or -EBADMSG, -EPERM, -EDQUOT, or -errno (it could not be recorded). */
+int dnsp_check_name(struct dnsp_policy *p, const void *msg, size_t len, int64_t unix_now);
 
 /* The agent's checker: msg (len bytes, from the worker) must be a
  * well-formed struct dnsp_program whose name the session's rules or live
@@ -187,6 +218,7 @@ struct dns_worker_args {
 	const struct grant_set *grants;
 	const struct addr *self;
 	size_t n_self;
+	struct dnsp_names *names; /* the names spent so far, as the agent counts them; owned */
 };
 int dns_worker_main(const struct dns_worker_args *a);
 

@@ -3,7 +3,9 @@
  * flag, a name its host rules or live grants admit, under dns.maxAddresses,
  * dns.maxNames and dns.maxWildcardNames, every address of the asked family,
  * none forbidden (in any IPv4-carrying form) and none the host's own; what
- * it programs is never a pinned entry. The worker's seccomp filter kills it
+ * it programs is never a pinned entry. Each name counted is a line of the
+ * session's record, and a table read back from it (a restarted agent's)
+ * counts on from there. The worker's seccomp filter kills it
  * on any system call outside its allow-list (files, exec, fork, ptrace, bpf,
  * executable memory, sockets other than IPv4/IPv6 UDP/TCP); with Landlock's
  * network rules (Linux 6.7), its TCP reaches the upstream resolvers' ports
@@ -252,6 +254,83 @@ static void test_caps(void)
 		  -E2BIG, "more entries than the caller has room for: refused, not cut");
 }
 
+static int name_check(const char *name)
+{
+	struct dnsp_name m = {.type = DNSP_NAME};
+
+	snprintf(m.name, sizeof(m.name), "%s", name);
+	return dnsp_check_name(&pol, &m, sizeof(m), NOW_UNIX);
+}
+
+/* The record of a session's names: a table made again from it (the agent's
+ * restart) counts on from where the last one left off. */
+static void test_record(void)
+{
+	struct dnsp_names *t;
+	struct dnsp_name bad = {.type = DNSP_NAME};
+	struct dnsp_program m;
+	char text[512];
+	ssize_t len;
+	int fd = memfd_create("dns-names", MFD_CLOEXEC);
+
+	CHECK_TRUE(fd >= 0, "a file for the record");
+	CHECK_INT(dnsp_names_record(pol.names, dup(fd)), 0, "an empty record is read");
+	CHECK_INT(name_check("w1.wild.example"), 0,
+		  "a name asked before it goes upstream: counted");
+	CHECK_INT(name_check("w2.wild.example"), 0, "a second under *.wild.example");
+	CHECK_INT(name_check("w3.wild.example"), -EDQUOT,
+		  "a third is over dns.maxWildcardNames (2): refused");
+	CHECK_INT(name_check("evil.example.net"), -EPERM, "a name no rule admits: refused");
+	CHECK_INT(dnsp_check_name(&pol, &bad, sizeof(bad), NOW_UNIX), -EBADMSG,
+		  "an empty name: refused");
+	memset(bad.name, 'a', sizeof(bad.name));
+	CHECK_INT(dnsp_check_name(&pol, &bad, sizeof(bad), NOW_UNIX), -EBADMSG,
+		  "a name without its NUL: refused");
+	CHECK_INT(dnsp_check_name(&pol, &bad, sizeof(bad) - 1, NOW_UNIX), -EBADMSG,
+		  "one byte short: refused");
+	m = req("api.example.com", DNS_TYPE_A, "93.184.216.34");
+	CHECK_INT(check(&m), 0, "a third name, programmed");
+	len = pread(fd, text, sizeof(text) - 1, 0);
+	text[len > 0 ? len : 0] = '\0';
+	CHECK_STR(text, "2 w1.wild.example\n2 w2.wild.example\n-1 api.example.com\n",
+		  "each name counted is a line of the record, with its wildcard rule");
+
+	/* The agent's restart: a new table from the record. A line cut short
+	 * (a kill in the middle of its write) follows the whole ones. */
+	CHECK_INT((int)pwrite(fd, "-1 granted.exa", 14, len), 14, "a line cut short");
+	t = dnsp_names_new(&cfg);
+	CHECK_INT(dnsp_names_record(t, dup(fd)), 0, "the record is read back");
+	CHECK_TRUE(dnsp_names_seen(t, "w1.wild.example") && dnsp_names_seen(t, "api.example.com"),
+		   "its names are seen");
+	CHECK_FALSE(dnsp_names_seen(t, "granted.exa"), "the line cut short is not");
+	CHECK_FALSE(dnsp_names_room(t, 2), "*.wild.example's names are still at its cap");
+	CHECK_INT(dnsp_names_admit(t, "w3.wild.example", 2), -EDQUOT,
+		  "a new name under it is refused after the restart");
+	CHECK_INT(dnsp_names_admit(t, "w2.wild.example", 2), 0, "a name counted before is not");
+	CHECK_INT(dnsp_names_admit(t, "granted.example.org", -1), 0, "a fourth name");
+	CHECK_INT(dnsp_names_admit(t, "once.example.org", -1), -EDQUOT,
+		  "a fifth is over dns.maxNames (4), after the restart too");
+	dnsp_names_free(t);
+	len = pread(fd, text, sizeof(text) - 1, 0);
+	text[len > 0 ? len : 0] = '\0';
+	CHECK_STR(text,
+		  "2 w1.wild.example\n2 w2.wild.example\n-1 api.example.com\n"
+		  "-1 granted.example.org\n",
+		  "the next line is written over the one cut short");
+
+	/* A rule index that names no wildcard rule counts the name alone. */
+	CHECK_INT(ftruncate(fd, 0), 0, "an emptied record");
+	CHECK_INT((int)pwrite(fd, "0 a1.wild.example\n7 a2.wild.example\nx bad\n", 42, 0), 42,
+		  "lines with rule indexes that name no wildcard rule, and one malformed");
+	t = dnsp_names_new(&cfg);
+	CHECK_INT(dnsp_names_record(t, fd), 0, "... are read");
+	CHECK_TRUE(dnsp_names_seen(t, "a1.wild.example") && dnsp_names_seen(t, "a2.wild.example"),
+		   "... their names counted");
+	CHECK_TRUE(dnsp_names_room(t, 2), "... under no wildcard rule");
+	CHECK_FALSE(dnsp_names_seen(t, "bad"), "the malformed line is not");
+	dnsp_names_free(t);
+}
+
 static void test_ttl(void)
 {
 	struct dnsp_program m = req("api.example.com", DNS_TYPE_A, "93.184.216.34");
@@ -466,6 +545,8 @@ int main(void)
 	test_addresses();
 	policy_reset();
 	test_caps();
+	policy_reset();
+	test_record();
 	policy_reset();
 	test_ttl();
 	CHECK_FALSE(pinned_seen, "no admitted request produced a pinned entry");
