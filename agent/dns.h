@@ -31,7 +31,9 @@ enum { DNS_SOCK_UDP4, DNS_SOCK_TCP4, DNS_SOCK_UDP6, DNS_SOCK_TCP6, DNS_SOCKS };
  * NULL: none), except where socks[k] (-1: none) is such a socket already (a
  * restarted agent's, taken back from the session's launcher; the responder
  * owns them from here on, on failure too), and sets up the upstream resolver
- * from cfg (dns.upstream, else the host's resolv.conf). self lists the agent
+ * from cfg (dns.upstream, else the host's resolv.conf). Its UDP sockets are
+ * bound to dev (the session's link on the agent's side; NULL: none), so
+ * that what is sent on them reaches the session alone. self lists the agent
  * namespace's own addresses, never given out; it and cfg must outlive the
  * responder. The names the session spends under dns.maxNames and
  * dns.maxWildcardNames are kept in record_dir's DNS_NAMES_FILE (NULL: in
@@ -41,8 +43,8 @@ enum { DNS_SOCK_UDP4, DNS_SOCK_TCP4, DNS_SOCK_UDP6, DNS_SOCK_TCP6, DNS_SOCKS };
 struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct enforce *enf,
 					uint32_t gw4, const uint8_t *gw6, int socks[DNS_SOCKS],
 					const struct addr *self, size_t n_self, const char *session,
-					const char *record_dir, dns_event_fn fn, void *arg,
-					char *err, size_t errlen);
+					const char *dev, const char *record_dir, dns_event_fn fn,
+					void *arg, char *err, size_t errlen);
 /* The responder's listening sockets (-1: none), for the launcher to hold a
  * copy of: while they stay bound, no other socket on the host gets the
  * session's DNS, whether an agent runs or not. Still the responder's. */

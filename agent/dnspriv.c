@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -417,42 +418,261 @@ int dnsp_landlock_load(const uint16_t *ports, size_t n)
 }
 
 /* The TCP ports of the channel's servers (c-ares gives 0 for the default,
- * 53), at most max. */
-static size_t upstream_tcp_ports(ares_channel ch, uint16_t *ports, size_t max)
+ * 53), each once, in *ports (the caller frees it). Their number, or -errno. */
+static ssize_t upstream_tcp_ports(ares_channel ch, uint16_t **ports)
 {
 	struct ares_addr_port_node *servers = NULL;
-	size_t n = 0;
+	size_t n = 0, max = 0;
 
+	*ports = NULL;
 	if (ares_get_servers_ports(ch, &servers) != ARES_SUCCESS)
 		return 0;
-	for (struct ares_addr_port_node *s = servers; s && n < max; s = s->next) {
+	for (struct ares_addr_port_node *s = servers; s; s = s->next)
+		max++;
+	if (max && !(*ports = calloc(max, sizeof(**ports)))) {
+		ares_free_data(servers);
+		return -ENOMEM;
+	}
+	for (struct ares_addr_port_node *s = servers; s; s = s->next) {
 		uint16_t port = s->tcp_port ? (uint16_t)s->tcp_port : 53;
 		bool seen = false;
 
 		for (size_t i = 0; i < n; i++)
-			seen |= ports[i] == port;
+			seen |= (*ports)[i] == port;
 		if (!seen)
-			ports[n++] = port;
+			(*ports)[n++] = port;
 	}
 	ares_free_data(servers);
-	return n;
+	return (ssize_t)n;
+}
+
+/* ---- the worker's upstream UDP ----
+ *
+ * Landlock's network rules cover TCP alone, and seccomp sees no address. So
+ * the worker's UDP to its upstream resolvers goes through sockets it
+ * connects before its filter, one pool of them at DNSP_FD_POOL and up, and
+ * the filter refuses every new UDP socket, and on any descriptor from
+ * DNSP_FD_POOL on connect, sendto with an address and sendmsg/sendmmsg
+ * (whose addresses it cannot see). A socket connected to a resolver sends
+ * only there. c-ares takes them through its socket functions: its UDP
+ * socket is a copy (dup2, which the filter admits onto DNSP_FD_HANDOUT and
+ * up alone) of a pool socket of the family, and its connect puts there the
+ * pool socket already connected to the server it names; its close closes
+ * the copy, so the pool socket serves the next connection to that server.
+ * Its TCP sockets are its own (Landlock holds their ports). */
+
+struct pool_sock {
+	int fd; /* DNSP_FD_POOL + its index */
+	int family;
+	struct sockaddr_storage peer;
+	int user; /* the handout descriptor it is copied to, or -1 */
+};
+
+static struct pool_sock pool[DNSP_POOL_MAX];
+static size_t n_pool;
+/* Each handout descriptor: HAND_FREE, HAND_OPEN (a copy of some pool socket
+ * of its family, not yet connected), or the index of the pool socket it is. */
+enum { HAND_FREE = -2, HAND_OPEN = -1 };
+/* The handout descriptors are the values under this mask, for the filter. */
+#define HAND_MASK (~(uint64_t)(DNSP_FD_LIMIT - DNSP_FD_HANDOUT - 1))
+_Static_assert(((DNSP_FD_LIMIT - DNSP_FD_HANDOUT) & (DNSP_FD_LIMIT - DNSP_FD_HANDOUT - 1)) == 0 &&
+		       DNSP_FD_HANDOUT % (DNSP_FD_LIMIT - DNSP_FD_HANDOUT) == 0,
+	       "the handout descriptors are an aligned power of two");
+static int hand[DNSP_FD_LIMIT - DNSP_FD_HANDOUT];
+
+static bool peer_is(const struct sockaddr_storage *peer, const struct sockaddr *sa, socklen_t len)
+{
+	const struct sockaddr_in *a = (const void *)peer, *b = (const void *)sa;
+	const struct sockaddr_in6 *a6 = (const void *)peer, *b6 = (const void *)sa;
+
+	if (sa->sa_family != peer->ss_family)
+		return false;
+	if (sa->sa_family == AF_INET)
+		return len >= sizeof(*b) && a->sin_port == b->sin_port &&
+		       a->sin_addr.s_addr == b->sin_addr.s_addr;
+	return sa->sa_family == AF_INET6 && len >= sizeof(*b6) && a6->sin6_port == b6->sin6_port &&
+	       !memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof(a6->sin6_addr));
+}
+
+static int hand_index(ares_socket_t fd)
+{
+	int j = fd - DNSP_FD_HANDOUT;
+
+	return j >= 0 && j < (int)ARRAY_SIZE(hand) && hand[j] != HAND_FREE ? j : -1;
+}
+
+static ares_socket_t pool_socket(int af, int type, int protocol, void *arg)
+{
+	(void)arg;
+	/* c-ares sets no option on a socket of its socket functions' */
+	if ((type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) != SOCK_DGRAM)
+		return socket(af, type | SOCK_NONBLOCK, protocol);
+	for (size_t j = 0; j < ARRAY_SIZE(hand); j++) {
+		if (hand[j] != HAND_FREE)
+			continue;
+		for (size_t k = 0; k < n_pool; k++) {
+			if (pool[k].family != af)
+				continue;
+			if (dup2(pool[k].fd, DNSP_FD_HANDOUT + (int)j) < 0)
+				return ARES_SOCKET_BAD;
+			hand[j] = HAND_OPEN;
+			return DNSP_FD_HANDOUT + (int)j;
+		}
+		break;
+	}
+	/* no resolver of that family, or every handout taken */
+	errno = EAFNOSUPPORT;
+	return ARES_SOCKET_BAD;
+}
+
+static int pool_connect(ares_socket_t fd, const struct sockaddr *sa, ares_socklen_t len, void *arg)
+{
+	int j = hand_index(fd);
+
+	(void)arg;
+	if (j < 0)
+		return connect(fd, sa, len);
+	for (size_t k = 0; k < n_pool; k++) {
+		if (pool[k].user >= 0 || !peer_is(&pool[k].peer, sa, len))
+			continue;
+		if (dup2(pool[k].fd, fd) < 0)
+			return -1;
+		if (hand[j] >= 0)
+			pool[hand[j]].user = -1;
+		hand[j] = (int)k;
+		pool[k].user = fd;
+		return 0;
+	}
+	/* not a resolver of the worker's start, or each of its sockets in use */
+	errno = ECONNREFUSED;
+	return -1;
+}
+
+static int pool_close(ares_socket_t fd, void *arg)
+{
+	int j = hand_index(fd);
+
+	(void)arg;
+	if (j >= 0) {
+		if (hand[j] >= 0)
+			pool[hand[j]].user = -1;
+		hand[j] = HAND_FREE;
+	}
+	return close(fd);
+}
+
+static ares_ssize_t pool_recvfrom(ares_socket_t fd, void *buf, size_t len, int flags,
+				  struct sockaddr *from, ares_socklen_t *fromlen, void *arg)
+{
+	(void)arg;
+	return recvfrom(fd, buf, len, flags, from, fromlen);
+}
+
+static ares_ssize_t pool_sendv(ares_socket_t fd, const struct iovec *iov, int n, void *arg)
+{
+	(void)arg;
+	return writev(fd, iov, n);
+}
+
+static const struct ares_socket_functions pool_funcs = {
+	.asocket = pool_socket,
+	.aclose = pool_close,
+	.aconnect = pool_connect,
+	.arecvfrom = pool_recvfrom,
+	.asendv = pool_sendv,
+};
+
+/* Opens the pool: DNSP_POOL_PER_SERVER UDP sockets connected to each of the
+ * channel's servers (a server the worker cannot reach gets none: c-ares
+ * finds it refused), and makes c-ares use it. 0 or -errno. */
+static int pool_open(ares_channel ch)
+{
+	struct ares_addr_port_node *servers = NULL;
+	int rc = 0;
+
+	for (size_t j = 0; j < ARRAY_SIZE(hand); j++)
+		hand[j] = HAND_FREE;
+	if (ares_get_servers_ports(ch, &servers) != ARES_SUCCESS)
+		return -ENOMEM;
+	for (struct ares_addr_port_node *s = servers; s && !rc; s = s->next) {
+		struct sockaddr_storage ss = {.ss_family = (sa_family_t)s->family};
+		struct sockaddr_in *sin = (void *)&ss;
+		struct sockaddr_in6 *sin6 = (void *)&ss;
+		uint16_t port = htons(s->udp_port ? (uint16_t)s->udp_port : 53);
+		socklen_t len;
+
+		if (s->family == AF_INET) {
+			sin->sin_port = port;
+			sin->sin_addr = s->addr.addr4;
+			len = sizeof(*sin);
+		} else if (s->family == AF_INET6) {
+			sin6->sin6_port = port;
+			memcpy(&sin6->sin6_addr, &s->addr.addr6, sizeof(sin6->sin6_addr));
+			len = sizeof(*sin6);
+		} else {
+			continue;
+		}
+		for (int r = 0; r < DNSP_POOL_PER_SERVER && n_pool < DNSP_POOL_MAX && !rc; r++) {
+			struct pool_sock *p = &pool[n_pool];
+			int fd = socket(s->family, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+
+			if (fd < 0) {
+				rc = -errno;
+				break;
+			}
+			if (connect(fd, (struct sockaddr *)&ss, len)) {
+				close(fd);
+				break;
+			}
+			p->fd = DNSP_FD_POOL + (int)n_pool;
+			if (dup2(fd, p->fd) < 0)
+				rc = -errno;
+			close(fd);
+			p->family = s->family;
+			p->peer = ss;
+			p->user = -1;
+			n_pool += !rc;
+		}
+	}
+	ares_free_data(servers);
+	if (!rc)
+		ares_set_socket_functions(ch, &pool_funcs, NULL);
+	return rc;
+}
+
+int dnsp_worker_confine(void *ares)
+{
+	uint16_t *ports;
+	ssize_t n = upstream_tcp_ports(ares, &ports);
+	int rc = n < 0 ? (int)n : pool_open(ares);
+
+	if (!rc)
+		rc = dnsp_landlock_load(ports, (size_t)n);
+	if (!rc)
+		rc = dnsp_seccomp_load();
+	free(ports);
+	return rc;
 }
 
 int dnsp_seccomp_load(void)
 {
 	/* What the responder, c-ares and malloc call; anything else kills. */
 	static const int allow[] = {
-		SCMP_SYS(read),	       SCMP_SYS(write),		SCMP_SYS(readv),
-		SCMP_SYS(writev),      SCMP_SYS(recvfrom),	SCMP_SYS(recvmsg),
-		SCMP_SYS(recvmmsg),    SCMP_SYS(sendto),	SCMP_SYS(sendmsg),
-		SCMP_SYS(sendmmsg),    SCMP_SYS(connect),	SCMP_SYS(accept4),
-		SCMP_SYS(close),       SCMP_SYS(poll),		SCMP_SYS(ppoll),
-		SCMP_SYS(getsockname), SCMP_SYS(getpeername),	SCMP_SYS(getsockopt),
-		SCMP_SYS(setsockopt),  SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday),
-		SCMP_SYS(time),	       SCMP_SYS(getrandom),	SCMP_SYS(brk),
-		SCMP_SYS(munmap),      SCMP_SYS(mremap),	SCMP_SYS(madvise),
-		SCMP_SYS(futex),       SCMP_SYS(rt_sigreturn),	SCMP_SYS(restart_syscall),
-		SCMP_SYS(exit),	       SCMP_SYS(exit_group),	SCMP_SYS(getpid),
+		SCMP_SYS(read),		SCMP_SYS(write),
+		SCMP_SYS(readv),	SCMP_SYS(writev),
+		SCMP_SYS(recvfrom),	SCMP_SYS(recvmsg),
+		SCMP_SYS(recvmmsg),	SCMP_SYS(accept4),
+		SCMP_SYS(close),	SCMP_SYS(poll),
+		SCMP_SYS(ppoll),	SCMP_SYS(getsockname),
+		SCMP_SYS(getpeername),	SCMP_SYS(getsockopt),
+		SCMP_SYS(setsockopt),	SCMP_SYS(clock_gettime),
+		SCMP_SYS(gettimeofday), SCMP_SYS(time),
+		SCMP_SYS(getrandom),	SCMP_SYS(brk),
+		SCMP_SYS(munmap),	SCMP_SYS(mremap),
+		SCMP_SYS(madvise),	SCMP_SYS(futex),
+		SCMP_SYS(rt_sigreturn), SCMP_SYS(restart_syscall),
+		SCMP_SYS(exit),		SCMP_SYS(exit_group),
+		SCMP_SYS(getpid),
 	};
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
 	int rc = ctx ? 0 : -ENOMEM;
@@ -466,16 +686,43 @@ int dnsp_seccomp_load(void)
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
 				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	/* Sockets for upstream: IPv4 and IPv6, UDP and TCP (protocol 0, as
-	 * c-ares asks), nothing else: no ping, raw, netlink or Unix socket. */
+	/* Sockets for upstream TCP: IPv4 and IPv6 (protocol 0, as c-ares asks),
+	 * nothing else: no UDP (its upstream UDP sockets are connected before
+	 * the filter, the pool), no ping, raw, netlink or Unix socket. */
 	for (int f = 0; !rc && f < 2; f++)
-		for (int t = 0; !rc && t < 2; t++)
-			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
-					      SCMP_A0(SCMP_CMP_EQ, f ? AF_INET6 : AF_INET),
-					      SCMP_A1(SCMP_CMP_MASKED_EQ,
-						      ~(uint64_t)(SOCK_NONBLOCK | SOCK_CLOEXEC),
-						      t ? SOCK_STREAM : SOCK_DGRAM),
-					      SCMP_A2(SCMP_CMP_EQ, 0));
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
+				      SCMP_A0(SCMP_CMP_EQ, f ? AF_INET6 : AF_INET),
+				      SCMP_A1(SCMP_CMP_MASKED_EQ,
+					      ~(uint64_t)(SOCK_NONBLOCK | SOCK_CLOEXEC),
+					      SOCK_STREAM),
+				      SCMP_A2(SCMP_CMP_EQ, 0));
+	/* Below DNSP_FD_POOL: the channel, the session's sockets (the UDP ones
+	 * bound to the session's link by the agent) and TCP. From it on, the
+	 * pool and c-ares's copies of it, connected to a resolver: no connect,
+	 * no send that names an address, no sendmsg (that may). */
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(connect), 1,
+				      SCMP_A0(SCMP_CMP_LT, DNSP_FD_POOL));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendmsg), 1,
+				      SCMP_A0(SCMP_CMP_LT, DNSP_FD_POOL));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendmmsg), 1,
+				      SCMP_A0(SCMP_CMP_LT, DNSP_FD_POOL));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1,
+				      SCMP_A0(SCMP_CMP_LT, DNSP_FD_POOL));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1,
+				      SCMP_A4(SCMP_CMP_EQ, 0));
+	/* c-ares's copies of the pool: onto the handout descriptors alone,
+	 * every bit of the 64 compared (the kernel takes the low 32). */
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(dup2), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, HAND_MASK, DNSP_FD_HANDOUT));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(dup3), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, HAND_MASK, DNSP_FD_HANDOUT));
 	/* c-ares makes its sockets non-blocking. */
 	for (size_t i = 0; !rc && i < 4; i++) {
 		static const int cmds[] = {F_GETFL, F_SETFL, F_GETFD, F_SETFD};
@@ -788,7 +1035,7 @@ static int worker_exec_child(void *arg)
 		if (dup2(3, fd) < 0)
 			goto fail;
 	if (close_range(3 + (unsigned)w->n, ~0U, CLOSE_RANGE_CLOEXEC) || setsid() < 0 ||
-	    setrlimit(RLIMIT_NOFILE, &(struct rlimit){256, 256}) ||
+	    setrlimit(RLIMIT_NOFILE, &(struct rlimit){DNSP_FD_LIMIT, DNSP_FD_LIMIT}) ||
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		goto fail;
 	syscall(SYS_execveat, exe, "", w->argv, environ, AT_EMPTY_PATH);
@@ -914,8 +1161,6 @@ int dnsp_worker_exec_main(char **argv)
 	ares_channel ch;
 	char err[256], *p, *end;
 	long fd = strtol(argv[2], &end, 10);
-	uint16_t ports[16];
-	size_t n_ports;
 	int top = 3;
 
 	/* Its life is the agent's to end (SIGKILL, PDEATHSIG, the channel's
@@ -995,8 +1240,7 @@ int dnsp_worker_exec_main(char **argv)
 		return 126;
 	/* Before the first byte of the session's is read; Landlock's system
 	 * calls are not in the filter's list. */
-	n_ports = upstream_tcp_ports(ch, ports, ARRAY_SIZE(ports));
-	if (dnsp_landlock_load(ports, n_ports) || dnsp_seccomp_load())
+	if (dnsp_worker_confine(ch))
 		return 126;
 	a.cfg = &cfg;
 	a.session = in->session;
@@ -1073,8 +1317,8 @@ static int names_open(struct dnsp_names *names, const char *record_dir, char *er
 struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct enforce *enf,
 					uint32_t gw4, const uint8_t *gw6, int socks[DNS_SOCKS],
 					const struct addr *self, size_t n_self, const char *session,
-					const char *record_dir, dns_event_fn fn, void *arg,
-					char *err, size_t errlen)
+					const char *dev, const char *record_dir, dns_event_fn fn,
+					void *arg, char *err, size_t errlen)
 {
 	struct dns_responder *r = calloc(1, sizeof(*r));
 	struct passwd pwd, *pw;
@@ -1136,6 +1380,22 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 			rc = r->listen[k];
 			snprintf(err, errlen, "cannot listen for DNS on %s%s%s:53: %s",
 				 v6 ? "[" : "", addr_str(&gw, a), v6 ? "]" : "", strerror(-rc));
+			goto fail;
+		}
+	}
+	/* Whatever sends on the gateway's UDP sockets (its worker, compromised
+	 * or not, whatever address it names) leaves by the session's link
+	 * alone: the worker's other UDP reaches its resolvers alone
+	 * (dnsp_worker_confine). Only CAP_NET_RAW undoes it. On a restarted
+	 * agent's sockets too. */
+	for (int k = 0; k < DNS_SOCKS && dev; k++) {
+		if ((k != DNS_SOCK_UDP4 && k != DNS_SOCK_UDP6) || r->listen[k] < 0)
+			continue;
+		if (setsockopt(r->listen[k], SOL_SOCKET, SO_BINDTODEVICE, dev,
+			       (socklen_t)strlen(dev) + 1)) {
+			rc = -errno;
+			snprintf(err, errlen, "cannot bind its DNS sockets to %s: %s", dev,
+				 strerror(-rc));
 			goto fail;
 		}
 	}

@@ -180,9 +180,26 @@ int dnsp_check_name(struct dnsp_policy *p, const void *msg, size_t len, int64_t 
 int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_ns,
 	       int64_t unix_now, struct dnsp_entry *out, size_t max, size_t *n_out, uint32_t *ttl);
 
+/* The worker's descriptors: below DNSP_FD_POOL its channel, the session's
+ * sockets and its TCP; from it, UDP sockets connected to its upstream
+ * resolvers before its filter (DNSP_POOL_PER_SERVER each, DNSP_POOL_MAX in
+ * all); from DNSP_FD_HANDOUT up to its RLIMIT_NOFILE, c-ares's copies of
+ * them. */
+#define DNSP_FD_POOL 160
+#define DNSP_POOL_MAX 64
+#define DNSP_POOL_PER_SERVER 2
+#define DNSP_FD_HANDOUT (DNSP_FD_POOL + DNSP_POOL_MAX)
+#define DNSP_FD_LIMIT 256
+
 /* The worker's seccomp allow-list, loaded into the calling process (and its
- * threads). 0 or -errno. */
+ * threads): no new UDP socket, and from DNSP_FD_POOL on no connect, no
+ * sendmsg and no send with an address. 0 or -errno. */
 int dnsp_seccomp_load(void);
+/* The worker's whole confinement, once it is errand-dns with no_new_privs:
+ * opens its pool of UDP sockets connected to the upstream resolvers of ares
+ * (an ares_channel) and has c-ares use them, then loads its Landlock rules
+ * (TCP to the resolvers' ports) and its seccomp filter. 0 or -errno. */
+int dnsp_worker_confine(void *ares);
 /* The worker's TCP, by Landlock (ABI 4, Linux 6.7): connect to the ports
  * given alone (the upstream resolvers'), bind never, wherever a compromised
  * worker would aim from the agent's network namespace. Needs no_new_privs.

@@ -2030,8 +2030,8 @@ static int session_services(struct session *s)
 				    s->id, strerror(-rc));
 	}
 	s->dns = dns_responder_new(s->cfg, s->enf, s->link.gw4, s->link.v6 ? s->link.gw6 : NULL,
-				   s->held, s->self, s->n_self, s->id, s->record_dir, session_event,
-				   s, err, sizeof(err));
+				   s->held, s->self, s->n_self, s->id, s->link.host_if,
+				   s->record_dir, session_event, s, err, sizeof(err));
 	for (int k = 0; k < DNS_SOCKS; k++)
 		s->held[k] = -1; /* the responder's now */
 	if (!s->dns)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a session's DNS is parsed, answered and resolved upstream by a worker process of its own (the agent's binary exec'd again, sharing none of the agent's memory), running as errand-dns with no capabilities, no_new_privs, a seccomp filter and no descriptor but sockets, started at the session's first query (none before); a fully compromised worker (its channel to the agent taken over) gets programmed only what the session's policy admits: a name the session may not resolve, a forbidden address (10.x, 169.254.169.254, v4-mapped in AAAA, a pinned one), the host's own address or the gateway, more addresses than dns.maxAddresses, more names than dns.maxWildcardNames, a flag, or a malformed message are refused (the last ends the worker), and a pinned entry is never overwritten; while no worker runs the session's DNS gets no answer, the agent starts a new one, and a worker dies with its agent.
+# Guarantee: a session's DNS is parsed, answered and resolved upstream by a worker process of its own (the agent's binary exec'd again, sharing none of the agent's memory), running as errand-dns with no capabilities, no_new_privs, a seccomp filter and no descriptor but sockets (what it sends on its gateway socket reaches the session alone, never a wan host), started at the session's first query (none before); a fully compromised worker (its channel to the agent taken over) gets programmed only what the session's policy admits: a name the session may not resolve, a forbidden address (10.x, 169.254.169.254, v4-mapped in AAAA, a pinned one), the host's own address or the gateway, more addresses than dns.maxAddresses, more names than dns.maxWildcardNames, a flag, or a malformed message are refused (the last ends the worker), and a pinned entry is never overwritten; while no worker runs the session's DNS gets no answer, the agent starts a new one, and a worker dies with its agent.
 # shellcheck disable=SC2016 # $NS and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/../lib/world.sh"
@@ -74,6 +74,19 @@ assert_eq "$pss_anon" "$anon" "every anonymous page it holds is its own, none th
 kill -STOP "$wk"
 bg_rounds 2 20
 assert_match "$(bg_result udp)" "^timeout" "a stopped worker: the session's query gets no answer (fails closed)"
+# Code in the worker sends UDP on its socket on the gateway to a host of the
+# wan that is no upstream resolver: the socket is bound to the session's
+# link, so nothing reaches the host; from the same address on a socket of
+# root's own it does (control).
+world_serve wan "$W_DIR/udp-b.log" "udp:$HOST_B:5353" || exit 1
+in_host "$PROBE" udp "$HOST_B" 5353 --from "$GW" >/dev/null 2>&1
+sleep 0.3
+assert_match "$(cat "$W_DIR/udp-b.log")" "recv udp" "control: UDP from the gateway's address reaches $HOST_B:5353"
+: >"$W_DIR/udp-b.log"
+trace "the worker's fd 4: $(readlink "/proc/$wk/fd/4"); its UDP to $HOST_B:5353: $("$EVIL" "$wk" udp 4 "$HOST_B" 5353 2>&1)"
+sleep 0.3
+assert_eq "$(grep -c 'recv udp' "$W_DIR/udp-b.log")" 0 \
+	"UDP the worker sends on its gateway socket to $HOST_B:5353 (no resolver) does not reach it"
 out=$("$EVIL" "$wk" \
 	program api.test A "$HOST_A" 30 \
 	program evil.test A "$HOST_B" \

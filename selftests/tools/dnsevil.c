@@ -10,6 +10,10 @@
  *     event NAME REASON        a denied-name event ("sent")
  *     raw SIZE                 a message of SIZE bytes typed DNSP_PROGRAM
  *                              ("closed": the agent ended the worker)
+ *     udp FD ADDR PORT         a datagram sent to IPv4 ADDR:PORT on the
+ *                              worker's descriptor FD (4: its UDP socket on
+ *                              the gateway), as code in it would ("sent" or
+ *                              the errno's name)
  *
  * The worker must be stopped (SIGSTOP) so that it does not read the replies. */
 #include <arpa/inet.h>
@@ -27,7 +31,7 @@
 static int usage(void)
 {
 	fprintf(stderr, "usage: dnsevil PID program NAME A|AAAA ADDR[,ADDR...] [TTL [FLAGS]] | "
-			"many NAME COUNT | event NAME REASON | raw SIZE ...\n");
+			"many NAME COUNT | event NAME REASON | raw SIZE | udp FD ADDR PORT ...\n");
 	return 2;
 }
 
@@ -136,6 +140,21 @@ int main(int argc, char **argv)
 			memcpy(buf, &m, size < sizeof(m) ? size : sizeof(m));
 			send(fd, buf, size, MSG_NOSIGNAL);
 			await_reply(fd);
+		} else if (!strcmp(cmd, "udp") && i + 3 <= argc) {
+			struct sockaddr_in sa = {.sin_family = AF_INET,
+						 .sin_port = htons((uint16_t)atoi(argv[i + 2]))};
+			int wfd = (int)syscall(SYS_pidfd_getfd, pidfd, atoi(argv[i]), 0);
+
+			if (wfd < 0 || inet_pton(AF_INET, argv[i + 1], &sa.sin_addr) != 1)
+				return usage();
+			i += 3;
+			if (sendto(wfd, "evil", 4, 0, (struct sockaddr *)&sa, sizeof(sa)) == 4)
+				printf("sent\n");
+			else
+				printf("%s\n",
+				       strerrorname_np(errno) ? strerrorname_np(errno) : "?");
+			fflush(stdout);
+			close(wfd);
 		} else {
 			return usage();
 		}

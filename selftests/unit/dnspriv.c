@@ -7,14 +7,19 @@
  * session's record, and a table read back from it (a restarted agent's)
  * counts on from there. The worker's seccomp filter kills it
  * on any system call outside its allow-list (files, exec, fork, ptrace, bpf,
- * executable memory, sockets other than IPv4/IPv6 UDP/TCP); with Landlock's
+ * executable memory, a new UDP socket, sockets other than IPv4/IPv6 TCP);
+ * confined whole, its UDP reaches its upstream resolver (address and port)
+ * alone, through sockets connected before its filter; with Landlock's
  * network rules (Linux 6.7), its TCP reaches the upstream resolvers' ports
  * alone and binds nowhere. */
+#include <ares.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <sys/prctl.h>
@@ -26,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -388,6 +394,8 @@ SYS_CASE(sc_setuid, syscall(SYS_setuid, 0))
 SYS_CASE(sc_dup, syscall(SYS_dup, 0))
 SYS_CASE(sc_fcntl_dup, fcntl(0, F_DUPFD, 10))
 SYS_CASE(sc_ioctl, ioctl(0, TIOCSTI, "x"))
+SYS_CASE(sc_udp4, socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0))
+SYS_CASE(sc_udp6, socket(AF_INET6, SOCK_DGRAM, 0))
 SYS_CASE(sc_bind, {
 	struct sockaddr_in sa = {.sin_family = AF_INET};
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -398,14 +406,12 @@ SYS_CASE(sc_bind, {
 static void sc_allowed(void)
 {
 	struct timespec ts;
-	int fds[4];
+	int fds[2];
 	void *p;
 
-	fds[0] = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	fds[1] = socket(AF_INET6, SOCK_DGRAM, 0);
-	fds[2] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-	fds[3] = socket(AF_INET6, SOCK_STREAM, 0);
-	for (int i = 0; i < 4; i++) {
+	fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fds[1] = socket(AF_INET6, SOCK_STREAM, 0);
+	for (int i = 0; i < 2; i++) {
 		if (fds[i] < 0)
 			_exit(1);
 		if (fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK))
@@ -447,11 +453,12 @@ static void test_seccomp(void)
 		{sc_fcntl_dup, "fcntl F_DUPFD"},
 		{sc_ioctl, "ioctl TIOCSTI"},
 		{sc_bind, "bind"},
+		{sc_udp4, "a new UDP socket (IPv4)"},
+		{sc_udp6, "a new UDP socket (IPv6)"},
 	};
 
-	CHECK_INT(
-		filtered(sc_allowed), 0,
-		"under the worker's filter: IPv4/IPv6 UDP/TCP sockets, fcntl, malloc, clocks work");
+	CHECK_INT(filtered(sc_allowed), 0,
+		  "under the worker's filter: IPv4/IPv6 TCP sockets, fcntl, malloc, clocks work");
 	for (size_t i = 0; i < ARRAY_SIZE(killed); i++)
 		CHECK_INT(filtered(killed[i].fn), 128 + SIGSYS,
 			  "under the worker's filter: %s kills", killed[i].what);
@@ -512,6 +519,220 @@ static void test_landlock(void)
 	CHECK_INT(tcp_under_landlock(0, true), EACCES, "... a TCP bind is refused");
 }
 
+/* ---- the worker's UDP, under its whole confinement ---- */
+
+#define UP_PORT 5353
+static struct sockaddr_in up_sa = {.sin_family = AF_INET};
+static struct sockaddr_in world_sa = {.sin_family = AF_INET};
+
+static void resolved(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
+{
+	(void)timeouts;
+	(void)abuf;
+	(void)alen;
+	*(int *)arg = status;
+}
+
+/* What code in the worker tries once it is confined, in a child: 0 when
+ * its attempt went through. */
+static int udp_resolve(ares_channel ch)
+{
+	int status = -1;
+
+	ares_query(ch, "up.example", 1 /* IN */, DNS_TYPE_A, resolved, &status);
+	for (int i = 0; i < 100 && status == -1; i++) {
+		ares_socket_t socks[ARES_GETSOCK_MAXNUM];
+		struct pollfd p[ARES_GETSOCK_MAXNUM];
+		int bits = ares_getsock(ch, socks, ARES_GETSOCK_MAXNUM), n = 0;
+
+		for (int k = 0; k < ARES_GETSOCK_MAXNUM; k++)
+			if (ARES_GETSOCK_READABLE(bits, k))
+				p[n++] = (struct pollfd){.fd = socks[k], .events = POLLIN};
+		poll(p, (nfds_t)n, 20);
+		for (int k = 0; k < n; k++)
+			ares_process_fd(ch, p[k].revents ? p[k].fd : ARES_SOCKET_BAD,
+					ARES_SOCKET_BAD);
+		ares_process_fd(ch, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
+	}
+	return status == ARES_SUCCESS ? 0 : 10 + status;
+}
+
+static int udp_send_pool(ares_channel ch)
+{
+	(void)ch;
+	return send(DNSP_FD_POOL, "pool", 4, 0) == 4 ? 0 : 1;
+}
+
+static int udp_new_socket(ares_channel ch)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	(void)ch;
+	return fd >= 0 && sendto(fd, "new", 3, 0, (struct sockaddr *)&world_sa, sizeof(world_sa)) ==
+				       3
+		       ? 0
+		       : 1;
+}
+
+static int udp_sendto_pool(ares_channel ch)
+{
+	(void)ch;
+	return sendto(DNSP_FD_POOL, "to", 2, 0, (struct sockaddr *)&world_sa, sizeof(world_sa)) == 2
+		       ? 0
+		       : 1;
+}
+
+static int udp_connect_pool(ares_channel ch)
+{
+	(void)ch;
+	return connect(DNSP_FD_POOL, (struct sockaddr *)&world_sa, sizeof(world_sa)) ||
+			       send(DNSP_FD_POOL, "conn", 4, 0) != 4
+		       ? 1
+		       : 0;
+}
+
+static int udp_sendmsg_pool(ares_channel ch)
+{
+	struct iovec iov = {.iov_base = "msg", .iov_len = 3};
+	struct msghdr m = {.msg_name = &world_sa,
+			   .msg_namelen = sizeof(world_sa),
+			   .msg_iov = &iov,
+			   .msg_iovlen = 1};
+
+	(void)ch;
+	return sendmsg(DNSP_FD_POOL, &m, 0) == 3 ? 0 : 1;
+}
+
+/* A copy of the pool below it, where sends may name an address: onto fd
+ * 5, and onto 5 with high bits the kernel drops. */
+static int udp_dup_low(ares_channel ch)
+{
+	(void)ch;
+	if (syscall(SYS_dup3, DNSP_FD_POOL, 5, 0) != 5)
+		return 1;
+	return sendto(5, "dup", 3, 0, (struct sockaddr *)&world_sa, sizeof(world_sa)) == 3 ? 0 : 1;
+}
+
+static int udp_dup_high_bits(ares_channel ch)
+{
+	(void)ch;
+	if (syscall(SYS_dup3, DNSP_FD_POOL, (1ull << 32) | 5, 0) != 5)
+		return 1;
+	return sendto(5, "dup", 3, 0, (struct sockaddr *)&world_sa, sizeof(world_sa)) == 3 ? 0 : 1;
+}
+
+/* Runs fn in a child confined as the worker is (dnsp_worker_confine, its
+ * c-ares channel's one upstream 127.0.0.1:5353); meanwhile answers one
+ * query on up (-1: none) with an A record. fn's status, or 128 + the
+ * signal. */
+static int confined(int (*fn)(ares_channel), int up)
+{
+	uint8_t buf[512];
+	struct sockaddr_in from;
+	socklen_t fromlen = sizeof(from);
+	ssize_t n;
+	int ws;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		ares_channel ch;
+		struct ares_options o = {.timeout = 1000, .tries = 1};
+
+		if (ares_library_init(ARES_LIB_INIT_ALL) ||
+		    ares_init_options(&ch, &o, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES) ||
+		    ares_set_servers_ports_csv(ch, "127.0.0.1:5353"))
+			_exit(201);
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || dnsp_worker_confine(ch))
+			_exit(202);
+		_exit(fn(ch));
+	}
+	if (pid < 0)
+		return -1;
+	/* The upstream: one answer, for the query that comes (if one does). */
+	if (up >= 0 && poll(&(struct pollfd){.fd = up, .events = POLLIN}, 1, 500) == 1 &&
+	    (n = recvfrom(up, buf, sizeof(buf) - 16, 0, (struct sockaddr *)&from, &fromlen)) > 12 &&
+	    buf[2] == 0x01) {
+		static const uint8_t rr[] = {0xc0, 0x0c, 0, 1, 0,  1,	0,   0,
+					     0,	   60,	 0, 4, 93, 184, 216, 34};
+
+		buf[2] = 0x81;
+		buf[3] = 0x80;
+		buf[7] = 1;
+		memcpy(buf + n, rr, sizeof(rr));
+		sendto(up, buf, (size_t)n + sizeof(rr), 0, (struct sockaddr *)&from, fromlen);
+	}
+	if (waitpid(pid, &ws, 0) != pid)
+		return -1;
+	return WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
+}
+
+/* In a child with a network namespace of its own, its loopback up: the
+ * upstream resolver (127.0.0.1:5353) and a host that is none (127.0.0.2:5353,
+ * as any host on the wan). Its exit status: 0 when each of its checks (its
+ * own lines) passed. */
+static int udp_checks(void)
+{
+	static const struct {
+		int (*fn)(ares_channel);
+		const char *what;
+	} killed[] = {
+		{udp_new_socket, "a new UDP socket to another host"},
+		{udp_sendto_pool, "sendto another host on an upstream socket"},
+		{udp_connect_pool, "connect an upstream socket to another host"},
+		{udp_sendmsg_pool,
+		 "sendmsg (an address the filter cannot see) on an upstream socket"},
+		{udp_dup_low,
+		 "a copy of an upstream socket below the pool, where sends name addresses"},
+		{udp_dup_high_bits, "... onto a descriptor whose high bits the kernel drops"},
+	};
+	struct ifreq ifr = {.ifr_name = "lo"};
+	char buf[64];
+	int s, up, world;
+
+	if (unshare(CLONE_NEWNET) && unshare(CLONE_NEWUSER | CLONE_NEWNET))
+		return 201;
+	s = socket(AF_INET, SOCK_DGRAM, 0);
+	ifr.ifr_flags = IFF_UP;
+	if (s < 0 || ioctl(s, SIOCSIFFLAGS, &ifr))
+		return 202;
+	up_sa.sin_addr.s_addr = htonl(0x7f000001);
+	world_sa.sin_addr.s_addr = htonl(0x7f000002);
+	up_sa.sin_port = world_sa.sin_port = htons(UP_PORT);
+	up = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	world = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+	if (up < 0 || world < 0 || bind(up, (struct sockaddr *)&up_sa, sizeof(up_sa)) ||
+	    bind(world, (struct sockaddr *)&world_sa, sizeof(world_sa)))
+		return 203;
+	CHECK_INT(confined(udp_resolve, up), 0,
+		  "confined as the worker: a name resolves through the upstream (c-ares on its "
+		  "connected sockets)");
+	CHECK_INT(confined(udp_send_pool, -1), 0, "... a send on an upstream socket goes");
+	CHECK_INT(recv(up, buf, sizeof(buf), MSG_DONTWAIT), 4, "... to the upstream");
+	for (size_t i = 0; i < ARRAY_SIZE(killed); i++)
+		CHECK_INT(confined(killed[i].fn, -1), 128 + SIGSYS,
+			  "confined as the worker: %s kills", killed[i].what);
+	CHECK_INT(recv(world, buf, sizeof(buf), MSG_DONTWAIT), -1,
+		  "the other host got no datagram from it");
+	return test_failed ? 1 : 0;
+}
+
+static void test_udp(void)
+{
+	int ws;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+		_exit(udp_checks());
+	CHECK_TRUE(pid > 0 && waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
+		   "the worker's UDP reaches its upstream resolver alone (the checks above; "
+		   "status %d)",
+		   pid > 0 && WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+}
+
 int main(void)
 {
 	config_defaults(&cfg);
@@ -552,5 +773,6 @@ int main(void)
 	CHECK_FALSE(pinned_seen, "no admitted request produced a pinned entry");
 	test_seccomp();
 	test_landlock();
+	test_udp();
 	return test_exit();
 }
