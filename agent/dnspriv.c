@@ -658,20 +658,33 @@ int dnsp_seccomp_load(void)
 {
 	/* What the responder, c-ares and malloc call; anything else kills. */
 	static const int allow[] = {
-		SCMP_SYS(read),		SCMP_SYS(write),
-		SCMP_SYS(readv),	SCMP_SYS(writev),
-		SCMP_SYS(recvfrom),	SCMP_SYS(recvmsg),
-		SCMP_SYS(recvmmsg),	SCMP_SYS(accept4),
-		SCMP_SYS(close),	SCMP_SYS(poll),
-		SCMP_SYS(ppoll),	SCMP_SYS(getsockname),
-		SCMP_SYS(getpeername),	SCMP_SYS(getsockopt),
-		SCMP_SYS(setsockopt),	SCMP_SYS(clock_gettime),
-		SCMP_SYS(gettimeofday), SCMP_SYS(time),
-		SCMP_SYS(getrandom),	SCMP_SYS(brk),
-		SCMP_SYS(munmap),	SCMP_SYS(mremap),
-		SCMP_SYS(madvise),	SCMP_SYS(futex),
-		SCMP_SYS(rt_sigreturn), SCMP_SYS(restart_syscall),
-		SCMP_SYS(exit),		SCMP_SYS(exit_group),
+		SCMP_SYS(read),
+		SCMP_SYS(write),
+		SCMP_SYS(readv),
+		SCMP_SYS(writev),
+		SCMP_SYS(recvfrom),
+		SCMP_SYS(recvmsg),
+		SCMP_SYS(recvmmsg),
+		SCMP_SYS(accept4),
+		SCMP_SYS(close),
+		SCMP_SYS(poll),
+		SCMP_SYS(ppoll),
+		SCMP_SYS(getsockname),
+		SCMP_SYS(getpeername),
+		SCMP_SYS(getsockopt),
+		SCMP_SYS(clock_gettime),
+		SCMP_SYS(gettimeofday),
+		SCMP_SYS(time),
+		SCMP_SYS(getrandom),
+		SCMP_SYS(brk),
+		SCMP_SYS(munmap),
+		SCMP_SYS(mremap),
+		SCMP_SYS(madvise),
+		SCMP_SYS(futex),
+		SCMP_SYS(rt_sigreturn),
+		SCMP_SYS(restart_syscall),
+		SCMP_SYS(exit),
+		SCMP_SYS(exit_group),
 		SCMP_SYS(getpid),
 	};
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
@@ -723,6 +736,12 @@ int dnsp_seccomp_load(void)
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(dup3), 1,
 				      SCMP_A1(SCMP_CMP_MASKED_EQ, HAND_MASK, DNSP_FD_HANDOUT));
+	/* Options of the socket and TCP levels only (TCP_NODELAY, buffer
+	 * sizes): one of the IP or IPv6 level may route (an IPv6 routing
+	 * header sends a connected socket's writes to its first hop). */
+	for (int l = 0; !rc && l < 2; l++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(setsockopt), 1,
+				      SCMP_A1(SCMP_CMP_EQ, l ? IPPROTO_TCP : SOL_SOCKET));
 	/* c-ares makes its sockets non-blocking. */
 	for (size_t i = 0; !rc && i < 4; i++) {
 		static const int cmds[] = {F_GETFL, F_SETFL, F_GETFD, F_SETFD};

@@ -19,6 +19,7 @@
 #include <linux/bpf.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/ip.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -621,6 +622,25 @@ static int udp_dup_high_bits(ares_channel ch)
 	return sendto(5, "dup", 3, 0, (struct sockaddr *)&world_sa, sizeof(world_sa)) == 3 ? 0 : 1;
 }
 
+/* An IPv6 routing header (or IPv4 source route) set on an upstream socket
+ * would send its plain writes to the header's first hop instead of its
+ * peer: no option of the IP or IPv6 level is the worker's to set. */
+static int udp_rthdr_pool(ares_channel ch)
+{
+	uint8_t rthdr[24] = {0, 2, 0, 1}; /* type 0, one address: left as zeros */
+
+	(void)ch;
+	return setsockopt(DNSP_FD_POOL, IPPROTO_IPV6, IPV6_RTHDR, rthdr, sizeof(rthdr)) ? 1 : 0;
+}
+
+static int udp_ipopts_pool(ares_channel ch)
+{
+	uint8_t lsrr[8] = {IPOPT_LSRR, 7, 4, 127, 0, 0, 2, IPOPT_END};
+
+	(void)ch;
+	return setsockopt(DNSP_FD_POOL, IPPROTO_IP, IP_OPTIONS, lsrr, sizeof(lsrr)) ? 1 : 0;
+}
+
 /* Runs fn in a child confined as the worker is (dnsp_worker_confine, its
  * c-ares channel's one upstream 127.0.0.1:5353); meanwhile answers one
  * query on up (-1: none) with an A record. fn's status, or 128 + the
@@ -686,6 +706,8 @@ static int udp_checks(void)
 		{udp_dup_low,
 		 "a copy of an upstream socket below the pool, where sends name addresses"},
 		{udp_dup_high_bits, "... onto a descriptor whose high bits the kernel drops"},
+		{udp_rthdr_pool, "an IPv6 routing header set on an upstream socket"},
+		{udp_ipopts_pool, "an IPv4 source route set on an upstream socket"},
 	};
 	struct ifreq ifr = {.ifr_name = "lo"};
 	char buf[64];
