@@ -1,6 +1,6 @@
 /* Replaces a secret with "[redacted]" in a stream, however the stream
  * percent-encodes it: each byte of the value raw or as %XX, hex of either
- * case. One pass in linear time, with KMP failure tables, so hostile input
+ * case, and its ASCII letters in either case. One pass in linear time, with KMP failure tables, so hostile input
  * cannot make the scan quadratic; the bytes that turn out not to be the secret
  * go on exactly as they came.
  *
@@ -121,6 +121,13 @@ static void scan_reset(struct scan *sc, size_t win)
 
 static bool finds(struct scrub *s, const uint8_t *in, size_t n);
 
+/* ASCII letters compare without their case: a host that echoes a key in
+ * upper case (a hex token, a header value) still echoes the key. */
+static uint8_t fold(uint8_t c)
+{
+	return c >= 'A' && c <= 'Z' ? (uint8_t)(c + ('a' - 'A')) : c;
+}
+
 struct scrub *scrub_new(const uint8_t *secret, size_t len)
 {
 	/* An occurrence in the output would have to overlap a "[redacted]"
@@ -151,8 +158,8 @@ struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *rep
 	s->secret = malloc(len);
 	s->repl = malloc(repl_len);
 	s->held = malloc(s->held_cap);
-	if (s->secret)
-		memcpy(s->secret, secret, len);
+	for (size_t i = 0; s->secret && i < len; i++)
+		s->secret[i] = fold(secret[i]);
 	s->fail[0] = s->secret ? fail_table(s->secret, len) : NULL;
 	/* a tail match needs at least one decoded token after the digits;
 	 * shorter ones lie within a token's bytes, where the raw matcher sees
@@ -171,7 +178,9 @@ struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *rep
 	}
 	memcpy(s->repl, repl, repl_len);
 	s->repl_len = repl_len;
-	s->lead[secret[0]] = true;
+	s->lead[s->secret[0]] = true;
+	s->lead[s->secret[0] >= 'a' && s->secret[0] <= 'z' ? s->secret[0] - ('a' - 'A')
+							   : s->secret[0]] = true;
 	s->lead['%'] = true;
 	if (finds(s, repl, repl_len)) {
 		scrub_free(s);
@@ -258,7 +267,7 @@ static int token(const struct pass *p, const uint8_t *bytes, size_t len, uint8_t
 	size_t win = s->win, L = s->len;
 
 	for (size_t k = 0; k < len; k++) {
-		sc->q_raw = kmp_step(s->secret, s->fail[0], sc->q_raw, bytes[k]);
+		sc->q_raw = kmp_step(s->secret, s->fail[0], sc->q_raw, fold(bytes[k]));
 		if (sc->q_raw < L)
 			continue;
 		if (k + 1 == len) {
@@ -272,6 +281,7 @@ static int token(const struct pass *p, const uint8_t *bytes, size_t len, uint8_t
 		sc->tok_end = t0 + k + 1;
 		return matched(p, t0 + k + 1 - L, t0 + k + 1);
 	}
+	d = fold(d);
 	sc->tokoff[sc->ntok % win] = t0;
 	sc->q[0] = kmp_step(s->secret, s->fail[0], sc->q[0], d);
 	if (sc->q[0] == L && sc->tokoff[(sc->ntok + 1 - L) % win] < start)
@@ -300,7 +310,8 @@ static int token(const struct pass *p, const uint8_t *bytes, size_t len, uint8_t
 	sc->mark[sc->ntok % win] = 0;
 	if (len == 3)
 		for (size_t c = 1; c <= 2; c++)
-			if (s->tail[c] && !memcmp(bytes + 3 - c, s->secret, c))
+			if (s->tail[c] && fold(bytes[3 - c]) == s->secret[0] &&
+			    (c == 1 || fold(bytes[2]) == s->secret[1]))
 				sc->mark[sc->ntok % win] |= (uint8_t)(1 << c);
 	return 0;
 }
