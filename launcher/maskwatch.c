@@ -25,6 +25,7 @@
 
 struct watched {
 	int wd;
+	int parent_wd;	    /* the directory's parent's, or -1: a directory made anew */
 	char dir[PATH_MAX]; /* the host's, canonical: the same path in the session's root */
 	const char *name;   /* in the launcher's argv */
 	dev_t dev;	    /* the directory's, which the session's bind of it shares */
@@ -60,14 +61,40 @@ static bool granted(const struct launch_args *a, const char *dir)
 	return false;
 }
 
+#define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW)
+
+/* m's directory watched as it is now, where no link leads to it: its wd,
+ * device and inode. false where it is not such a directory. */
+static bool dir_watch(struct maskwatch *w, struct watched *m)
+{
+	char real[PATH_MAX];
+	struct stat st;
+	int wd;
+
+	if (!realpath(m->dir, real) || strcmp(real, m->dir) || lstat(m->dir, &st) < 0 ||
+	    !S_ISDIR(st.st_mode) || (wd = inotify_add_watch(w->inotify, m->dir, WATCH_MASK)) < 0)
+		return false;
+	m->wd = wd;
+	m->dev = st.st_dev;
+	m->ino = st.st_ino;
+	return true;
+}
+
+/* The name of m's directory in its parent, where the parent is watched. */
+static const char *dir_name(const struct watched *m)
+{
+	return strrchr(m->dir, '/') + 1;
+}
+
 /* A masked path's directory watched, where a grant shows it and no link
  * leads there (a mask reached through one, masks() leaves to the path it
- * leads to, masked under its own name). */
+ * leads to, masked under its own name); and its parent, where a grant shows
+ * that, for the directory made anew (a daemon's runtime directory removed
+ * and made again as it restarts shows through the parent's grant). */
 static void watch(struct maskwatch *w, const struct launch_args *a, const char *mask)
 {
 	struct watched *m = &w->v[w->n];
-	char real[PATH_MAX];
-	struct stat st;
+	char parent[PATH_MAX];
 	char *slash;
 
 	if (path_fmt(m->dir, sizeof(m->dir), "%s", mask))
@@ -77,19 +104,21 @@ static void watch(struct maskwatch *w, const struct launch_args *a, const char *
 		return;
 	m->name = mask + (slash - m->dir) + 1;
 	slash[slash == m->dir] = '\0';
-	if (!granted(a, m->dir) || !realpath(m->dir, real) || strcmp(real, m->dir) ||
-	    stat(m->dir, &st) < 0 || !S_ISDIR(st.st_mode))
+	if (!granted(a, m->dir))
 		return;
-	m->wd = inotify_add_watch(w->inotify, m->dir,
-				  IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW);
-	if (m->wd < 0) {
-		log_warn("cannot watch %s for %s being made again; a daemon restarted there is "
-			 "not masked again",
-			 m->dir, mask);
+	if (!dir_watch(w, m)) {
+		if (errno == ENOSPC || errno == ENOMEM)
+			log_warn("cannot watch %s for %s being made again; a daemon restarted "
+				 "there is not masked again",
+				 m->dir, mask);
 		return;
 	}
-	m->dev = st.st_dev;
-	m->ino = st.st_ino;
+	m->parent_wd = -1;
+	memcpy(parent, m->dir, sizeof(parent));
+	slash = strrchr(parent, '/');
+	slash[slash == parent] = '\0';
+	if (strcmp(m->dir, "/") && granted(a, parent))
+		m->parent_wd = inotify_add_watch(w->inotify, parent, WATCH_MASK);
 	w->n++;
 }
 
@@ -248,6 +277,21 @@ int maskwatch_start(struct maskwatch *w, pid_t pid1)
 	return 0;
 }
 
+/* m's directory made anew: the new one watched (a directory still
+ * watched keeps its wd; its inode number alone cannot tell, since a new
+ * directory often takes the one the old left), and the name covered if it
+ * is there already. */
+static void dir_anew(struct maskwatch *w, struct watched *m)
+{
+	if (!dir_watch(w, m)) {
+		log_warn("cannot watch %s, made again, for %s/%s; a daemon restarted there is "
+			 "not masked again",
+			 m->dir, m->dir, m->name);
+		return;
+	}
+	cover(w, m);
+}
+
 void maskwatch_read(struct maskwatch *w)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -259,10 +303,16 @@ void maskwatch_read(struct maskwatch *w)
 
 			p += sizeof(*e) + e->len;
 			/* events lost: each name looked at again */
-			for (size_t i = 0; i < w->n; i++)
-				if ((e->mask & IN_Q_OVERFLOW) || (e->wd == w->v[i].wd && e->len &&
-								  !strcmp(e->name, w->v[i].name)))
-					cover(w, &w->v[i]);
+			for (size_t i = 0; i < w->n; i++) {
+				struct watched *m = &w->v[i];
+
+				if ((e->mask & IN_Q_OVERFLOW) || (e->wd == m->parent_wd && e->len &&
+								  !strcmp(e->name, dir_name(m))))
+					dir_anew(w, m);
+				if ((e->mask & IN_Q_OVERFLOW) ||
+				    (e->wd == m->wd && e->len && !strcmp(e->name, m->name)))
+					cover(w, m);
+			}
 		}
 	}
 }

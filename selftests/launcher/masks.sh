@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a masked daemon socket (errand-launch --mask PATH) under a granted directory stays closed to the session for as long as it runs: the session cannot connect to it at start, nor after the daemon re-creates it (unlink and bind anew, as a restart does), while a socket beside it no mask names stays reachable throughout; a pooled session whose grant shows a masked path's directory runs in the PID 1 made ahead.
+# Guarantee: a masked daemon socket (errand-launch --mask PATH) under a granted directory stays closed to the session for as long as it runs: the session cannot connect to it at start, nor after the daemon re-creates it (unlink and bind anew, as a restart does) or removes and makes again its whole directory (a runtime directory), while a socket beside it no mask names stays reachable throughout; a pooled session whose grant shows a masked path's directory runs in the PID 1 made ahead.
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
 SYSPROBE=$ROOT/build/selftests/sysprobe
@@ -42,6 +42,13 @@ P=$SYSPROBE
 	sleep 0.2
 	echo \"after=\$($P unix-connect $S)\"
 	echo \"other_after=\$($P unix-connect $O)\"
+	n=0
+	while [ ! -e $T/remade ] && [ \$n -lt 200 ]; do sleep 0.05; n=\$((n + 1)); done
+	n=0
+	while [ \"\$($P unix-connect $S)\" = ok ] && [ \$n -lt 40 ]; do sleep 0.05; n=\$((n + 1)); done
+	sleep 0.2
+	echo \"anew=\$($P unix-connect $S)\"
+	echo \"other_anew=\$($P unix-connect $O)\"
 " >"$W_DIR/out" 2>"$W_DIR/err" &
 launcher=$!
 W_BG_PIDS+=("$launcher")
@@ -55,6 +62,18 @@ rm -f "$S"
 listen "$S"
 assert_eq "$([ -S "$S" ] && kill -0 "$LISTENER" && [ "$LISTENER" != "$daemon" ] && echo yes)" yes "the test daemon bound its socket anew"
 touch "$T/restarted"
+# Then its whole directory removed and made again, as a runtime directory
+# is when its daemon restarts (systemd's RuntimeDirectory=).
+for _ in $(seq 100); do grep -q '^other_after=' "$W_DIR/out" && break; sleep 0.05; done
+other=$(pgrep -f "unix-listen $O")
+kill "$LISTENER" $other
+wait "$LISTENER" $other 2>/dev/null
+rm -rf "$T/sock"
+mkdir "$T/sock"
+chmod a+rx "$T/sock"
+listen "$O"
+listen "$S"
+touch "$T/remade"
 wait "$launcher"
 rc=$?
 echo "# exit $rc; stdout:"
@@ -67,6 +86,8 @@ assert_eq "$(result other_before)" ok "a socket no mask names under the grant is
 assert_match "$(result before)" '^(ECONNREFUSED|ENOENT|EACCES)$' "the masked socket is not, at start"
 assert_match "$(result after)" '^(ECONNREFUSED|ENOENT|EACCES)$' "... nor once its daemon made it again"
 assert_eq "$(result other_after)" ok "... while the socket beside it still is"
+assert_match "$(result anew)" '^(ECONNREFUSED|ENOENT|EACCES)$' "... nor once its daemon's directory was removed and made again with it"
+assert_eq "$(result other_anew)" ok "... while the socket beside it, made again too, is reachable"
 
 ip netns del "$W-masks"
 rmdir "$LCG" 2>/dev/null
