@@ -1,8 +1,8 @@
 /* Replaces a secret with "[redacted]" in a stream, however the stream
  * percent-encodes it: each byte of the value raw or as %XX, hex of either
- * case, and its ASCII letters in either case. One pass in linear time, with KMP failure tables, so hostile input
- * cannot make the scan quadratic; the bytes that turn out not to be the secret
- * go on exactly as they came.
+ * case, and its ASCII letters in either case. One pass in linear time, with
+ * KMP failure tables, so hostile input cannot make the scan quadratic; the
+ * bytes that turn out not to be the secret go on exactly as they came.
  *
  * The input is read as tokens: "%XX" with two hex digits is one token (its
  * decoded byte), any other byte one token (itself), cut from the left. Four
@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "broker/scrub.h"
+#include "lib/util.h"
 
 #define OUT_BUF 4096
 
@@ -75,17 +76,6 @@ struct pass {
 
 static const uint8_t replacement[] = SCRUB_REPLACEMENT;
 #define REPLACEMENT_LEN (sizeof(replacement) - 1)
-
-static int hex_val(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 static uint32_t *fail_table(const uint8_t *p, size_t len)
 {
@@ -165,7 +155,7 @@ struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *rep
 	 * shorter ones lie within a token's bytes, where the raw matcher sees
 	 * them */
 	for (size_t c = 1; c <= 2 && s->secret; c++) {
-		s->tail[c] = len > c && hex_val(secret[c - 1]) >= 0 && hex_val(secret[0]) >= 0;
+		s->tail[c] = len > c && hex_value(secret[c - 1]) >= 0 && hex_value(secret[0]) >= 0;
 		if (s->tail[c])
 			s->fail[c] = fail_table(s->secret + c, len - c);
 	}
@@ -328,13 +318,13 @@ static int tokens(const struct pass *p, bool final)
 		size_t len = 1;
 		uint8_t d = sc->pend[0];
 
-		if (d == '%' && (sc->np < 2 || hex_val(sc->pend[1]) >= 0) &&
-		    (sc->np < 3 || hex_val(sc->pend[2]) >= 0)) {
+		if (d == '%' && (sc->np < 2 || hex_value(sc->pend[1]) >= 0) &&
+		    (sc->np < 3 || hex_value(sc->pend[2]) >= 0)) {
 			if (sc->np < 3 && !final)
 				break;
 			if (sc->np == 3) {
 				len = 3;
-				d = (uint8_t)(hex_val(sc->pend[1]) << 4 | hex_val(sc->pend[2]));
+				d = (uint8_t)(hex_value(sc->pend[1]) << 4 | hex_value(sc->pend[2]));
 			}
 		}
 		memcpy(b, sc->pend, len);
