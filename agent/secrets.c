@@ -25,9 +25,11 @@ static bool in_placeholder(const char *v, size_t len)
 {
 	bool hex = len < 8;
 
+	/* in any case: the broker finds a value whatever its letters' case */
 	for (size_t i = 0; i < len && hex; i++)
-		hex = (v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f');
-	return hex || strstr(SECRET_PLACEHOLDER_PREFIX, v);
+		hex = (v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f') ||
+		      (v[i] >= 'A' && v[i] <= 'F');
+	return hex || strcasestr(SECRET_PLACEHOLDER_PREFIX, v);
 }
 
 int secret_read(const char *dir, const char *name, char *buf, size_t cap)

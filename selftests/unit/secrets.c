@@ -58,6 +58,12 @@ static void test_read(void)
 	put("hex", "c0ffee\n", 7, 0600);
 	CHECK_INT(secret_read(dir, "hex", buf, sizeof(buf)), -EDOM,
 		  "a few hex digits, which a placeholder holds often, are refused");
+	put("upper", "SECRET-\n", 8, 0600);
+	CHECK_INT(secret_read(dir, "upper", buf, sizeof(buf)), -EDOM,
+		  "... in upper case too (the broker finds a value in any case)");
+	put("hexup", "C0FFEE\n", 7, 0600);
+	CHECK_INT(secret_read(dir, "hexup", buf, sizeof(buf)), -EDOM,
+		  "... and upper-case hex digits");
 	put("hex8", "c0ffee00\n", 9, 0600);
 	CHECK_INT(secret_read(dir, "hex8", buf, sizeof(buf)), 8, "eight hex digits are a value");
 	put("empty", "\n", 1, 0600);
