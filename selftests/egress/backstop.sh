@@ -26,10 +26,12 @@ assert_eq "$(in_session "$SESSION" "$PROBE" tcp $HOST_A 443 --from "$sess")" "ok
 	"... while from the session's own address it passes (control)"
 
 # The responder's address and port pass; fragments do not, even there. A UDP
-# listener on the gateway's port 53 in the agent namespace tells what arrived
-# (when nothing else, like a responder, holds that port).
+# listener on the gateway's port 53 in the agent namespace tells what arrived:
+# bound to the session's link, as the responder's socket is, and made after
+# it, so it takes the datagrams (when nothing else holds that port without
+# SO_REUSEADDR).
 GWLOG=$W_DIR/gw-dns.log
-if world_serve host "$GWLOG" "udp:$gw:53" 2>/dev/null; then
+if world_serve host "$GWLOG" "udp:$gw:53@eh$SESSION" 2>/dev/null; then
 	listener=1
 else
 	listener=0

@@ -60,7 +60,7 @@ static int usage(void)
 		"counter)\n"
 		"       probe resolve NAME [PORT]\n"
 		"       probe icmp ADDR | probe rawip ADDR PROTO\n"
-		"       probe serve [--log FILE] [udp:|tcp:]ADDR:PORT[/echo]...\n"
+		"       probe serve [--log FILE] [udp:|tcp:]ADDR:PORT[@DEV][/echo]...\n"
 		"       probe sniff --log FILE [PROTO...]\n"
 		"       probe bulk-serve ADDR:PORT | probe bulk ADDR PORT BYTES\n"
 		"       probe rr ADDR PORT COUNT [--parallel N]\n"
@@ -464,7 +464,7 @@ static int cmd_udp(int argc, char **argv, bool connected)
  * apart from agent/dnsmsg.c: the test server must not share the code under
  * test. */
 static FILE *log_open(const char *path);
-static int listen_on(const struct endpoint *ep, int type);
+static int listen_on(const struct endpoint *ep, int type, const char *dev);
 
 #define DNS_T_A 1
 #define DNS_T_CNAME 5
@@ -1205,8 +1205,8 @@ static int cmd_dns_serve(int argc, char **argv)
 	if (nrec < 0)
 		return 2;
 	logf = log_open(logpath);
-	ufd = listen_on(&ep, SOCK_DGRAM);
-	tfd = ufd < 0 ? ufd : listen_on(&ep, SOCK_STREAM);
+	ufd = listen_on(&ep, SOCK_DGRAM, NULL);
+	tfd = ufd < 0 ? ufd : listen_on(&ep, SOCK_STREAM, NULL);
 	if (ufd < 0 || tfd < 0) {
 		fprintf(stderr, "probe dns-serve: %s: %s\n", spec, strerror(ufd < 0 ? -ufd : -tfd));
 		return fail_errno(ufd < 0 ? -ufd : -tfd);
@@ -1633,7 +1633,7 @@ static int log_listen(int argc, char **argv, FILE **logf, int *rc)
 		return -1;
 	}
 	*logf = log_open(argv[2]);
-	lfd = listen_on(&ep, SOCK_STREAM);
+	lfd = listen_on(&ep, SOCK_STREAM, NULL);
 	if (!*logf || lfd < 0) {
 		*rc = fail_errno(lfd < 0 ? -lfd : errno);
 		return -1;
@@ -1855,7 +1855,8 @@ static FILE *log_open(const char *path)
 	return f;
 }
 
-static int listen_on(const struct endpoint *ep, int type)
+/* dev: bound to that link (SO_BINDTODEVICE), or NULL. */
+static int listen_on(const struct endpoint *ep, int type, const char *dev)
 {
 	int fd, one = 1;
 
@@ -1863,6 +1864,12 @@ static int listen_on(const struct endpoint *ep, int type)
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (dev && setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, dev, (socklen_t)strlen(dev)) < 0) {
+		int err = errno;
+
+		close(fd);
+		return -err;
+	}
 	if (ep->ss.ss_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
 	if (bind(fd, (const struct sockaddr *)&ep->ss, ep->len) < 0 ||
@@ -1879,7 +1886,10 @@ static int listen_on(const struct endpoint *ep, int type)
 
 /* TCP (and udp:-prefixed UDP) listeners: each TCP client gets "hello ADDR:PORT\n"
  * and is closed, except on listeners suffixed "/echo", which then echo what
- * the client sends until it closes; every accept and datagram is logged to FILE. */
+ * the client sends until it closes; every accept and datagram is logged to FILE.
+ * A listener suffixed "@DEV" is bound to that link (a UDP one then takes a
+ * datagram from it before a socket of the same port bound to no link, or to
+ * it before). */
 static int cmd_serve(int argc, char **argv)
 {
 	struct pollfd pfd[MAX_LISTEN + MAX_ECHO];
@@ -1898,7 +1908,7 @@ static int cmd_serve(int argc, char **argv)
 		return usage();
 	logf = log_open(logpath);
 	for (; i < argc; i++) {
-		char spec[128];
+		char spec[128], *dev;
 		struct endpoint ep;
 		size_t sl;
 		int fd;
@@ -1919,9 +1929,11 @@ static int cmd_serve(int argc, char **argv)
 		} else if (!strncmp(spec, "tcp:", 4)) {
 			memmove(spec, spec + 4, strlen(spec + 4) + 1);
 		}
+		if ((dev = strrchr(spec, '@')))
+			*dev++ = '\0';
 		if ((udp[n] && echo[n]) || endpoint_parse(spec, &ep))
 			return usage();
-		fd = listen_on(&ep, udp[n] ? SOCK_DGRAM : SOCK_STREAM);
+		fd = listen_on(&ep, udp[n] ? SOCK_DGRAM : SOCK_STREAM, dev);
 		if (fd < 0) {
 			fprintf(stderr, "probe serve: %s: %s\n", spec, strerror(-fd));
 			return fail_errno(-fd);
@@ -2098,7 +2110,7 @@ static int cmd_bulk_serve(int argc, char **argv)
 
 	if (argc != 2 || endpoint_parse(argv[1], &ep))
 		return usage();
-	lfd = listen_on(&ep, SOCK_STREAM);
+	lfd = listen_on(&ep, SOCK_STREAM, NULL);
 	if (lfd < 0)
 		return fail_errno(-lfd);
 	printf("ready\n");
