@@ -219,7 +219,14 @@ static void answer_wait(int fd, int sfd, sigset_t *pending)
 					"errandctl was signalled\n");
 			exit(125);
 		}
-		if (r <= 0 || p[0].revents)
+		if (r == 0) {
+			fprintf(stderr,
+				"errandctl: errand-agent did not start the session: no "
+				"answer within %d s\n",
+				RUN_START_TIMEOUT_S);
+			exit(125);
+		}
+		if (r < 0 || p[0].revents)
 			return; /* the answer's read takes it, or times out */
 		if (read(sfd, &si, sizeof(si)) != sizeof(si))
 			continue;

@@ -884,7 +884,10 @@ static void answer_wait(int sock, int sfd, uint64_t *pending)
 			continue;
 		if (r == 0 && first)
 			die_by(first);
-		if (r <= 0 || p[0].revents)
+		if (r == 0)
+			say_exit("errand-agent did not start the session: no answer within 600 s",
+				 NULL, NULL, EXIT_ERRAND);
+		if (r < 0 || p[0].revents)
 			return; /* recv_msg reads it, or times out */
 		if (xread(sfd, &si, sizeof(si)) != sizeof(si))
 			continue;
