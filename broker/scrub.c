@@ -43,6 +43,7 @@ struct scan {
 	size_t q_raw; /* secret[0..q_raw) matched by the last raw bytes */
 	size_t q[3];  /* q[c]: secret[c..c + q[c]) matched by the last tokens */
 	size_t matches;
+	uint64_t steps; /* the matchers' comparisons, for scrub_steps() */
 };
 
 struct scrub {
@@ -240,10 +241,14 @@ static int matched(const struct pass *p, uint64_t start, uint64_t end)
 	return rc;
 }
 
-static size_t kmp_step(const uint8_t *pat, const uint32_t *fail, size_t q, uint8_t c)
+static size_t kmp_step(struct scan *sc, const uint8_t *pat, const uint32_t *fail, size_t q,
+		       uint8_t c)
 {
-	while (q && pat[q] != c)
+	sc->steps++;
+	while (q && pat[q] != c) {
 		q = fail[q - 1];
+		sc->steps++;
+	}
 	return q + (pat[q] == c);
 }
 
@@ -257,7 +262,7 @@ static int token(const struct pass *p, const uint8_t *bytes, size_t len, uint8_t
 	size_t win = s->win, L = s->len;
 
 	for (size_t k = 0; k < len; k++) {
-		sc->q_raw = kmp_step(s->secret, s->fail[0], sc->q_raw, fold(bytes[k]));
+		sc->q_raw = kmp_step(sc, s->secret, s->fail[0], sc->q_raw, fold(bytes[k]));
 		if (sc->q_raw < L)
 			continue;
 		if (k + 1 == len) {
@@ -273,7 +278,7 @@ static int token(const struct pass *p, const uint8_t *bytes, size_t len, uint8_t
 	}
 	d = fold(d);
 	sc->tokoff[sc->ntok % win] = t0;
-	sc->q[0] = kmp_step(s->secret, s->fail[0], sc->q[0], d);
+	sc->q[0] = kmp_step(sc, s->secret, s->fail[0], sc->q[0], d);
 	if (sc->q[0] == L && sc->tokoff[(sc->ntok + 1 - L) % win] < start)
 		start = sc->tokoff[(sc->ntok + 1 - L) % win];
 	for (size_t c = 1; c <= 2; c++) {
@@ -283,8 +288,11 @@ static int token(const struct pass *p, const uint8_t *bytes, size_t len, uint8_t
 		if (!s->tail[c])
 			continue;
 		/* only a state whose first token follows a mark is one */
-		while (q && (pat[q] != d || !(sc->mark[(sc->ntok - q) % win] & (1 << c))))
+		sc->steps++;
+		while (q && (pat[q] != d || !(sc->mark[(sc->ntok - q) % win] & (1 << c)))) {
 			q = s->fail[c][q - 1];
+			sc->steps++;
+		}
 		if (q)
 			q++;
 		else
@@ -513,6 +521,11 @@ static size_t buffer_scan(struct scrub *s, const uint8_t *in, size_t n, struct b
 	found = sc->matches;
 	scan_reset(sc, s->win);
 	return found;
+}
+
+uint64_t scrub_steps(const struct scrub *s)
+{
+	return s->stream.steps;
 }
 
 size_t scrub_buffer(struct scrub *s, const uint8_t *in, size_t n, uint8_t *out, size_t cap)

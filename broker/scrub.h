@@ -41,4 +41,8 @@ int scrub_finish(struct scrub *s, scrub_sink sink, void *ctx);
  * the scrubbed length, which is more than cap when out was too small, as snprintf does. */
 size_t scrub_buffer(struct scrub *s, const uint8_t *in, size_t n, uint8_t *out, size_t cap);
 
+/* The comparisons the stream's matchers have made since scrub_new(): at most
+ * 8 a byte fed, whatever the input (for tests of the scan's linear time). */
+uint64_t scrub_steps(const struct scrub *s);
+
 #endif
