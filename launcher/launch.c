@@ -900,17 +900,10 @@ static bool grants_root(const char *path, const void *arg)
 	return !strcmp(path, "/");
 }
 
-static bool beneath(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	return !strcmp(dir, "/") || (!strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0'));
-}
-
 /* A mount point (arg) on a granted path, above it or below it. */
 static bool along_grant(const char *path, const void *arg)
 {
-	return beneath(arg, path) || beneath(path, arg);
+	return path_beneath(arg, path) || path_beneath(path, arg);
 }
 
 static bool along_grants(const char *point, const void *arg)

@@ -102,6 +102,14 @@ struct launch_args {
 	const char *state_in;
 };
 
+/* Whether path is dir or below it (every path is below "/"). */
+static inline bool path_beneath(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return !strcmp(dir, "/") || (!strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0'));
+}
+
 /* limits.c: memory, cpu and pids limits written to the session's cgroup
  * before the launcher joins it, where those controllers are delegated (the
  * agent states any that are not as a gap). 0 or -errno. */

@@ -40,13 +40,6 @@ struct maskwatch {
 	struct watched v[];
 };
 
-static bool beneath(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	return !strcmp(dir, "/") || (!strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0'));
-}
-
 /* Whether a host grant binds dir into the session's root. */
 static bool granted(const struct launch_args *a, const char *dir)
 {
@@ -55,8 +48,8 @@ static bool granted(const struct launch_args *a, const char *dir)
 
 	for (size_t k = 0; k < ARRAY_SIZE(l); k++)
 		for (size_t i = 0; i < l[k]->n; i++)
-			if (beneath(dir, l[k] == &a->rule_allow ? launch_rule_path(l[k]->v[i])
-								: l[k]->v[i]))
+			if (path_beneath(dir, l[k] == &a->rule_allow ? launch_rule_path(l[k]->v[i])
+								     : l[k]->v[i]))
 				return true;
 	return false;
 }

@@ -74,15 +74,6 @@ static void unescape(char *s)
 	*out = '\0';
 }
 
-static bool beneath(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	if (!strcmp(dir, "/"))
-		return true;
-	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
-}
-
 /* The mounts of buf (cut up in place) under `under` ("" for all), with
  * their points made relative to it, but those at or below skip, and those
  * `along` does not want. The count, or -errno. */
@@ -113,7 +104,7 @@ static ssize_t parse(char *buf, const char *under, const char *skip,
 		if (strncmp(f[4], under, under_len) || (f[4][under_len] && f[4][under_len] != '/'))
 			continue;
 		point = f[4][under_len] ? f[4] + under_len : "/";
-		if ((skip && beneath(point, skip)) || !along(point, arg))
+		if ((skip && path_beneath(point, skip)) || !along(point, arg))
 			continue;
 		if (n == cap) {
 			cap = cap ? 2 * cap : 32;

@@ -292,25 +292,16 @@ static int grant_cmp(const void *x, const void *y)
 	return (int)b->rw - (int)a->rw;
 }
 
-static bool beneath(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	if (!strcmp(dir, "/"))
-		return true;
-	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
-}
-
 /* Whether the bind of g shows path: a grant of / leaves the session's own
  * /proc, /dev and /tmp in place. */
 static bool reaches(const struct grant *g, const char *path)
 {
-	if (!beneath(path, g->path))
+	if (!path_beneath(path, g->path))
 		return false;
 	if (strcmp(g->path, "/"))
 		return true;
 	for (size_t i = 0; i < ARRAY_SIZE(root_own); i++)
-		if (beneath(path + 1, root_own[i]))
+		if (path_beneath(path + 1, root_own[i]))
 			return false;
 	return true;
 }
@@ -444,13 +435,13 @@ static bool grant_refused(const struct grant *g, const struct grant *all, size_t
 	if (g->own || g->hide)
 		return false;
 	for (size_t i = 0; i < ARRAY_SIZE(floor); i++)
-		if (strcmp(g->path, "/") && beneath(g->path, floor[i])) {
+		if (strcmp(g->path, "/") && path_beneath(g->path, floor[i])) {
 			log_warnx("%s is under the session's own %s; nothing is granted there",
 				  g->path, floor[i]);
 			return true;
 		}
 	for (size_t i = 0; i < n; i++)
-		if (all[i].hide && beneath(g->path, all[i].path)) {
+		if (all[i].hide && path_beneath(g->path, all[i].path)) {
 			log_warnx("%s is under %s, errand's own; nothing is granted there", g->path,
 				  all[i].path);
 			return true;
