@@ -790,14 +790,19 @@ static int put_scrubbed(const struct chain *x, const char *p, size_t len, struct
 
 	for (size_t i = 0; i < x->n && !rc; i++) {
 		struct buf *b = &t[i % 2];
-		size_t need = scrub_buffer(x->sc[i], (const uint8_t *)cur, len, NULL, 0);
+		size_t cap = len + 64, out;
 
+		/* one scan, unless the value's replacements outgrow the guess */
 		b->len = 0;
-		if (!(rc = buf_room(b, need))) {
-			len = scrub_buffer(x->sc[i], (const uint8_t *)cur, len, (uint8_t *)b->p,
-					   need);
-			cur = b->p;
-		}
+		if ((rc = buf_room(b, cap)))
+			break;
+		out = scrub_buffer(x->sc[i], (const uint8_t *)cur, len, (uint8_t *)b->p, cap);
+		if (out > cap)
+			explicit_bzero(b->p, cap); /* realloc may leave it behind */
+		if (out > cap && !(rc = buf_room(b, out)))
+			scrub_buffer(x->sc[i], (const uint8_t *)cur, len, (uint8_t *)b->p, out);
+		len = out;
+		cur = b->p;
 	}
 	if (!rc)
 		rc = buf_put(h, cur, len);

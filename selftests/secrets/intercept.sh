@@ -18,8 +18,8 @@ echo "badhead=$('"$c"' -o /dev/null -o /dev/null -w "%{http_code} " https://sec.
 kn=$('"$c"' -D - -o /dev/null -H "x-api-key: $TOK_B" https://sec2.test/key-name | grep -i "^x-k-" | tr -d "\r")
 # compared inside: errandctl turns a value on its output back into the placeholder
 echo "kname=$([ "$kn" = "X-K-$TOK_B: 1" ] && echo placeholder || echo other)"
-rec=$('"$c"' -D - "https://sec.test/recode?k=$TOK_A" | tr -d "\r")
-v=; for l in "X-Lower: /recode?k=$TOK_A" "X-All: $TOK_A" "lower=/recode?k=$TOK_A" "all=$TOK_A"; do
+rec=$('"$c"' -D - "https://sec.test/recode?k=$TOK_A&j=$TOK_A" | tr -d "\r")
+v=; for l in "X-Lower: /recode?k=$TOK_A&j=$TOK_A" "X-All: $TOK_A" "lower=/recode?k=$TOK_A&j=$TOK_A" "all=$TOK_A"; do
 printf "%s\n" "$rec" | grep -qxF -- "$l" && v="$v placeholder" || v="$v other"; done
 echo "recode=$v"
 echo "front=$('"$c"' -o /dev/null -w "%{http_code}" -H "Host: sec2.test" https://sec.test/front)"
