@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -46,7 +47,7 @@ static void unescape_mountinfo(char *s)
 	*w = '\0';
 }
 
-int cgroup2_mount(char *out, size_t len)
+static int cgroup2_mount_read(char *out, size_t len)
 {
 	cleanup_free char *line = NULL;
 	size_t cap = 0;
@@ -90,6 +91,42 @@ int cgroup2_mount(char *out, size_t len)
 		break;
 	}
 	fclose(f);
+	return ret;
+}
+
+/* The mount found last, and its root directory's identity: mountinfo holds a
+ * line for each session's network namespace file, so reading it at every
+ * start made the starts at a thousand sessions quadratic. A path that still
+ * has that root (the same device and inode) is the same mount. */
+static struct {
+	pthread_mutex_t lock;
+	char path[PATH_MAX];
+	dev_t dev;
+	ino_t ino;
+} found = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+int cgroup2_mount(char *out, size_t len)
+{
+	struct stat st;
+	int ret;
+
+	pthread_mutex_lock(&found.lock);
+	if (found.path[0] && !stat(found.path, &st) && st.st_dev == found.dev &&
+	    st.st_ino == found.ino) {
+		ret = strlen(found.path) < len ? 0 : -ENAMETOOLONG;
+		if (!ret)
+			strcpy(out, found.path);
+		pthread_mutex_unlock(&found.lock);
+		return ret;
+	}
+	found.path[0] = '\0';
+	ret = cgroup2_mount_read(out, len);
+	if (!ret && strlen(out) < sizeof(found.path) && !stat(out, &st)) {
+		strcpy(found.path, out);
+		found.dev = st.st_dev;
+		found.ino = st.st_ino;
+	}
+	pthread_mutex_unlock(&found.lock);
 	return ret;
 }
 

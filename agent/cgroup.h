@@ -21,7 +21,8 @@
  * sweeps pass it by while it holds them. */
 #define CGROUP_HOOKS "hooks"
 
-/* Finds the cgroup2 mount from /proc/self/mountinfo. 0 or -ENOENT (no cgroup2
+/* Finds the cgroup2 mount from /proc/self/mountinfo, read again only once the
+ * mount found last is gone (its path no longer has its root). 0 or -ENOENT (no cgroup2
  * mounted: the caller says "mount cgroup2 at /sys/fs/cgroup/unified"). */
 int cgroup2_mount(char *out, size_t len);
 /* Whether the cgroups at mount are systemd's to hand out: booted with
