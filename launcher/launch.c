@@ -1211,7 +1211,8 @@ int main(int argc, char **argv)
 	if (watch && root_built(built))
 		maskwatch_start(watch, pid);
 	if (watch)
-		r = reap_wait_watching(pid, maskwatch_fd(watch), masks_made_again, watch);
+		r = reap_wait_watching(pid, maskwatch_fd(watch), maskwatch_timeout_ms(watch),
+				       masks_made_again, watch);
 	else
 		r = reap_wait(pid);
 	maskwatch_free(watch);

@@ -179,8 +179,11 @@ bool mountinfo_differs(pid_t pid, const char *under, const char *skip,
 struct maskwatch;
 int maskwatch_new(const struct launch_args *a, struct maskwatch **out);
 void maskwatch_free(struct maskwatch *w);
-/* The descriptor to poll; maskwatch_read when it is readable. */
+/* The descriptor to poll, or -1 where inotify had no instance left; and how
+ * long to wait (-1: for the descriptor alone). maskwatch_read when it is
+ * readable or the wait has passed. */
 int maskwatch_fd(const struct maskwatch *w);
+int maskwatch_timeout_ms(const struct maskwatch *w);
 /* Once PID 1 has built the session's root: its namespace taken, and what
  * was made again meanwhile covered. 0 or -errno. */
 int maskwatch_start(struct maskwatch *w, pid_t pid1);
@@ -240,8 +243,10 @@ void reap_reset_signals(void);
  * child until target ends. Its exit status, 128+N if signal N killed it, or
  * -errno. */
 int reap_wait(pid_t target);
-/* The same, calling on_ready(arg) whenever fd is readable meanwhile. */
-int reap_wait_watching(pid_t target, int fd, void (*on_ready)(void *arg), void *arg);
+/* The same, calling on_ready(arg) whenever fd is readable meanwhile (fd -1:
+ * none), and after each timeout_ms without it (-1: never). */
+int reap_wait_watching(pid_t target, int fd, int timeout_ms, void (*on_ready)(void *arg),
+		       void *arg);
 
 /* exec.c: the command process. Never returns: execs, or exits 125/126/127. */
 void exec_command(const struct launch_args *a) __attribute__((noreturn));

@@ -3,7 +3,11 @@
  * away, and binds a new one there. The outer launcher, which waits on PID 1
  * as long as the session lives and is root in the host's namespaces,
  * watches (inotify) the host's directory of each masked path a grant shows
- * and covers the name again in the session's mount namespace. */
+ * and covers the name again in the session's mount namespace. Every such
+ * launcher is root's, and inotify instances are counted a user
+ * (fs.inotify.max_user_instances, 128 by default): past that limit, as with
+ * a grant of / at hundreds of sessions, a launcher looks at the directories
+ * every MASK_POLL_MS instead. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -23,6 +27,9 @@
 #include "lib/log.h"
 #include "lib/util.h"
 
+/* How often a launcher without an inotify instance looks again. */
+#define MASK_POLL_MS 250
+
 struct watched {
 	int wd;
 	int parent_wd;	    /* the directory's parent's, or -1: a directory made anew */
@@ -30,10 +37,14 @@ struct watched {
 	const char *name;   /* in the launcher's argv */
 	dev_t dev;	    /* the directory's, which the session's bind of it shares */
 	ino_t ino;
+	/* polling: the name as last seen in the host's directory (ino 0: not
+	 * there), so that only one made again is covered */
+	ino_t name_ino;
+	struct timespec name_ctime;
 };
 
 struct maskwatch {
-	int inotify;
+	int inotify;	/* -1: polling */
 	int host_ns;	/* the launcher's mount namespace, to go back to */
 	int session_ns; /* -1 until PID 1 has built the session's root */
 	size_t n;
@@ -65,7 +76,11 @@ static bool dir_watch(struct maskwatch *w, struct watched *m)
 	int wd;
 
 	if (!realpath(m->dir, real) || strcmp(real, m->dir) || lstat(m->dir, &st) < 0 ||
-	    !S_ISDIR(st.st_mode) || (wd = inotify_add_watch(w->inotify, m->dir, WATCH_MASK)) < 0)
+	    !S_ISDIR(st.st_mode))
+		return false;
+	if (w->inotify < 0)
+		wd = -1;
+	else if ((wd = inotify_add_watch(w->inotify, m->dir, WATCH_MASK)) < 0)
 		return false;
 	m->wd = wd;
 	m->dev = st.st_dev;
@@ -79,45 +94,73 @@ static const char *dir_name(const struct watched *m)
 	return strrchr(m->dir, '/') + 1;
 }
 
-/* A masked path's directory watched, where a grant shows it and no link
- * leads there (a mask reached through one, masks() leaves to the path it
- * leads to, masked under its own name); and its parent, where a grant shows
- * that, for the directory made anew (a daemon's runtime directory removed
- * and made again as it restarts shows through the parent's grant). */
-static void watch(struct maskwatch *w, const struct launch_args *a, const char *mask)
+/* A masked path's directory, where a grant shows it, taken into w->v (not
+ * yet watched): false where none shows it. */
+static bool want(struct maskwatch *w, const struct launch_args *a, const char *mask)
 {
 	struct watched *m = &w->v[w->n];
-	char parent[PATH_MAX];
 	char *slash;
 
 	if (path_fmt(m->dir, sizeof(m->dir), "%s", mask))
-		return;
+		return false;
 	slash = strrchr(m->dir, '/');
 	if (!slash[1] || !strcmp(slash + 1, ".") || !strcmp(slash + 1, ".."))
-		return;
+		return false;
 	m->name = mask + (slash - m->dir) + 1;
 	slash[slash == m->dir] = '\0';
-	if (!granted(a, m->dir))
-		return;
+	return granted(a, m->dir);
+}
+
+/* The name in m's directory as it is now (polling). */
+static void name_seen(struct watched *m)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	m->name_ino = 0;
+	if (!path_fmt(path, sizeof(path), "%s/%s", strcmp(m->dir, "/") ? m->dir : "", m->name) &&
+	    !lstat(path, &st)) {
+		m->name_ino = st.st_ino;
+		m->name_ctime = st.st_ctim;
+	}
+}
+
+/* m's directory watched, where no link leads to it (a mask reached through
+ * one, masks() leaves to the path it leads to, masked under its own name);
+ * and its parent, where a grant shows that, for the directory made anew (a
+ * daemon's runtime directory removed and made again as it restarts shows
+ * through the parent's grant). Polling, the parent needs no watch: the
+ * directory's own device and inode tell one made anew. false where m's
+ * directory cannot be watched. */
+static bool arm(struct maskwatch *w, const struct launch_args *a, struct watched *m)
+{
+	char parent[PATH_MAX];
+	char *slash;
+
 	if (!dir_watch(w, m)) {
 		if (errno == ENOSPC || errno == ENOMEM)
 			log_warn("cannot watch %s for %s being made again; a daemon restarted "
 				 "there is not masked again",
-				 m->dir, mask);
-		return;
+				 m->dir, m->name);
+		return false;
 	}
 	m->parent_wd = -1;
+	if (w->inotify < 0) {
+		name_seen(m);
+		return true;
+	}
 	memcpy(parent, m->dir, sizeof(parent));
 	slash = strrchr(parent, '/');
 	slash[slash == parent] = '\0';
 	if (strcmp(m->dir, "/") && granted(a, parent))
 		m->parent_wd = inotify_add_watch(w->inotify, parent, WATCH_MASK);
-	w->n++;
+	return true;
 }
 
 int maskwatch_new(const struct launch_args *a, struct maskwatch **out)
 {
 	cleanup_free struct maskwatch *w = NULL;
+	size_t n = 0;
 
 	*out = NULL;
 	if (a->image || !a->mask.n)
@@ -127,19 +170,31 @@ int maskwatch_new(const struct launch_args *a, struct maskwatch **out)
 		return -ENOMEM;
 	w->session_ns = -1;
 	w->host_ns = -1;
+	for (size_t i = 0; i < a->mask.n; i++)
+		w->n += want(w, a, a->mask.v[i]);
+	if (!w->n)
+		return 0; /* no grant shows one: nothing to watch */
 	w->inotify = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (w->inotify < 0) {
+	if (w->inotify < 0 && errno != EMFILE && errno != ENFILE && errno != ENOMEM) {
 		int r = -errno;
 
 		log_warn("cannot watch the masked paths' directories");
 		return r;
 	}
-	for (size_t i = 0; i < a->mask.n; i++)
-		watch(w, a, a->mask.v[i]);
+	if (w->inotify < 0)
+		log_warnx("no inotify instance left (fs.inotify.max_user_instances): the masked "
+			  "paths' directories are looked at every %d ms instead",
+			  MASK_POLL_MS);
+	/* those that cannot be watched are dropped */
+	for (size_t i = 0; i < w->n; i++)
+		if (arm(w, a, &w->v[i]))
+			w->v[n++] = w->v[i];
+	w->n = n;
 	if (!w->n || (w->host_ns = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC)) < 0) {
 		int r = w->n ? -errno : 0;
 
-		close(w->inotify);
+		if (w->inotify >= 0)
+			close(w->inotify);
 		return r;
 	}
 	*out = steal_pointer(&w);
@@ -150,7 +205,8 @@ void maskwatch_free(struct maskwatch *w)
 {
 	if (!w)
 		return;
-	close(w->inotify);
+	if (w->inotify >= 0)
+		close(w->inotify);
 	close(w->host_ns);
 	if (w->session_ns >= 0)
 		close(w->session_ns);
@@ -160,6 +216,11 @@ void maskwatch_free(struct maskwatch *w)
 int maskwatch_fd(const struct maskwatch *w)
 {
 	return w->inotify;
+}
+
+int maskwatch_timeout_ms(const struct maskwatch *w)
+{
+	return w->inotify < 0 ? MASK_POLL_MS : -1;
 }
 
 /* A detached cover, made in the host's namespace: /dev/null, read-only and
@@ -285,10 +346,39 @@ static void dir_anew(struct maskwatch *w, struct watched *m)
 	cover(w, m);
 }
 
+/* Polling: each directory made anew, and each name made again in one, as
+ * inotify would have said. */
+static void look_again(struct maskwatch *w)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		struct watched *m = &w->v[i];
+		ino_t ino = m->name_ino;
+		struct timespec ctime = m->name_ctime;
+		struct stat st;
+
+		if (lstat(m->dir, &st) < 0)
+			continue; /* gone: looked for again next time */
+		if (st.st_dev != m->dev || st.st_ino != m->ino) {
+			dir_anew(w, m);
+			name_seen(m);
+			continue;
+		}
+		name_seen(m);
+		if (m->name_ino && (m->name_ino != ino || m->name_ctime.tv_sec != ctime.tv_sec ||
+				    m->name_ctime.tv_nsec != ctime.tv_nsec))
+			cover(w, m);
+	}
+}
+
 void maskwatch_read(struct maskwatch *w)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
 	ssize_t n;
+
+	if (w->inotify < 0) {
+		look_again(w);
+		return;
+	}
 
 	while ((n = read(w->inotify, buf, sizeof(buf))) > 0) {
 		for (char *p = buf; p < buf + n;) {

@@ -104,7 +104,7 @@ int reap_wait(pid_t target)
 	}
 }
 
-int reap_wait_watching(pid_t target, int fd, void (*on_ready)(void *arg), void *arg)
+int reap_wait_watching(pid_t target, int fd, int timeout_ms, void (*on_ready)(void *arg), void *arg)
 {
 	struct signalfd_siginfo si[8];
 	sigset_t set;
@@ -121,13 +121,13 @@ int reap_wait_watching(pid_t target, int fd, void (*on_ready)(void *arg), void *
 
 		if ((r = reap_ended(target)) != -EAGAIN)
 			break;
-		if (poll(p, 2, -1) < 0) {
+		if ((r = poll(p, 2, timeout_ms)) < 0) {
 			if (errno == EINTR)
 				continue;
 			r = -errno;
 			break;
 		}
-		if (p[1].revents & POLLIN)
+		if (!r || (p[1].revents & POLLIN))
 			on_ready(arg);
 		while ((n = read(sfd, si, sizeof(si))) > 0)
 			for (size_t i = 0; i < (size_t)n / sizeof(si[0]); i++)
