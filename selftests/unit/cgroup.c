@@ -51,8 +51,8 @@ int main(void)
 	rc = mount("cgroup2", b, "cgroup2", 0, NULL);
 	CHECK_INT(rc, 0, "moved: unmounted from a, mounted at %s", b);
 	rc = cgroup2_mount(got, sizeof(got));
-	CHECK_TRUE(rc == 0 && !strcmp(got, b), "it is found at b, not at a where it was (%d, %.200s)",
-		   rc, rc ? "" : got);
+	CHECK_TRUE(rc == 0 && !strcmp(got, b),
+		   "it is found at b, not at a where it was (%d, %.200s)", rc, rc ? "" : got);
 
 	/* b holds a tmpfs now, where the mount found last was */
 	umount2(b, MNT_DETACH);
