@@ -387,7 +387,7 @@ int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_
 
 /* ---- the worker's confinement ---- */
 
-int dnsp_landlock_load(const uint16_t *ports, size_t n)
+int dnsp_landlock_load(void)
 {
 	struct errand_landlock_ruleset_attr ra = {
 		.handled_access_net =
@@ -397,53 +397,16 @@ int dnsp_landlock_load(const uint16_t *ports, size_t n)
 
 	if (landlock_abi() < LANDLOCK_ABI_NET)
 		return 0;
-	/* the prefix up to the network's rights: no file system right handled */
+	/* the prefix up to the network's rights: no file system right handled,
+	 * and no rule: no TCP connect and no bind at all */
 	fd = (int)syscall(__NR_landlock_create_ruleset, &ra,
 			  offsetof(struct errand_landlock_ruleset_attr, scoped), 0);
 	if (fd < 0)
 		return -errno;
-	for (size_t i = 0; i < n && !rc; i++) {
-		struct landlock_net_port_attr np = {
-			.allowed_access = LANDLOCK_ACCESS_NET_CONNECT_TCP,
-			.port = ports[i],
-		};
-
-		if (syscall(__NR_landlock_add_rule, fd, LANDLOCK_RULE_NET_PORT, &np, 0) < 0)
-			rc = -errno;
-	}
-	if (!rc && syscall(__NR_landlock_restrict_self, fd, 0) < 0)
+	if (syscall(__NR_landlock_restrict_self, fd, 0) < 0)
 		rc = -errno;
 	close(fd);
 	return rc;
-}
-
-/* The TCP ports of the channel's servers (c-ares gives 0 for the default,
- * 53), each once, in *ports (the caller frees it). Their number, or -errno. */
-static ssize_t upstream_tcp_ports(ares_channel ch, uint16_t **ports)
-{
-	struct ares_addr_port_node *servers = NULL;
-	size_t n = 0, max = 0;
-
-	*ports = NULL;
-	if (ares_get_servers_ports(ch, &servers) != ARES_SUCCESS)
-		return 0;
-	for (struct ares_addr_port_node *s = servers; s; s = s->next)
-		max++;
-	if (max && !(*ports = calloc(max, sizeof(**ports)))) {
-		ares_free_data(servers);
-		return -ENOMEM;
-	}
-	for (struct ares_addr_port_node *s = servers; s; s = s->next) {
-		uint16_t port = s->tcp_port ? (uint16_t)s->tcp_port : 53;
-		bool seen = false;
-
-		for (size_t i = 0; i < n; i++)
-			seen |= (*ports)[i] == port;
-		if (!seen)
-			(*ports)[n++] = port;
-	}
-	ares_free_data(servers);
-	return (ssize_t)n;
 }
 
 /* ---- the worker's upstream UDP ----
@@ -459,7 +422,13 @@ static ssize_t upstream_tcp_ports(ares_channel ch, uint16_t **ports)
  * up alone) of a pool socket of the family, and its connect puts there the
  * pool socket already connected to the server it names; its close closes
  * the copy, so the pool socket serves the next connection to that server.
- * Its TCP sockets are its own (Landlock holds their ports). */
+ *
+ * Its TCP is the agent's to connect: the worker makes no socket and no
+ * connect at all. c-ares's TCP socket is a handout descriptor that holds
+ * nothing until its connect, which asks the agent on the worker's TCP
+ * channel (DNSP_FD_TCP) for a connection to the server it names; the agent
+ * makes it only to one of the session's upstream resolvers (address and
+ * TCP port) and hands it over, connecting or connected, to be put there. */
 
 struct pool_sock {
 	int fd; /* DNSP_FD_POOL + its index */
@@ -471,14 +440,17 @@ struct pool_sock {
 static struct pool_sock pool[DNSP_POOL_MAX];
 static size_t n_pool;
 /* Each handout descriptor: HAND_FREE, HAND_OPEN (a copy of some pool socket
- * of its family, not yet connected), or the index of the pool socket it is. */
-enum { HAND_FREE = -2, HAND_OPEN = -1 };
+ * of its family, not yet connected), the index of the pool socket it is,
+ * HAND_TCP (a TCP socket to be, a copy of the TCP channel meanwhile) or
+ * HAND_TCP_CONN (the agent's TCP connection). */
+enum { HAND_TCP_CONN = -4, HAND_TCP = -3, HAND_FREE = -2, HAND_OPEN = -1 };
 /* The handout descriptors are the values under this mask, for the filter. */
 #define HAND_MASK (~(uint64_t)(DNSP_FD_LIMIT - DNSP_FD_HANDOUT - 1))
 _Static_assert(((DNSP_FD_LIMIT - DNSP_FD_HANDOUT) & (DNSP_FD_LIMIT - DNSP_FD_HANDOUT - 1)) == 0 &&
 		       DNSP_FD_HANDOUT % (DNSP_FD_LIMIT - DNSP_FD_HANDOUT) == 0,
 	       "the handout descriptors are an aligned power of two");
 static int hand[DNSP_FD_LIMIT - DNSP_FD_HANDOUT];
+static int tcp_chan = -1; /* the worker's TCP channel to the agent */
 
 static bool peer_is(const struct sockaddr_storage *peer, const struct sockaddr *sa, socklen_t len)
 {
@@ -504,12 +476,22 @@ static int hand_index(ares_socket_t fd)
 static ares_socket_t pool_socket(int af, int type, int protocol, void *arg)
 {
 	(void)arg;
+	(void)protocol;
 	/* c-ares sets no option on a socket of its socket functions' */
-	if ((type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) != SOCK_DGRAM)
-		return socket(af, type | SOCK_NONBLOCK, protocol);
+	type &= ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (type != SOCK_DGRAM && (type != SOCK_STREAM || tcp_chan < 0)) {
+		errno = EPROTONOSUPPORT;
+		return ARES_SOCKET_BAD;
+	}
 	for (size_t j = 0; j < ARRAY_SIZE(hand); j++) {
 		if (hand[j] != HAND_FREE)
 			continue;
+		if (type == SOCK_STREAM) {
+			if (dup2(tcp_chan, DNSP_FD_HANDOUT + (int)j) < 0)
+				return ARES_SOCKET_BAD;
+			hand[j] = HAND_TCP;
+			return DNSP_FD_HANDOUT + (int)j;
+		}
 		for (size_t k = 0; k < n_pool; k++) {
 			if (pool[k].family != af)
 				continue;
@@ -525,13 +507,99 @@ static ares_socket_t pool_socket(int af, int type, int protocol, void *arg)
 	return ARES_SOCKET_BAD;
 }
 
+/* The agent's TCP connection to sa, put on fd: 0 connected, or -1 with
+ * errno (EINPROGRESS: connecting; ECONNREFUSED where sa is not a resolver
+ * of the session's). */
+/* One answer on the TCP channel: its length, the descriptor it carried in
+ * *got (-1: none). */
+static ssize_t tcp_answer_read(struct dnsp_tcp_answer *ans, int *got)
+{
+	char ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = ans, .iov_len = sizeof(*ans)};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = ctl,
+			   .msg_controllen = sizeof(ctl)};
+	struct cmsghdr *c;
+	ssize_t n;
+
+	*got = -1;
+	do
+		n = recvmsg(tcp_chan, &m, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	c = n < 0 ? NULL : CMSG_FIRSTHDR(&m);
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+	    c->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(got, CMSG_DATA(c), sizeof(*got));
+	return n;
+}
+
+static int tcp_connect(ares_socket_t fd, const struct sockaddr *sa, ares_socklen_t len)
+{
+	static uint32_t seq;
+	struct dnsp_tcp_ask ask = {.type = DNSP_TCP_ASK, .len = len, .seq = ++seq};
+	struct dnsp_tcp_answer ans;
+	int got = -1;
+	ssize_t n;
+
+	if (len > sizeof(ask.sa)) {
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(&ask.sa, sa, len);
+	if (write(tcp_chan, &ask, sizeof(ask)) != (ssize_t)sizeof(ask))
+		return -1;
+	/* an answer to an ask given up on (its wait timed out) is passed by */
+	while ((n = tcp_answer_read(&ans, &got)) == (ssize_t)sizeof(ans) && ans.seq != seq) {
+		if (got >= 0)
+			close(got);
+	}
+	if (n != (ssize_t)sizeof(ans)) {
+		if (got >= 0)
+			close(got);
+		errno = n < 0 ? errno : EPROTO;
+		return -1;
+	}
+	if (ans.err && ans.err != EINPROGRESS) {
+		if (got >= 0)
+			close(got);
+		errno = ans.err > 0 ? ans.err : EPROTO;
+		return -1;
+	}
+	if (got < 0 || dup2(got, fd) < 0) {
+		if (got >= 0)
+			close(got);
+		errno = got < 0 ? EPROTO : errno;
+		return -1;
+	}
+	close(got);
+	if (ans.err) {
+		errno = ans.err;
+		return -1;
+	}
+	return 0;
+}
+
 static int pool_connect(ares_socket_t fd, const struct sockaddr *sa, ares_socklen_t len, void *arg)
 {
 	int j = hand_index(fd);
 
 	(void)arg;
-	if (j < 0)
-		return connect(fd, sa, len);
+	if (j < 0) {
+		errno = EBADF;
+		return -1;
+	}
+	if (hand[j] == HAND_TCP) {
+		int rc = tcp_connect(fd, sa, len);
+
+		if (!rc || errno == EINPROGRESS)
+			hand[j] = HAND_TCP_CONN;
+		return rc;
+	}
+	if (hand[j] == HAND_TCP_CONN) {
+		errno = EISCONN;
+		return -1;
+	}
 	for (size_t k = 0; k < n_pool; k++) {
 		if (pool[k].user >= 0 || !peer_is(&pool[k].peer, sa, len))
 			continue;
@@ -640,17 +708,20 @@ static int pool_open(ares_channel ch)
 	return rc;
 }
 
-int dnsp_worker_confine(void *ares)
+int dnsp_worker_confine(void *ares, int tcp)
 {
-	uint16_t *ports;
-	ssize_t n = upstream_tcp_ports(ares, &ports);
-	int rc = n < 0 ? (int)n : pool_open(ares);
+	int rc;
 
+	tcp_chan = tcp;
+	/* an agent that does not answer fails the connect, not the worker */
+	if (tcp >= 0 && setsockopt(tcp, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){.tv_sec = 2},
+				   sizeof(struct timeval)))
+		return -errno;
+	rc = pool_open(ares);
 	if (!rc)
-		rc = dnsp_landlock_load(ports, (size_t)n);
+		rc = dnsp_landlock_load();
 	if (!rc)
 		rc = dnsp_seccomp_load();
-	free(ports);
 	return rc;
 }
 
@@ -699,23 +770,13 @@ int dnsp_seccomp_load(void)
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
 				      SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	/* Sockets for upstream TCP: IPv4 and IPv6 (protocol 0, as c-ares asks),
-	 * nothing else: no UDP (its upstream UDP sockets are connected before
-	 * the filter, the pool), no ping, raw, netlink or Unix socket. */
-	for (int f = 0; !rc && f < 2; f++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
-				      SCMP_A0(SCMP_CMP_EQ, f ? AF_INET6 : AF_INET),
-				      SCMP_A1(SCMP_CMP_MASKED_EQ,
-					      ~(uint64_t)(SOCK_NONBLOCK | SOCK_CLOEXEC),
-					      SOCK_STREAM),
-				      SCMP_A2(SCMP_CMP_EQ, 0));
-	/* Below DNSP_FD_POOL: the channel, the session's sockets (the UDP ones
-	 * bound to the session's link by the agent) and TCP. From it on, the
-	 * pool and c-ares's copies of it, connected to a resolver: no connect,
-	 * no send that names an address, no sendmsg (that may). */
-	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(connect), 1,
-				      SCMP_A0(SCMP_CMP_LT, DNSP_FD_POOL));
+	/* No socket() and no connect() at all: its upstream UDP sockets are
+	 * connected before the filter (the pool), its TCP ones connected by
+	 * the agent (tcp_connect). Below DNSP_FD_POOL: the channels and the
+	 * session's sockets (the UDP ones bound to the session's link by the
+	 * agent). From it on, the pool and c-ares's copies of it, connected
+	 * to a resolver: no send that names an address, no sendmsg (that
+	 * may). */
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendmsg), 1,
 				      SCMP_A0(SCMP_CMP_LT, DNSP_FD_POOL));
@@ -758,6 +819,90 @@ int dnsp_seccomp_load(void)
 	return rc;
 }
 
+/* ---- the worker's TCP, connected by the agent ---- */
+
+size_t dnsp_tcp_servers(void *ares, struct sockaddr_storage *out, size_t max)
+{
+	struct ares_addr_port_node *servers = NULL;
+	size_t n = 0;
+
+	if (ares_get_servers_ports(ares, &servers) != ARES_SUCCESS)
+		return 0;
+	for (struct ares_addr_port_node *s = servers; s && n < max; s = s->next) {
+		uint16_t port = htons(s->tcp_port ? (uint16_t)s->tcp_port : 53);
+		struct sockaddr_in *sin = (void *)&out[n];
+		struct sockaddr_in6 *sin6 = (void *)&out[n];
+
+		memset(&out[n], 0, sizeof(out[n]));
+		if (s->family == AF_INET) {
+			sin->sin_family = AF_INET;
+			sin->sin_port = port;
+			sin->sin_addr = s->addr.addr4;
+		} else if (s->family == AF_INET6) {
+			sin6->sin6_family = AF_INET6;
+			sin6->sin6_port = port;
+			memcpy(&sin6->sin6_addr, &s->addr.addr6, sizeof(sin6->sin6_addr));
+		} else {
+			continue;
+		}
+		n++;
+	}
+	ares_free_data(servers);
+	return n;
+}
+
+static int tcp_answer(int chan, uint32_t seq, int err, int fd)
+{
+	struct dnsp_tcp_answer ans = {.err = err, .seq = seq};
+	char ctl[CMSG_SPACE(sizeof(int))] = {0};
+	struct iovec iov = {.iov_base = &ans, .iov_len = sizeof(ans)};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+
+	if (fd >= 0) {
+		struct cmsghdr *c;
+
+		m.msg_control = ctl;
+		m.msg_controllen = sizeof(ctl);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+	}
+	return sendmsg(chan, &m, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(ans) ? 0 : -errno;
+}
+
+int dnsp_tcp_serve(int chan, const struct sockaddr_storage *servers, size_t n)
+{
+	struct dnsp_tcp_ask ask;
+	ssize_t len = recv(chan, &ask, sizeof(ask), MSG_DONTWAIT | MSG_TRUNC);
+	socklen_t salen;
+	int fd, rc;
+
+	if (len < 0)
+		return errno == EAGAIN || errno == EINTR ? -EAGAIN : -errno;
+	if (len == 0)
+		return -EPIPE;
+	if ((size_t)len != sizeof(ask) || ask.type != DNSP_TCP_ASK)
+		return -EBADMSG;
+	salen = ask.sa.ss_family == AF_INET    ? sizeof(struct sockaddr_in)
+		: ask.sa.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+					       : 0;
+	for (size_t i = 0; salen && ask.len >= salen && i < n; i++) {
+		if (!peer_is(&servers[i], (const struct sockaddr *)&ask.sa, salen))
+			continue;
+		fd = socket(ask.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return tcp_answer(chan, ask.seq, errno, -1);
+		rc = connect(fd, (const struct sockaddr *)&servers[i], salen) ? errno : 0;
+		rc = tcp_answer(chan, ask.seq, rc, rc && rc != EINPROGRESS ? -1 : fd);
+		close(fd);
+		return rc;
+	}
+	/* not a resolver of the session's: the worker's TCP goes nowhere else */
+	return tcp_answer(chan, ask.seq, ECONNREFUSED, -1);
+}
+
 /* ---- the agent's side ---- */
 
 struct dns_responder {
@@ -768,6 +913,9 @@ struct dns_responder {
 	uid_t uid;
 	gid_t gid;
 	int chan; /* to the worker; -1: none running */
+	int tcp;  /* the worker's TCP channel, with chan */
+	struct sockaddr_storage tcp_servers[DNSP_POOL_MAX]; /* the resolvers TCP may reach */
+	size_t n_tcp_servers;
 	pid_t pid;
 	uint64_t started_ns;
 	uint64_t respawn_ns; /* when to start the next worker, with chan -1 */
@@ -872,7 +1020,10 @@ static int upstream_init(const char *csv, ares_channel *ch, char *err, size_t er
 	return 0;
 }
 
-static int upstream_check(const struct errand_config *cfg, char *err, size_t errlen)
+/* Whether c-ares takes the upstream, and (servers non-NULL, DNSP_POOL_MAX of
+ * them) where its TCP goes. */
+static int upstream_check(const struct errand_config *cfg, struct sockaddr_storage *servers,
+			  size_t *n, char *err, size_t errlen)
 {
 	ares_channel ch;
 	char csv[1024];
@@ -886,9 +1037,12 @@ static int upstream_check(const struct errand_config *cfg, char *err, size_t err
 		return -E2BIG;
 	}
 	rc = upstream_init(csv, &ch, err, errlen);
-	if (!rc)
-		ares_destroy(ch);
-	return rc;
+	if (rc)
+		return rc;
+	if (servers)
+		*n = dnsp_tcp_servers(ch, servers, DNSP_POOL_MAX);
+	ares_destroy(ch);
+	return 0;
 }
 
 /* ---- the worker: this same binary, exec'd again ---- */
@@ -1021,7 +1175,8 @@ static int init_blob(const struct dns_responder *r, const int listen_fd[DNS_SOCK
 
 /* What the worker's child needs before its exec. */
 struct worker_exec {
-	int keep[2 + DNS_SOCKS]; /* to become 3, 4, ...: the channel, the sockets, the memfd */
+	/* to become 3, 4, ...: the channel, the TCP channel, the sockets, the memfd */
+	int keep[3 + DNS_SOCKS];
 	int n;
 	int exe;
 	char *const *argv;
@@ -1030,14 +1185,15 @@ struct worker_exec {
 
 /* The child, sharing the agent's memory until its exec (spawn_fn): system
  * calls only. It keeps the channel (fd 3, and 0-2 as copies of it, so a
- * stray write reaches the agent as a malformed message), the DNS sockets
- * (4...) and the memfd; every other descriptor ends at the exec. Its
+ * stray write reaches the agent as a malformed message), its TCP channel
+ * (4), the DNS sockets (5...) and the memfd; every other descriptor ends at
+ * the exec. Its
  * session, limits and no_new_privs are the process's own, not the
  * agent's; credentials change after the exec, where no memory is shared. */
 static int worker_exec_child(void *arg)
 {
 	struct worker_exec *w = arg;
-	int fds[2 + DNS_SOCKS], exe;
+	int fds[3 + DNS_SOCKS], exe;
 
 	/* Above every target first, so no dup2 below overwrites one kept
 	 * (nor the binary's descriptor, which the exec closes). */
@@ -1066,7 +1222,7 @@ fail:
 static int worker_spawn(struct dns_responder *r, char *err, size_t errlen)
 {
 	struct worker_exec w = {.exe = self_exe};
-	int listen_fd[DNS_SOCKS], sv[2], init, rc;
+	int listen_fd[DNS_SOCKS], sv[2], tv[2], init, rc;
 	char fdarg[16];
 	char *argv[] = {"errand-dns", DNSP_WORKER_ARG, fdarg, NULL};
 	pid_t pid;
@@ -1083,7 +1239,16 @@ static int worker_spawn(struct dns_responder *r, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot make the DNS worker's channel: %s", strerror(-rc));
 		return rc;
 	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, tv)) {
+		rc = -errno;
+		snprintf(err, errlen, "cannot make the DNS worker's TCP channel: %s",
+			 strerror(-rc));
+		close(sv[0]);
+		close(sv[1]);
+		return rc;
+	}
 	w.keep[w.n++] = sv[1];
+	w.keep[w.n++] = tv[1]; /* DNSP_FD_TCP */
 	for (int k = 0; k < DNS_SOCKS; k++) {
 		listen_fd[k] = r->listen[k] >= 0 ? 3 + w.n : -1;
 		if (r->listen[k] >= 0)
@@ -1095,6 +1260,8 @@ static int worker_spawn(struct dns_responder *r, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot write the DNS worker's start: %s", strerror(-rc));
 		close(sv[0]);
 		close(sv[1]);
+		close(tv[0]);
+		close(tv[1]);
 		return rc;
 	}
 	snprintf(fdarg, sizeof(fdarg), "%d", 3 + w.n);
@@ -1103,6 +1270,7 @@ static int worker_spawn(struct dns_responder *r, char *err, size_t errlen)
 	pid = spawn_fn(worker_exec_child, &w, -1);
 	close(init);
 	close(sv[1]);
+	close(tv[1]);
 	if (pid > 0 && w.err) {
 		/* CLONE_VFORK: it has already exited. */
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -1111,11 +1279,14 @@ static int worker_spawn(struct dns_responder *r, char *err, size_t errlen)
 	}
 	if (pid < 0) {
 		close(sv[0]);
+		close(tv[0]);
 		snprintf(err, errlen, "cannot start the DNS worker: %s", strerror(-pid));
 		return pid;
 	}
 	fcntl(sv[0], F_SETFL, O_NONBLOCK);
+	fcntl(tv[0], F_SETFL, O_NONBLOCK);
 	r->chan = sv[0];
+	r->tcp = tv[0];
 	r->pid = pid;
 	r->started_ns = boottime_ns();
 	return 0;
@@ -1180,7 +1351,7 @@ int dnsp_worker_exec_main(char **argv)
 	ares_channel ch;
 	char err[256], *p, *end;
 	long fd = strtol(argv[2], &end, 10);
-	int top = 3;
+	int top = DNSP_FD_TCP;
 
 	/* Its life is the agent's to end (SIGKILL, PDEATHSIG, the channel's
 	 * end): no handler of the agent's or errandctl's, and a terminal's ^C
@@ -1190,7 +1361,7 @@ int dnsp_worker_exec_main(char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	prctl(PR_SET_NAME, "errand-dns", 0, 0, 0);
-	if (*end || fd <= 3 || fd > 64 || !(in = init_read((int)fd)))
+	if (*end || fd <= DNSP_FD_TCP || fd > 64 || !(in = init_read((int)fd)))
 		return 126;
 	close((int)fd);
 	p = (char *)(in + 1);
@@ -1226,7 +1397,7 @@ int dnsp_worker_exec_main(char **argv)
 	for (int k = 0; k < DNS_SOCKS; k++)
 		if (in->listen[k] > top)
 			top = in->listen[k];
-	/* The channel and the sockets; nothing else, whatever the exec left. */
+	/* The channels and the sockets; nothing else, whatever the exec left. */
 	if (close_range((unsigned)top + 1, ~0U, 0))
 		return 126;
 	/* As root still, as the agent made it before: the same resolv.conf. */
@@ -1259,7 +1430,7 @@ int dnsp_worker_exec_main(char **argv)
 		return 126;
 	/* Before the first byte of the session's is read; Landlock's system
 	 * calls are not in the filter's list. */
-	if (dnsp_worker_confine(ch))
+	if (dnsp_worker_confine(ch, DNSP_FD_TCP))
 		return 126;
 	a.cfg = &cfg;
 	a.session = in->session;
@@ -1280,7 +1451,8 @@ static void worker_end(struct dns_responder *r, const char *why)
 	if (r->chan < 0)
 		return;
 	close(r->chan);
-	r->chan = -1;
+	close(r->tcp);
+	r->chan = r->tcp = -1;
 	kill(r->pid, SIGKILL);
 	while (waitpid(r->pid, &ws, 0) < 0 && errno == EINTR)
 		;
@@ -1360,7 +1532,7 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 	}
 	r->cfg = cfg;
 	r->enf = enf;
-	r->chan = -1;
+	r->chan = r->tcp = -1;
 	r->respawn_ms = DNS_RESPAWN_MIN_MS;
 	r->pol.cfg = cfg;
 	r->pol.self = self;
@@ -1418,7 +1590,7 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 			goto fail;
 		}
 	}
-	rc = upstream_check(cfg, err, errlen);
+	rc = upstream_check(cfg, r->tcp_servers, &r->n_tcp_servers, err, errlen);
 	if (rc)
 		goto fail;
 	/* The worker starts when the session first asks (a datagram or a
@@ -1530,6 +1702,8 @@ void dns_responder_pollfds(struct dns_responder *r, struct pollfd *fds, int *n, 
 	if (r->chan >= 0) {
 		if (*n < max)
 			fds[(*n)++] = (struct pollfd){.fd = r->chan, .events = POLLIN};
+		if (*n < max)
+			fds[(*n)++] = (struct pollfd){.fd = r->tcp, .events = POLLIN};
 		return;
 	}
 	/* No worker yet: the agent only waits for the session's first query,
@@ -1758,6 +1932,24 @@ static void chan_process(struct dns_responder *r)
 	}
 }
 
+/* The worker's asks for TCP connections, a few a turn: one it cannot make
+ * ends it, as a malformed message does. */
+static void tcp_process(struct dns_responder *r)
+{
+	for (int i = 0; i < DNS_CHAN_BUDGET && r->chan >= 0; i++) {
+		int rc = dnsp_tcp_serve(r->tcp, r->tcp_servers, r->n_tcp_servers);
+
+		if (rc == -EAGAIN)
+			return;
+		if (rc) {
+			worker_end(r, rc == -EPIPE     ? "ended"
+				      : rc == -EBADMSG ? "sent a malformed message"
+						       : "broke its TCP channel");
+			return;
+		}
+	}
+}
+
 /* A query waits on one of the bound sockets. */
 static bool asked(const struct dns_responder *r, const struct pollfd *fds, int n)
 {
@@ -1774,9 +1966,12 @@ void dns_responder_process(struct dns_responder *r, const struct pollfd *fds, in
 
 	if (r->chan >= 0)
 		grants_sync(r);
-	for (int j = 0; j < n && r->chan >= 0; j++)
+	for (int j = 0; j < n && r->chan >= 0; j++) {
 		if (fds[j].fd == r->chan && fds[j].revents)
 			chan_process(r);
+		else if (r->chan >= 0 && fds[j].fd == r->tcp && fds[j].revents)
+			tcp_process(r);
+	}
 	if (r->chan < 0 && !r->started && !asked(r, fds, n))
 		return;
 	if (r->chan < 0 && boottime_ns() >= r->respawn_ns) {

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "agent/dnsmsg.h"
 #include "agent/grant.h"
@@ -34,6 +35,8 @@ enum dnsp_type {
 	DNSP_EVENT,	  /* struct dnsp_event: a denied name */
 	DNSP_LOG,	  /* struct dnsp_log */
 	DNSP_NAME,	  /* struct dnsp_name: count a new name, before it goes upstream */
+	/* worker to agent, on its TCP channel */
+	DNSP_TCP_ASK = 8, /* struct dnsp_tcp_ask: a TCP connection to this resolver */
 	/* agent to worker */
 	DNSP_REPLY = 16, /* struct dnsp_reply: the outcome of a DNSP_PROGRAM */
 	DNSP_GRANTS,	 /* struct dnsp_grants: the session's grants now */
@@ -191,21 +194,49 @@ int dnsp_check(struct dnsp_policy *p, const void *msg, size_t len, uint64_t now_
 #define DNSP_FD_HANDOUT (DNSP_FD_POOL + DNSP_POOL_MAX)
 #define DNSP_FD_LIMIT 256
 
+/* The worker's TCP channel to the agent (a SOCK_SEQPACKET pair), beside
+ * its channel (fd 3). */
+#define DNSP_FD_TCP 4
+
+/* "Connect me to the resolver at sa (len bytes)", on the TCP channel; the
+ * agent answers with a struct dnsp_tcp_answer, and the connection's socket
+ * (SCM_RIGHTS) when err is 0 (connected) or EINPROGRESS (connecting). */
+struct dnsp_tcp_ask {
+	uint32_t type;
+	uint32_t len;
+	uint32_t seq; /* the answer's, so that one come too late is told apart */
+	uint32_t pad;
+	struct sockaddr_storage sa;
+};
+struct dnsp_tcp_answer {
+	int32_t err;
+	uint32_t seq;
+};
+
 /* The worker's seccomp allow-list, loaded into the calling process (and its
- * threads): no new UDP socket, and from DNSP_FD_POOL on no connect, no
+ * threads): no new socket and no connect at all, and from DNSP_FD_POOL on no
  * sendmsg and no send with an address. 0 or -errno. */
 int dnsp_seccomp_load(void);
 /* The worker's whole confinement, once it is errand-dns with no_new_privs:
  * opens its pool of UDP sockets connected to the upstream resolvers of ares
- * (an ares_channel) and has c-ares use them, then loads its Landlock rules
- * (TCP to the resolvers' ports) and its seccomp filter. 0 or -errno. */
-int dnsp_worker_confine(void *ares);
-/* The worker's TCP, by Landlock (ABI 4, Linux 6.7): connect to the ports
- * given alone (the upstream resolvers'), bind never, wherever a compromised
- * worker would aim from the agent's network namespace. Needs no_new_privs.
- * 0 or -errno; 0 on a kernel without Landlock's network rules, where only
- * its seccomp filter holds it. */
-int dnsp_landlock_load(const uint16_t *ports, size_t n);
+ * (an ares_channel) and has c-ares use them, its TCP asked of the agent on
+ * tcp (DNSP_FD_TCP in the worker), then loads its Landlock rules and its
+ * seccomp filter. 0 or -errno. */
+int dnsp_worker_confine(void *ares, int tcp);
+/* The worker's TCP, by Landlock (ABI 4, Linux 6.7): no connect and no bind
+ * of its own, as its seccomp filter has it too. Needs no_new_privs. 0 or
+ * -errno; 0 on a kernel without Landlock's network rules. */
+int dnsp_landlock_load(void);
+
+/* The upstream resolvers of ares (an ares_channel), as TCP reaches them
+ * (c-ares's TCP port, 53 by default): up to max in out. Their number. */
+size_t dnsp_tcp_servers(void *ares, struct sockaddr_storage *out, size_t max);
+/* The agent's side of a worker's TCP channel: takes one ask and answers it,
+ * with a non-blocking connection made here when the address and port asked
+ * are one of servers[0..n), else ECONNREFUSED and nothing. 0, -EAGAIN when
+ * no ask waits, or -errno when the channel is broken or the ask malformed
+ * (the worker is to be ended). */
+int dnsp_tcp_serve(int chan, const struct sockaddr_storage *servers, size_t n);
 
 /* The worker is the running binary exec'd again (errand-agent's, or the
  * embedded errandctl's) with argv {"errand-dns", DNSP_WORKER_ARG, FD}: FD

@@ -35,6 +35,21 @@ sleep 0.3
 assert_eq "$(dns_query_count mid.test)" 0 "mid.test was never asked upstream by itself"
 assert_eq "$(denial_count "name=alias.test ")" 0 "no denied event for alias.test"
 
+# A chain too long for a UDP answer: the upstream truncates it, and the
+# worker asks again over TCP, on a connection the agent makes for it to the
+# upstream (the worker makes none of its own).
+assert_match "$(in_host "$PROBE" dns $DNS_UPSTREAM long.chain.test 2>&1)" "^answer NOERROR addrs= ttl=- tc from " \
+	"control: over UDP the upstream's answer for long.chain.test is truncated"
+: >"$DNS_LOG"
+errand_run --egress long.chain.test -- sh -c "$(session_ns_sh)$(probe_script \
+	a 'dns $NS long.chain.test' \
+	conn "tcp $HOST_A 443")"
+assert_match "$(result a)" "^answer NOERROR addrs=$HOST_A ttl=30 from " \
+	"long.chain.test, truncated over UDP upstream: $HOST_A, asked again over TCP"
+assert_eq "$(result conn)" "ok hello $HOST_A:443" "... and $HOST_A:443 is reached"
+sleep 0.3
+assert_match "$(dns_queries 'query long.chain.test A from .* tcp')" "tcp" "the upstream got the query over TCP"
+
 # The TTL is clamped: a cap below the chain's lowest...
 W_CONFIG=$(dns_config cap '"ttlCap": 10')
 errand_run --egress alias.test -- sh -c "$(session_ns_sh)$(probe_script \

@@ -83,7 +83,9 @@ in_host "$PROBE" udp "$HOST_B" 5353 --from "$GW" >/dev/null 2>&1
 sleep 0.3
 assert_match "$(cat "$W_DIR/udp-b.log")" "recv udp" "control: UDP from the gateway's address reaches $HOST_B:5353"
 : >"$W_DIR/udp-b.log"
-trace "the worker's fd 4: $(readlink "/proc/$wk/fd/4"); its UDP to $HOST_B:5353: $("$EVIL" "$wk" udp 4 "$HOST_B" 5353 2>&1)"
+evil_udp=$("$EVIL" "$wk" udp 5 "$HOST_B" 5353 2>&1)
+trace "the worker's fd 5: $(readlink "/proc/$wk/fd/5"); its UDP to $HOST_B:5353: $evil_udp"
+assert_eq "$evil_udp" sent "the worker's gateway UDP socket (fd 5) sends"
 sleep 0.3
 assert_eq "$(grep -c 'recv udp' "$W_DIR/udp-b.log")" 0 \
 	"UDP the worker sends on its gateway socket to $HOST_B:5353 (no resolver) does not reach it"

@@ -803,6 +803,13 @@ v4only.test A $HOST_A
 secret.test A $HOST_B
 pinned.test A $HOST_B
 EOZ
+	# long.chain.test: a chain too long for a UDP answer (truncated: asked
+	# again over TCP)
+	local l63=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+	echo "long.chain.test CNAME c1.$l63.$l63.$l63.test 30"
+	echo "c1.$l63.$l63.$l63.test CNAME c2.$l63.$l63.$l63.test 30"
+	echo "c2.$l63.$l63.$l63.test CNAME c3.$l63.$l63.$l63.test 30"
+	echo "c3.$l63.$l63.$l63.test A $HOST_A 60"
 	for i in $(seq 1 8); do echo "many.test A 198.18.6.$i"; done
 	for i in $(seq 1 70); do echo "n$i.wild.test A 198.18.4.$i"; done
 	for i in $(seq 1 10); do echo "m$i.test A 198.18.5.$i"; done

@@ -11,7 +11,7 @@
  *     raw SIZE                 a message of SIZE bytes typed DNSP_PROGRAM
  *                              ("closed": the agent ended the worker)
  *     udp FD ADDR PORT         a datagram sent to IPv4 ADDR:PORT on the
- *                              worker's descriptor FD (4: its UDP socket on
+ *                              worker's descriptor FD (5: its UDP socket on
  *                              the gateway), as code in it would ("sent" or
  *                              the errno's name)
  *

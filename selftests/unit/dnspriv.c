@@ -7,11 +7,12 @@
  * session's record, and a table read back from it (a restarted agent's)
  * counts on from there. The worker's seccomp filter kills it
  * on any system call outside its allow-list (files, exec, fork, ptrace, bpf,
- * executable memory, a new UDP socket, sockets other than IPv4/IPv6 TCP);
- * confined whole, its UDP reaches its upstream resolver (address and port)
- * alone, through sockets connected before its filter; with Landlock's
- * network rules (Linux 6.7), its TCP reaches the upstream resolvers' ports
- * alone and binds nowhere. */
+ * executable memory, any new socket, connect); confined whole, its UDP
+ * reaches its upstream resolver (address and port) alone, through sockets
+ * connected before its filter, and its TCP too, through connections the
+ * agent makes to that resolver alone (one to another host it asks for is
+ * refused); with Landlock's network rules (Linux 6.7), no TCP connect or
+ * bind of its own either. */
 #include <ares.h>
 #include <arpa/inet.h>
 #include <errno.h>
@@ -404,21 +405,22 @@ SYS_CASE(sc_bind, {
 	bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 })
 
+SYS_CASE(sc_tcp4, socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0))
+SYS_CASE(sc_tcp6, socket(AF_INET6, SOCK_STREAM, 0))
+static void sc_connect(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(53)};
+
+	connect(0, (struct sockaddr *)&sa, sizeof(sa));
+}
+
 static void sc_allowed(void)
 {
 	struct timespec ts;
-	int fds[2];
 	void *p;
 
-	fds[0] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	fds[1] = socket(AF_INET6, SOCK_STREAM, 0);
-	for (int i = 0; i < 2; i++) {
-		if (fds[i] < 0)
-			_exit(1);
-		if (fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK))
-			_exit(2);
-		close(fds[i]);
-	}
+	if (fcntl(1, F_SETFL, fcntl(1, F_GETFL)))
+		_exit(2);
 	p = malloc(16 << 20); /* mmap */
 	if (!p)
 		_exit(3);
@@ -456,22 +458,23 @@ static void test_seccomp(void)
 		{sc_bind, "bind"},
 		{sc_udp4, "a new UDP socket (IPv4)"},
 		{sc_udp6, "a new UDP socket (IPv6)"},
+		{sc_tcp4, "a TCP socket (IPv4)"},
+		{sc_tcp6, "a TCP socket (IPv6)"},
+		{sc_connect, "connect"},
 	};
 
-	CHECK_INT(filtered(sc_allowed), 0,
-		  "under the worker's filter: IPv4/IPv6 TCP sockets, fcntl, malloc, clocks work");
+	CHECK_INT(filtered(sc_allowed), 0, "under the worker's filter: fcntl, malloc, clocks work");
 	for (size_t i = 0; i < ARRAY_SIZE(killed); i++)
 		CHECK_INT(filtered(killed[i].fn), 128 + SIGSYS,
 			  "under the worker's filter: %s kills", killed[i].what);
 }
 
 /* What a TCP connect to 127.0.0.1:port and a TCP bind meet under the
- * worker's Landlock rules (only 53 and 5353 allowed), in a network namespace
+ * worker's Landlock rules (no port allowed), in a network namespace
  * of the child's own with its loopback down, so nothing is sent anywhere:
  * the connect's errno (EACCES: Landlock's), or 200 + the step that failed. */
 static int tcp_under_landlock(uint16_t port, bool bind_too)
 {
-	static const uint16_t allowed[] = {53, 5353};
 	int ws;
 	pid_t pid = fork();
 
@@ -481,8 +484,7 @@ static int tcp_under_landlock(uint16_t port, bool bind_too)
 
 		if (unshare(CLONE_NEWNET) && unshare(CLONE_NEWUSER | CLONE_NEWNET))
 			_exit(201);
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
-		    dnsp_landlock_load(allowed, ARRAY_SIZE(allowed)))
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || dnsp_landlock_load())
 			_exit(202);
 		fd = socket(AF_INET, SOCK_STREAM, 0);
 		if (fd < 0)
@@ -513,10 +515,8 @@ static void test_landlock(void)
 		  "under the worker's Landlock rules: TCP to port 80 (an instance's metadata, "
 		  "a host's web service) is refused");
 	CHECK_INT(tcp_under_landlock(6379, false), EACCES, "... and to port 6379");
-	CHECK_INT(tcp_under_landlock(53, false), ENETUNREACH,
-		  "... TCP to an upstream resolver's port (53) is not (unreachable here: no "
-		  "route in the test's own namespace)");
-	CHECK_INT(tcp_under_landlock(5353, false), ENETUNREACH, "... nor to another's (5353)");
+	CHECK_INT(tcp_under_landlock(53, false), EACCES,
+		  "... and to a resolver's port (53): the agent connects its TCP");
 	CHECK_INT(tcp_under_landlock(0, true), EACCES, "... a TCP bind is refused");
 }
 
@@ -524,6 +524,7 @@ static void test_landlock(void)
 
 #define UP_PORT 5353
 static struct sockaddr_in up_sa = {.sin_family = AF_INET};
+static int tcp_fd = -1; /* the confined child's TCP channel */
 static struct sockaddr_in world_sa = {.sin_family = AF_INET};
 
 static void resolved(void *arg, int status, int timeouts, unsigned char *abuf, int alen)
@@ -547,12 +548,17 @@ static int udp_resolve(ares_channel ch)
 		int bits = ares_getsock(ch, socks, ARES_GETSOCK_MAXNUM), n = 0;
 
 		for (int k = 0; k < ARES_GETSOCK_MAXNUM; k++)
-			if (ARES_GETSOCK_READABLE(bits, k))
-				p[n++] = (struct pollfd){.fd = socks[k], .events = POLLIN};
+			if (ARES_GETSOCK_READABLE(bits, k) || ARES_GETSOCK_WRITABLE(bits, k))
+				p[n++] = (struct pollfd){
+					.fd = socks[k],
+					.events = (short)((ARES_GETSOCK_READABLE(bits, k) ? POLLIN
+											  : 0) |
+							  (ARES_GETSOCK_WRITABLE(bits, k) ? POLLOUT
+											  : 0))};
 		poll(p, (nfds_t)n, 20);
 		for (int k = 0; k < n; k++)
-			ares_process_fd(ch, p[k].revents ? p[k].fd : ARES_SOCKET_BAD,
-					ARES_SOCKET_BAD);
+			ares_process_fd(ch, p[k].revents & ~POLLOUT ? p[k].fd : ARES_SOCKET_BAD,
+					p[k].revents & POLLOUT ? p[k].fd : ARES_SOCKET_BAD);
 		ares_process_fd(ch, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
 	}
 	return status == ARES_SUCCESS ? 0 : 10 + status;
@@ -641,51 +647,131 @@ static int udp_ipopts_pool(ares_channel ch)
 	return setsockopt(DNSP_FD_POOL, IPPROTO_IP, IP_OPTIONS, lsrr, sizeof(lsrr)) ? 1 : 0;
 }
 
-/* Runs fn in a child confined as the worker is (dnsp_worker_confine, its
- * c-ares channel's one upstream 127.0.0.1:5353); meanwhile answers one
- * query on up (-1: none) with an A record. fn's status, or 128 + the
- * signal. */
-static int confined(int (*fn)(ares_channel), int up)
+/* The upstream's answer to the query in buf (n bytes): one A record. */
+static size_t answer(uint8_t *buf, size_t n)
+{
+	static const uint8_t rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 93, 184, 216, 34};
+
+	buf[2] = 0x81;
+	buf[3] = 0x80;
+	buf[7] = 1;
+	memcpy(buf + n, rr, sizeof(rr));
+	return n + sizeof(rr);
+}
+
+/* The upstream's TCP: one query on a connection taken from tcp_up, answered. */
+static void answer_tcp(int tcp_up)
 {
 	uint8_t buf[512];
+	int c = accept4(tcp_up, NULL, NULL, SOCK_CLOEXEC);
+	ssize_t n;
+
+	if (c < 0)
+		return;
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){.tv_sec = 1},
+		   sizeof(struct timeval));
+	n = recv(c, buf, 2, MSG_WAITALL) == 2 && (buf[0] << 8 | buf[1]) <= (int)sizeof(buf) - 18
+		    ? recv(c, buf + 2, (size_t)(buf[0] << 8 | buf[1]), MSG_WAITALL) + 2
+		    : 0;
+	if (n > 14 && (size_t)(buf[0] << 8 | buf[1]) == (size_t)n - 2 && buf[4] == 0x01) {
+		size_t len = answer(buf + 2, (size_t)n - 2);
+
+		buf[0] = (uint8_t)(len >> 8);
+		buf[1] = (uint8_t)len;
+		send(c, buf, len + 2, MSG_NOSIGNAL);
+	}
+	close(c);
+}
+
+/* Runs fn in a child confined as the worker is (dnsp_worker_confine, its
+ * c-ares channel's one upstream 127.0.0.1:5353, over TCP alone with usevc),
+ * its TCP channel served here as the agent serves it; meanwhile answers the
+ * queries that come on up and tcp_up (-1: none) with an A record. fn's
+ * status, or 128 + the signal. */
+static int confined_as(int (*fn)(ares_channel), int up, int tcp_up, bool usevc)
+{
+	uint8_t buf[512];
+	struct sockaddr_storage servers[1];
 	struct sockaddr_in from;
 	socklen_t fromlen = sizeof(from);
 	ssize_t n;
-	int ws;
+	int ws = 0, tv[2];
 	pid_t pid;
 
 	fflush(stdout);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, tv))
+		return -1;
 	pid = fork();
 	if (pid == 0) {
 		ares_channel ch;
-		struct ares_options o = {.timeout = 1000, .tries = 1};
+		struct ares_options o = {
+			.timeout = 1000, .tries = 1, .flags = usevc ? ARES_FLAG_USEVC : 0};
 
+		close(tv[0]);
 		if (ares_library_init(ARES_LIB_INIT_ALL) ||
-		    ares_init_options(&ch, &o, ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES) ||
+		    ares_init_options(&ch, &o,
+				      ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_FLAGS) ||
 		    ares_set_servers_ports_csv(ch, "127.0.0.1:5353"))
 			_exit(201);
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || dnsp_worker_confine(ch))
+		tcp_fd = tv[1];
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || dnsp_worker_confine(ch, tv[1]))
 			_exit(202);
 		_exit(fn(ch));
 	}
-	if (pid < 0)
+	close(tv[1]);
+	if (pid < 0) {
+		close(tv[0]);
 		return -1;
-	/* The upstream: one answer, for the query that comes (if one does). */
-	if (up >= 0 && poll(&(struct pollfd){.fd = up, .events = POLLIN}, 1, 500) == 1 &&
-	    (n = recvfrom(up, buf, sizeof(buf) - 16, 0, (struct sockaddr *)&from, &fromlen)) > 12 &&
-	    buf[2] == 0x01) {
-		static const uint8_t rr[] = {0xc0, 0x0c, 0, 1, 0,  1,	0,   0,
-					     0,	   60,	 0, 4, 93, 184, 216, 34};
-
-		buf[2] = 0x81;
-		buf[3] = 0x80;
-		buf[7] = 1;
-		memcpy(buf + n, rr, sizeof(rr));
-		sendto(up, buf, (size_t)n + sizeof(rr), 0, (struct sockaddr *)&from, fromlen);
 	}
-	if (waitpid(pid, &ws, 0) != pid)
-		return -1;
+	memset(servers, 0, sizeof(servers));
+	memcpy(&servers[0], &up_sa, sizeof(up_sa));
+	/* The agent's side and the upstream, until the child ends. */
+	while (waitpid(pid, &ws, WNOHANG) == 0) {
+		struct pollfd p[3] = {{.fd = tv[0], .events = POLLIN},
+				      {.fd = up, .events = POLLIN},
+				      {.fd = tcp_up, .events = POLLIN}};
+
+		if (poll(p, 3, 20) <= 0)
+			continue;
+		if (p[0].revents)
+			dnsp_tcp_serve(tv[0], servers, 1);
+		if ((p[1].revents & POLLIN) &&
+		    (n = recvfrom(up, buf, sizeof(buf) - 16, 0, (struct sockaddr *)&from,
+				  &fromlen)) > 12 &&
+		    buf[2] == 0x01)
+			sendto(up, buf, answer(buf, (size_t)n), 0, (struct sockaddr *)&from,
+			       fromlen);
+		if (p[2].revents & POLLIN)
+			answer_tcp(tcp_up);
+	}
+	close(tv[0]);
 	return WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
+}
+
+static int confined(int (*fn)(ares_channel), int up)
+{
+	return confined_as(fn, up, -1, false);
+}
+
+/* What a compromised worker asks of the agent on its TCP channel: a
+ * connection to another host on the resolver's port. 0 when it got one. */
+static int tcp_ask_other(ares_channel ch)
+{
+	struct dnsp_tcp_ask ask = {.type = DNSP_TCP_ASK, .len = sizeof(world_sa), .seq = 7};
+	char ctl[CMSG_SPACE(sizeof(int))];
+	struct dnsp_tcp_answer ans = {.err = -1};
+	struct iovec iov = {.iov_base = &ans, .iov_len = sizeof(ans)};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = ctl,
+			   .msg_controllen = sizeof(ctl)};
+
+	(void)ch;
+	memcpy(&ask.sa, &world_sa, sizeof(world_sa));
+	if (write(tcp_fd, &ask, sizeof(ask)) != sizeof(ask) ||
+	    recvmsg(tcp_fd, &m, 0) != sizeof(ans))
+		return 1;
+	return ans.err == ECONNREFUSED && ans.seq == 7 && !CMSG_FIRSTHDR(&m) ? 2 : 0;
 }
 
 /* In a child with a network namespace of its own, its loopback up: the
@@ -711,7 +797,7 @@ static int udp_checks(void)
 	};
 	struct ifreq ifr = {.ifr_name = "lo"};
 	char buf[64];
-	int s, up, world;
+	int s, up, world, tcp_up, tcp_world;
 
 	if (unshare(CLONE_NEWNET) && unshare(CLONE_NEWUSER | CLONE_NEWNET))
 		return 201;
@@ -724,9 +810,22 @@ static int udp_checks(void)
 	up_sa.sin_port = world_sa.sin_port = htons(UP_PORT);
 	up = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
 	world = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-	if (up < 0 || world < 0 || bind(up, (struct sockaddr *)&up_sa, sizeof(up_sa)) ||
-	    bind(world, (struct sockaddr *)&world_sa, sizeof(world_sa)))
+	tcp_up = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	tcp_world = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (up < 0 || world < 0 || tcp_up < 0 || tcp_world < 0 ||
+	    bind(up, (struct sockaddr *)&up_sa, sizeof(up_sa)) ||
+	    bind(world, (struct sockaddr *)&world_sa, sizeof(world_sa)) ||
+	    bind(tcp_up, (struct sockaddr *)&up_sa, sizeof(up_sa)) ||
+	    bind(tcp_world, (struct sockaddr *)&world_sa, sizeof(world_sa)) || listen(tcp_up, 4) ||
+	    listen(tcp_world, 4))
 		return 203;
+	CHECK_INT(confined_as(udp_resolve, -1, tcp_up, true), 0,
+		  "confined as the worker, over TCP alone: a name resolves through the upstream, "
+		  "on the connection the agent made for it");
+	CHECK_INT(confined(tcp_ask_other, -1), 2,
+		  "... a TCP connection to another host on the resolver's port, asked of the "
+		  "agent, is refused and no socket handed over");
+	CHECK_INT(accept(tcp_world, NULL, NULL), -1, "the other host got no TCP connection");
 	CHECK_INT(confined(udp_resolve, up), 0,
 		  "confined as the worker: a name resolves through the upstream (c-ares on its "
 		  "connected sockets)");
@@ -750,7 +849,7 @@ static void test_udp(void)
 	if (pid == 0)
 		_exit(udp_checks());
 	CHECK_TRUE(pid > 0 && waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) && WEXITSTATUS(ws) == 0,
-		   "the worker's UDP reaches its upstream resolver alone (the checks above; "
+		   "the worker's UDP and TCP reach its upstream resolver alone (the checks above; "
 		   "status %d)",
 		   pid > 0 && WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
 }
