@@ -4,6 +4,7 @@
  * worker's requests against the session's policy, programs what passes, and
  * restarts a worker that dies. The worker's side is agent/dns.c. */
 #include <ares.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -507,9 +508,6 @@ static ares_socket_t pool_socket(int af, int type, int protocol, void *arg)
 	return ARES_SOCKET_BAD;
 }
 
-/* The agent's TCP connection to sa, put on fd: 0 connected, or -1 with
- * errno (EINPROGRESS: connecting; ECONNREFUSED where sa is not a resolver
- * of the session's). */
 /* One answer on the TCP channel: its length, the descriptor it carried in
  * *got (-1: none). */
 static ssize_t tcp_answer_read(struct dnsp_tcp_answer *ans, int *got)
@@ -534,6 +532,10 @@ static ssize_t tcp_answer_read(struct dnsp_tcp_answer *ans, int *got)
 	return n;
 }
 
+/* The agent's TCP connection to sa, put on fd: 0 connected, or -1 with
+ * errno (EINPROGRESS: connecting; ECONNREFUSED where sa is not a resolver
+ * of the session's; EAGAIN when the agent has not answered within the
+ * channel's two seconds, an answer to an ask before passed by). */
 static int tcp_connect(ares_socket_t fd, const struct sockaddr *sa, ares_socklen_t len)
 {
 	static uint32_t seq;
@@ -594,6 +596,10 @@ static int pool_connect(ares_socket_t fd, const struct sockaddr *sa, ares_sockle
 
 		if (!rc || errno == EINPROGRESS)
 			hand[j] = HAND_TCP_CONN;
+		/* c-ares keeps a socket whose connect says EAGAIN, as if it
+		 * were connecting: this one is still the channel's copy */
+		else if (errno == EAGAIN || errno == EWOULDBLOCK)
+			errno = ETIMEDOUT;
 		return rc;
 	}
 	if (hand[j] == HAND_TCP_CONN) {
@@ -777,18 +783,25 @@ int dnsp_seccomp_load(void)
 	 * agent). From it on, the pool and c-ares's copies of it, connected
 	 * to a resolver: no send that names an address, no sendmsg (that
 	 * may). */
+	/* MSG_FASTOPEN never: a TCP socket that is closed (a connection the
+	 * agent made, refused or reset) is connected anew by a send that
+	 * carries it and an address, where no connect is called. */
 	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendmsg), 1,
-				      SCMP_A0(SCMP_CMP_LT, DNSP_FD_POOL));
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendmsg), 2,
+				      SCMP_A0(SCMP_CMP_LT, DNSP_FD_POOL),
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, 0));
 	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendmmsg), 1,
-				      SCMP_A0(SCMP_CMP_LT, DNSP_FD_POOL));
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendmmsg), 2,
+				      SCMP_A0(SCMP_CMP_LT, DNSP_FD_POOL),
+				      SCMP_A3(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, 0));
 	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1,
-				      SCMP_A0(SCMP_CMP_LT, DNSP_FD_POOL));
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 2,
+				      SCMP_A0(SCMP_CMP_LT, DNSP_FD_POOL),
+				      SCMP_A3(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, 0));
 	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1,
-				      SCMP_A4(SCMP_CMP_EQ, 0));
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 2,
+				      SCMP_A4(SCMP_CMP_EQ, 0),
+				      SCMP_A3(SCMP_CMP_MASKED_EQ, MSG_FASTOPEN, 0));
 	/* c-ares's copies of the pool: onto the handout descriptors alone,
 	 * every bit of the 64 compared (the kernel takes the low 32). */
 	if (!rc)
@@ -1020,10 +1033,33 @@ static int upstream_init(const char *csv, ares_channel *ch, char *err, size_t er
 	return 0;
 }
 
-/* Whether c-ares takes the upstream, and (servers non-NULL, DNSP_POOL_MAX of
- * them) where its TCP goes. */
+/* The resolvers as c-ares's csv takes them ("1.2.3.4:53,[::1]:53"). */
+static void servers_csv(const struct sockaddr_storage *servers, size_t n, char *csv, size_t len)
+{
+	size_t used = 0;
+
+	csv[0] = '\0';
+	for (size_t i = 0; i < n && used < len; i++) {
+		const struct sockaddr_in *sin = (const void *)&servers[i];
+		const struct sockaddr_in6 *sin6 = (const void *)&servers[i];
+		char a[INET6_ADDRSTRLEN];
+		bool v6 = servers[i].ss_family == AF_INET6;
+
+		if (!inet_ntop(servers[i].ss_family,
+			       v6 ? (const void *)&sin6->sin6_addr : (const void *)&sin->sin_addr,
+			       a, sizeof(a)))
+			continue;
+		used += (size_t)snprintf(csv + used, len - used, "%s%s%s%s:%u", used ? "," : "",
+					 v6 ? "[" : "", a, v6 ? "]" : "",
+					 ntohs(v6 ? sin6->sin6_port : sin->sin_port));
+	}
+}
+
+/* Whether c-ares takes the upstream; with servers (DNSP_POOL_MAX of them),
+ * where its TCP goes, and in csv those resolvers for a worker to take as
+ * they are, not as /etc/resolv.conf may say by the time it reads it. */
 static int upstream_check(const struct errand_config *cfg, struct sockaddr_storage *servers,
-			  size_t *n, char *err, size_t errlen)
+			  size_t *n, char *out, size_t out_len, char *err, size_t errlen)
 {
 	ares_channel ch;
 	char csv[1024];
@@ -1039,8 +1075,10 @@ static int upstream_check(const struct errand_config *cfg, struct sockaddr_stora
 	rc = upstream_init(csv, &ch, err, errlen);
 	if (rc)
 		return rc;
-	if (servers)
+	if (servers) {
 		*n = dnsp_tcp_servers(ch, servers, DNSP_POOL_MAX);
+		servers_csv(servers, *n, out, out_len);
+	}
 	ares_destroy(ch);
 	return 0;
 }
@@ -1056,7 +1094,8 @@ static int upstream_check(const struct errand_config *cfg, struct sockaddr_stora
  * n_public struct cidr, n_self struct addr, n_names struct seen_name (the
  * names the session has spent, as the agent counts them: a new worker, after
  * a restart of its own or of the agent, does not start the caps again), and
- * upstream_len bytes: the upstream resolvers, comma-separated,
+ * upstream_len bytes: the upstream resolvers as the agent found them
+ * when it started the worker (those its TCP may reach), comma-separated,
  * NUL-terminated. */
 struct dnsp_init {
 	uint32_t size; /* sizeof(struct dnsp_init) */
@@ -1110,17 +1149,15 @@ static int blob_put(int fd, const void *p, size_t len)
 
 /* The worker's start, in a memfd sealed against change. Its descriptor, or
  * -errno. */
-static int init_blob(const struct dns_responder *r, const int listen_fd[DNS_SOCKS])
+static int init_blob(const struct dns_responder *r, const int listen_fd[DNS_SOCKS], const char *csv)
 {
 	const struct errand_config *cfg = r->cfg;
 	struct dnsp_init *in = calloc(1, sizeof(*in));
-	char csv[1024];
 	size_t n_self = r->pol.n_self < DNSP_SELF_MAX ? r->pol.n_self : DNSP_SELF_MAX;
 	int fd, rc;
 
 	if (!in)
 		return -ENOMEM;
-	upstream_csv(cfg, csv, sizeof(csv)); /* it fits: upstream_check said so */
 	in->size = sizeof(*in);
 	snprintf(in->session, sizeof(in->session), "%s", r->session);
 	in->uid = r->uid;
@@ -1223,7 +1260,7 @@ static int worker_spawn(struct dns_responder *r, char *err, size_t errlen)
 {
 	struct worker_exec w = {.exe = self_exe};
 	int listen_fd[DNS_SOCKS], sv[2], tv[2], init, rc;
-	char fdarg[16];
+	char fdarg[16], csv[DNSP_POOL_MAX * 56];
 	char *argv[] = {"errand-dns", DNSP_WORKER_ARG, fdarg, NULL};
 	pid_t pid;
 
@@ -1234,6 +1271,12 @@ static int worker_spawn(struct dns_responder *r, char *err, size_t errlen)
 		return rc;
 	}
 	w.exe = self_exe;
+	/* The resolvers as they are now: the worker's UDP goes to them and the
+	 * agent connects its TCP to them alone. */
+	rc = upstream_check(r->cfg, r->tcp_servers, &r->n_tcp_servers, csv, sizeof(csv), err,
+			    errlen);
+	if (rc)
+		return rc;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) {
 		rc = -errno;
 		snprintf(err, errlen, "cannot make the DNS worker's channel: %s", strerror(-rc));
@@ -1254,7 +1297,7 @@ static int worker_spawn(struct dns_responder *r, char *err, size_t errlen)
 		if (r->listen[k] >= 0)
 			w.keep[w.n++] = r->listen[k];
 	}
-	init = init_blob(r, listen_fd);
+	init = init_blob(r, listen_fd, csv);
 	if (init < 0) {
 		rc = init;
 		snprintf(err, errlen, "cannot write the DNS worker's start: %s", strerror(-rc));
@@ -1590,7 +1633,7 @@ struct dns_responder *dns_responder_new(const struct errand_config *cfg, struct 
 			goto fail;
 		}
 	}
-	rc = upstream_check(cfg, r->tcp_servers, &r->n_tcp_servers, err, errlen);
+	rc = upstream_check(cfg, NULL, NULL, NULL, 0, err, errlen);
 	if (rc)
 		goto fail;
 	/* The worker starts when the session first asks (a datagram or a

@@ -407,6 +407,23 @@ SYS_CASE(sc_bind, {
 
 SYS_CASE(sc_tcp4, socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0))
 SYS_CASE(sc_tcp6, socket(AF_INET6, SOCK_STREAM, 0))
+static void sc_fastopen_sendto(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(80)};
+
+	sendto(0, "x", 1, MSG_FASTOPEN, (struct sockaddr *)&sa, sizeof(sa));
+}
+
+static void sc_fastopen_sendmsg(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(80)};
+	struct iovec iov = {.iov_base = "x", .iov_len = 1};
+	struct msghdr m = {
+		.msg_name = &sa, .msg_namelen = sizeof(sa), .msg_iov = &iov, .msg_iovlen = 1};
+
+	sendmsg(0, &m, MSG_FASTOPEN);
+}
+
 static void sc_connect(void)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(53)};
@@ -461,6 +478,9 @@ static void test_seccomp(void)
 		{sc_tcp4, "a TCP socket (IPv4)"},
 		{sc_tcp6, "a TCP socket (IPv6)"},
 		{sc_connect, "connect"},
+		{sc_fastopen_sendto,
+		 "sendto with MSG_FASTOPEN (which connects a closed TCP socket anew, anywhere)"},
+		{sc_fastopen_sendmsg, "sendmsg with MSG_FASTOPEN"},
 	};
 
 	CHECK_INT(filtered(sc_allowed), 0, "under the worker's filter: fcntl, malloc, clocks work");
@@ -774,6 +794,103 @@ static int tcp_ask_other(ares_channel ch)
 	return ans.err == ECONNREFUSED && ans.seq == 7 && !CMSG_FIRSTHDR(&m) ? 2 : 0;
 }
 
+/* One ask served as the agent serves it, the resolvers those c-ares makes
+ * of "127.0.0.1:5353,[2001:db8::53]:53": dnsp_tcp_serve's status, the
+ * answer's error in *err and whether it carried a socket. */
+static int serve_ask(const void *ask, size_t len, int *err, bool *sock)
+{
+	struct sockaddr_storage servers[4];
+	struct dnsp_tcp_answer ans = {.err = -1};
+	char ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = &ans, .iov_len = sizeof(ans)};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = ctl,
+			   .msg_controllen = sizeof(ctl)};
+	struct ares_options o = {.timeout = 1000};
+	ares_channel ch;
+	size_t n = 0;
+	int tv[2], rc;
+
+	*err = -1;
+	*sock = false;
+	if (ares_init_options(&ch, &o, ARES_OPT_TIMEOUTMS))
+		return -1000;
+	if (!ares_set_servers_ports_csv(ch, "127.0.0.1:5353,[2001:db8::53]:53"))
+		n = dnsp_tcp_servers(ch, servers, 4);
+	ares_destroy(ch);
+	if (n != 2 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, tv))
+		return -1001;
+	if (write(tv[1], ask, len) != (ssize_t)len)
+		return -1002;
+	rc = dnsp_tcp_serve(tv[0], servers, n);
+	if (recvmsg(tv[1], &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) == sizeof(ans)) {
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+
+		*err = ans.err;
+		if (c && c->cmsg_type == SCM_RIGHTS) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+			close(fd);
+			*sock = true;
+		}
+	}
+	close(tv[0]);
+	close(tv[1]);
+	return rc;
+}
+
+static struct dnsp_tcp_ask ask4(uint32_t addr, uint16_t port)
+{
+	struct dnsp_tcp_ask a = {.type = DNSP_TCP_ASK, .len = sizeof(struct sockaddr_in)};
+	struct sockaddr_in *sin = (void *)&a.sa;
+
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(addr);
+	sin->sin_port = htons(port);
+	return a;
+}
+
+/* The agent's side of the TCP channel, in the child's namespace (the
+ * upstream 127.0.0.1:5353 listening). */
+static void tcp_serve_checks(void)
+{
+	struct dnsp_tcp_ask a = ask4(0x7f000001, UP_PORT), mapped = {.type = DNSP_TCP_ASK};
+	struct sockaddr_in6 *sin6 = (void *)&mapped.sa;
+	bool sock;
+	int err;
+
+	CHECK_INT(serve_ask(&a, sizeof(a), &err, &sock), 0, "the agent serves a worker's TCP ask");
+	CHECK_TRUE((err == 0 || err == EINPROGRESS) && sock,
+		   "... for the upstream (127.0.0.1:5353): a connection handed over (err %d)", err);
+	a = ask4(0x7f000001, 80);
+	serve_ask(&a, sizeof(a), &err, &sock);
+	CHECK_TRUE(err == ECONNREFUSED && !sock,
+		   "... for the upstream's address on another port (80): ECONNREFUSED, no socket");
+	mapped.len = sizeof(*sin6);
+	sin6->sin6_family = AF_INET6;
+	sin6->sin6_port = htons(UP_PORT);
+	sin6->sin6_addr.s6_addr[10] = sin6->sin6_addr.s6_addr[11] = 0xff;
+	sin6->sin6_addr.s6_addr[12] = 127;
+	sin6->sin6_addr.s6_addr[15] = 1;
+	serve_ask(&mapped, sizeof(mapped), &err, &sock);
+	CHECK_TRUE(err == ECONNREFUSED && !sock,
+		   "... for it as a v4-mapped IPv6 address: ECONNREFUSED, no socket");
+	memset(&sin6->sin6_addr, 0, sizeof(sin6->sin6_addr));
+	inet_pton(AF_INET6, "2001:db8::53", &sin6->sin6_addr);
+	sin6->sin6_port = htons(53);
+	serve_ask(&mapped, sizeof(mapped), &err, &sock);
+	CHECK_TRUE(err != ECONNREFUSED && err != -1,
+		   "... for the IPv6 resolver ([2001:db8::53]:53): connected to (here unreachable: "
+		   "err %d)",
+		   err);
+	CHECK_INT(serve_ask(&a, 10, &err, &sock), -EBADMSG,
+		  "a short ask is malformed: the agent ends the worker");
+	a.type = DNSP_PROGRAM;
+	CHECK_INT(serve_ask(&a, sizeof(a), &err, &sock), -EBADMSG, "... and one of another type");
+}
+
 /* In a child with a network namespace of its own, its loopback up: the
  * upstream resolver (127.0.0.1:5353) and a host that is none (127.0.0.2:5353,
  * as any host on the wan). Its exit status: 0 when each of its checks (its
@@ -826,6 +943,7 @@ static int udp_checks(void)
 		  "... a TCP connection to another host on the resolver's port, asked of the "
 		  "agent, is refused and no socket handed over");
 	CHECK_INT(accept(tcp_world, NULL, NULL), -1, "the other host got no TCP connection");
+	tcp_serve_checks();
 	CHECK_INT(confined(udp_resolve, up), 0,
 		  "confined as the worker: a name resolves through the upstream (c-ares on its "
 		  "connected sockets)");
