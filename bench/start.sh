@@ -8,10 +8,11 @@
 # hyperfine run a round. All run from the world's agent namespace, so each
 # pays the same nsenter. ROUNDS rounds (5) of RUNS runs an arm (10), the
 # arms taking turns going first; each figure is the median of the rounds'
-# means, each ratio the median of the rounds' own. PAUSE=SECONDS waits that
-# long before each run, so the agent's refill and teardown of the run before
-# are done (back to back, the default, each start shares two CPUs with
-# them). Each arm begins a second after the last one's runs, once their
+# means, each ratio the median of the rounds' own. It runs twice: back to
+# back, where each start shares two CPUs with the agent's teardown of the
+# session before and its refill of the pool, and with each run 0.1 s after
+# the last ended, so those are done (PAUSES, "0 0.1"; PAUSE=SECONDS for one
+# alone). Each arm begins a second after the last one's runs, once their
 # teardowns are done: bwrap binds the whole mount tree, and a namespace file
 # of the embedded arm's last session unmounted meanwhile failed its run.
 set -u
@@ -19,6 +20,9 @@ set -u
 
 ROUNDS=${ROUNDS:-5}
 RUNS=${RUNS:-10}
+# PAUSE=SECONDS alone, or PAUSES="0 0.1" (the default): back to back, then
+# paused
+PAUSES=${PAUSES:-${PAUSE:-0 0.1}}
 bench_need hyperfine bwrap
 world_up >/dev/null
 # Each errand of its own paths in a namespace of its own (an agent sweeps the
@@ -55,20 +59,31 @@ cmds=("$(in_ns host) $ERRANDCTL run --config $pool_cfg -- /bin/true"
 	"$(in_ns host) bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc /bin/true"
 	"$(in_ns host) unshare -Urnpf --mount-proc /bin/true")
 n=${#names[@]}
-for round in $(seq 1 "$ROUNDS"); do
-	args=()
-	for k in $(seq 0 $((n - 1))); do
-		i=$(((k + round - 1) % n)) # round r starts with arm r
-		args+=(-n "${names[$i]}" "${cmds[$i]}")
+# One table a pause: back to back (0), and each start a while after the last
+# ended (its session torn down, the pool refilled), as a shell that runs a
+# session per tool call has it.
+for pause in $PAUSES; do
+	for round in $(seq 1 "$ROUNDS"); do
+		args=()
+		for k in $(seq 0 $((n - 1))); do
+			i=$(((k + round - 1) % n)) # round r starts with arm r
+			args+=(-n "${names[$i]}" "${cmds[$i]}")
+		done
+		prep=()
+		[ "$pause" = 0 ] || prep=(--prepare "sleep $pause")
+		if ! hyperfine -N ${HF_ARGS:-} "${prep[@]}" --cleanup "sleep 1" --warmup 3 \
+			--runs "$RUNS" --export-json "$W_DIR/start-$round.json" "${args[@]}" >"$W_DIR/start-$round.out" 2>&1; then
+			cat "$W_DIR/start-$round.out"
+			exit 1
+		fi
 	done
-	if ! hyperfine -N ${HF_ARGS:-} ${PAUSE:+--prepare "sleep $PAUSE"} --cleanup "sleep 1" --warmup 3 \
-		--runs "$RUNS" --export-json "$W_DIR/start-$round.json" "${args[@]}" >"$W_DIR/start-$round.out" 2>&1; then
-		cat "$W_DIR/start-$round.out"
-		exit 1
+	if [ "$pause" = 0 ]; then
+		what="back to back"
+	else
+		what="each run $pause s after the last ended (its teardown and the pool's refill done)"
 	fi
-done
-echo "start benchmark: $(uname -r), $(nproc) cores, ${PAUSE:+$PAUSE s between runs, }median of $ROUNDS rounds of $RUNS runs an arm (each round's mean; a ratio: of the rounds' own)"
-python3 - "$W_DIR" "$ROUNDS" "${names[@]}" <<'PY'
+	echo "start benchmark: $(uname -r), $(nproc) cores, $what, median of $ROUNDS rounds of $RUNS runs an arm (each round's mean; a ratio: of the rounds' own)"
+	python3 - "$W_DIR" "$ROUNDS" "${names[@]}" <<'PY'
 import json, statistics, sys
 d, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 means = {name: [] for name in names}
@@ -86,3 +101,4 @@ print("rounds' means (ms):")
 for name in names:
     print("  %-48s %s" % (name, " ".join("%.1f" % x for x in means[name])))
 PY
+done
