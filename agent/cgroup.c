@@ -13,12 +13,14 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
+#include <linux/magic.h>
 
 #include "agent/cgroup.h"
 #include "agent/spawn.h"
@@ -97,7 +99,8 @@ static int cgroup2_mount_read(char *out, size_t len)
 /* The mount found last, and its root directory's identity: mountinfo holds a
  * line for each session's network namespace file, so reading it at every
  * start made the starts at a thousand sessions quadratic. A path that still
- * has that root (the same device and inode) is the same mount. */
+ * has that root (a cgroup2 file system, the same device and inode) is the
+ * same mount. */
 static struct {
 	pthread_mutex_t lock;
 	char path[PATH_MAX];
@@ -105,14 +108,29 @@ static struct {
 	ino_t ino;
 } found = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* path is a cgroup2 file system's root still, of the device and inode
+ * found before when dev is set; else fills them in. */
+static bool cgroup2_root(const char *path, dev_t *dev, ino_t *ino, bool set)
+{
+	struct statfs fs;
+	struct stat st;
+
+	if (stat(path, &st) || statfs(path, &fs) || fs.f_type != CGROUP2_SUPER_MAGIC)
+		return false;
+	if (set) {
+		*dev = st.st_dev;
+		*ino = st.st_ino;
+		return true;
+	}
+	return st.st_dev == *dev && st.st_ino == *ino;
+}
+
 int cgroup2_mount(char *out, size_t len)
 {
-	struct stat st;
 	int ret;
 
 	pthread_mutex_lock(&found.lock);
-	if (found.path[0] && !stat(found.path, &st) && st.st_dev == found.dev &&
-	    st.st_ino == found.ino) {
+	if (found.path[0] && cgroup2_root(found.path, &found.dev, &found.ino, false)) {
 		ret = strlen(found.path) < len ? 0 : -ENAMETOOLONG;
 		if (!ret)
 			strcpy(out, found.path);
@@ -121,11 +139,10 @@ int cgroup2_mount(char *out, size_t len)
 	}
 	found.path[0] = '\0';
 	ret = cgroup2_mount_read(out, len);
-	if (!ret && strlen(out) < sizeof(found.path) && !stat(out, &st)) {
+	/* kept only when what is there now is what mountinfo said */
+	if (!ret && strlen(out) < sizeof(found.path) &&
+	    cgroup2_root(out, &found.dev, &found.ino, true))
 		strcpy(found.path, out);
-		found.dev = st.st_dev;
-		found.ino = st.st_ino;
-	}
 	pthread_mutex_unlock(&found.lock);
 	return ret;
 }

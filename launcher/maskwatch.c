@@ -37,16 +37,13 @@ struct watched {
 	const char *name;   /* in the launcher's argv */
 	dev_t dev;	    /* the directory's, which the session's bind of it shares */
 	ino_t ino;
-	/* polling: the name as last seen in the host's directory (ino 0: not
-	 * there), so that only one made again is covered */
-	ino_t name_ino;
-	struct timespec name_ctime;
 };
 
 struct maskwatch {
-	int inotify;	/* -1: polling */
-	int host_ns;	/* the launcher's mount namespace, to go back to */
-	int session_ns; /* -1 until PID 1 has built the session's root */
+	int inotify;	  /* -1: polling */
+	int host_ns;	  /* the launcher's mount namespace, to go back to */
+	int session_ns;	  /* -1 until PID 1 has built the session's root */
+	int session_root; /* polling: PID 1's root (/proc/PID/root), or -1 */
 	size_t n;
 	struct watched v[];
 };
@@ -75,9 +72,12 @@ static bool dir_watch(struct maskwatch *w, struct watched *m)
 	struct stat st;
 	int wd;
 
+	errno = 0;
 	if (!realpath(m->dir, real) || strcmp(real, m->dir) || lstat(m->dir, &st) < 0 ||
-	    !S_ISDIR(st.st_mode))
+	    !S_ISDIR(st.st_mode)) {
+		errno = errno ? errno : ENOTDIR;
 		return false;
+	}
 	if (w->inotify < 0)
 		wd = -1;
 	else if ((wd = inotify_add_watch(w->inotify, m->dir, WATCH_MASK)) < 0)
@@ -111,20 +111,6 @@ static bool want(struct maskwatch *w, const struct launch_args *a, const char *m
 	return granted(a, m->dir);
 }
 
-/* The name in m's directory as it is now (polling). */
-static void name_seen(struct watched *m)
-{
-	char path[PATH_MAX];
-	struct stat st;
-
-	m->name_ino = 0;
-	if (!path_fmt(path, sizeof(path), "%s/%s", strcmp(m->dir, "/") ? m->dir : "", m->name) &&
-	    !lstat(path, &st)) {
-		m->name_ino = st.st_ino;
-		m->name_ctime = st.st_ctim;
-	}
-}
-
 /* m's directory watched, where no link leads to it (a mask reached through
  * one, masks() leaves to the path it leads to, masked under its own name);
  * and its parent, where a grant shows that, for the directory made anew (a
@@ -138,17 +124,15 @@ static bool arm(struct maskwatch *w, const struct launch_args *a, struct watched
 	char *slash;
 
 	if (!dir_watch(w, m)) {
-		if (errno == ENOSPC || errno == ENOMEM)
+		if (w->inotify >= 0 && (errno == ENOSPC || errno == ENOMEM))
 			log_warn("cannot watch %s for %s being made again; a daemon restarted "
 				 "there is not masked again",
 				 m->dir, m->name);
 		return false;
 	}
 	m->parent_wd = -1;
-	if (w->inotify < 0) {
-		name_seen(m);
+	if (w->inotify < 0)
 		return true;
-	}
 	memcpy(parent, m->dir, sizeof(parent));
 	slash = strrchr(parent, '/');
 	slash[slash == parent] = '\0';
@@ -169,6 +153,7 @@ int maskwatch_new(const struct launch_args *a, struct maskwatch **out)
 	if (!w)
 		return -ENOMEM;
 	w->session_ns = -1;
+	w->session_root = -1;
 	w->host_ns = -1;
 	for (size_t i = 0; i < a->mask.n; i++)
 		w->n += want(w, a, a->mask.v[i]);
@@ -210,6 +195,8 @@ void maskwatch_free(struct maskwatch *w)
 	close(w->host_ns);
 	if (w->session_ns >= 0)
 		close(w->session_ns);
+	if (w->session_root >= 0)
+		close(w->session_root);
 	free(w);
 }
 
@@ -316,6 +303,10 @@ int maskwatch_start(struct maskwatch *w, pid_t pid1)
 {
 	char path[64];
 
+	if (w->inotify < 0) {
+		snprintf(path, sizeof(path), "/proc/%d/root", (int)pid1);
+		w->session_root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	}
 	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid1);
 	w->session_ns = open(path, O_RDONLY | O_CLOEXEC);
 	if (w->session_ns < 0) {
@@ -346,26 +337,42 @@ static void dir_anew(struct maskwatch *w, struct watched *m)
 	cover(w, m);
 }
 
-/* Polling: each directory made anew, and each name made again in one, as
- * inotify would have said. */
+/* Polling: whether the session shows m's name in the host's directory and
+ * not covered (looked at from the session's root, where the grant binds the
+ * directory, with no link followed). */
+static bool shown_bare(const struct maskwatch *w, const struct watched *m)
+{
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
+					  RESOLVE_NO_MAGICLINKS};
+	cleanup_close int dir = -1;
+	struct statx stx;
+	struct stat st;
+
+	if (w->session_root < 0)
+		return true; /* cover() looks, in the session's namespace */
+	dir = (int)syscall(SYS_openat2, w->session_root, m->dir, &how, sizeof(how));
+	if (dir < 0 || fstat(dir, &st) < 0 || st.st_dev != m->dev || st.st_ino != m->ino)
+		return false;
+	if (statx(dir, m->name, AT_SYMLINK_NOFOLLOW, STATX_TYPE, &stx) < 0)
+		return false;
+	return !(stx.stx_attributes_mask & stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
+/* Polling: each directory made anew watched again (its device and inode),
+ * and each name the session shows bare covered, as inotify would have had
+ * it; a cover that failed is tried again the next time. */
 static void look_again(struct maskwatch *w)
 {
 	for (size_t i = 0; i < w->n; i++) {
 		struct watched *m = &w->v[i];
-		ino_t ino = m->name_ino;
-		struct timespec ctime = m->name_ctime;
 		struct stat st;
 
-		if (lstat(m->dir, &st) < 0)
-			continue; /* gone: looked for again next time */
-		if (st.st_dev != m->dev || st.st_ino != m->ino) {
-			dir_anew(w, m);
-			name_seen(m);
+		if (lstat(m->dir, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue; /* gone, or not a directory: looked for again next time */
+		if ((st.st_dev != m->dev || st.st_ino != m->ino) && !dir_watch(w, m))
 			continue;
-		}
-		name_seen(m);
-		if (m->name_ino && (m->name_ino != ino || m->name_ctime.tv_sec != ctime.tv_sec ||
-				    m->name_ctime.tv_nsec != ctime.tv_nsec))
+		if (shown_bare(w, m))
 			cover(w, m);
 	}
 }

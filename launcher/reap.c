@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "launcher/launch.h"
@@ -104,9 +106,18 @@ int reap_wait(pid_t target)
 	}
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 int reap_wait_watching(pid_t target, int fd, int timeout_ms, void (*on_ready)(void *arg), void *arg)
 {
 	struct signalfd_siginfo si[8];
+	uint64_t next;
 	sigset_t set;
 	int sfd, r;
 
@@ -115,20 +126,32 @@ int reap_wait_watching(pid_t target, int fd, int timeout_ms, void (*on_ready)(vo
 	sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (sfd < 0)
 		return -errno;
+	/* every timeout_ms, whatever signals wake the wait meanwhile */
+	next = timeout_ms >= 0 ? now_ms() + (uint64_t)timeout_ms : 0;
 	for (;;) {
 		struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = fd, .events = POLLIN}};
+		int wait = -1;
 		ssize_t n;
 
 		if ((r = reap_ended(target)) != -EAGAIN)
 			break;
-		if ((r = poll(p, 2, timeout_ms)) < 0) {
+		if (timeout_ms >= 0) {
+			uint64_t now = now_ms();
+
+			wait = next > now ? (int)(next - now) : 0;
+		}
+		if ((r = poll(p, 2, wait)) < 0) {
 			if (errno == EINTR)
 				continue;
 			r = -errno;
 			break;
 		}
-		if (!r || (p[1].revents & POLLIN))
+		if (timeout_ms >= 0 && now_ms() >= next) {
 			on_ready(arg);
+			next = now_ms() + (uint64_t)timeout_ms;
+		} else if (p[1].revents & POLLIN) {
+			on_ready(arg);
+		}
 		while ((n = read(sfd, si, sizeof(si))) > 0)
 			for (size_t i = 0; i < (size_t)n / sizeof(si[0]); i++)
 				if (si[i].ssi_signo != SIGCHLD)
