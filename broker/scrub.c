@@ -19,7 +19,15 @@
  * The first match to end wins (the longest of those ending together); then
  * all four start afresh after it. Held input is no longer a prefix of the
  * secret, so it is kept: at most 3 * len - 1 bytes (len - 1 tokens of up to
- * three bytes, and a "%" or "%X" that may begin the next). */
+ * three bytes, and a "%" or "%X" that may begin the next).
+ *
+ * A value that holds "%XX" itself (a '%' and two hex digits) read back with
+ * those three bytes raw and others encoded is cut into tokens otherwise: its
+ * "%XX" becomes one decoded byte. So such a value has variants, each with
+ * some of its "%XX" decoded (all of them for the first SCRUB_VARIANT_BITS,
+ * and all decoded at once beyond), each a scrubber of its own chained after
+ * it: what one passes on, the next reads. A variant found in the
+ * replacement is not looked for (it could not be redacted there). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -47,6 +55,7 @@ struct scan {
 };
 
 struct scrub {
+	struct scrub *next; /* a variant of the value, reading this one's output */
 	uint8_t *secret;
 	size_t len;
 	uint32_t *fail[3]; /* fail[c][i]: longest proper border of secret[c..c + i] */
@@ -132,7 +141,9 @@ struct scrub *scrub_new(const uint8_t *secret, size_t len)
 	return scrub_new_as(secret, len, replacement, REPLACEMENT_LEN);
 }
 
-struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *repl, size_t repl_len)
+/* One scrubber, for secret alone. */
+static struct scrub *scrub_make(const uint8_t *secret, size_t len, const uint8_t *repl,
+				size_t repl_len)
 {
 	struct scrub *s;
 
@@ -181,10 +192,85 @@ struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *rep
 	return s;
 }
 
+#define SCRUB_VARIANT_BITS 4
+
+/* Whether secret[i..] begins with "%XX". */
+static bool percent_here(const uint8_t *secret, size_t len, size_t i)
+{
+	return i + 2 < len && secret[i] == '%' && hex_value(secret[i + 1]) >= 0 &&
+	       hex_value(secret[i + 2]) >= 0;
+}
+
+/* secret with its k-th "%XX" (from the left, as tokens are cut) decoded
+ * where bit k of mask is set, or every one with all, into v: its length,
+ * and in *n the number of "%XX" it holds. */
+static size_t variant(const uint8_t *secret, size_t len, unsigned mask, bool all, uint8_t *v,
+		      size_t *n)
+{
+	size_t o = 0, k = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		if (!percent_here(secret, len, i)) {
+			v[o++] = secret[i];
+			continue;
+		}
+		if (all || (k < SCRUB_VARIANT_BITS && (mask >> k & 1))) {
+			v[o++] =
+				(uint8_t)(hex_value(secret[i + 1]) << 4 | hex_value(secret[i + 2]));
+		} else {
+			memcpy(v + o, secret + i, 3);
+			o += 3;
+		}
+		i += 2;
+		k++;
+	}
+	*n = k;
+	return o;
+}
+
+struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *repl, size_t repl_len)
+{
+	struct scrub *s = scrub_make(secret, len, repl, repl_len), **tail;
+	size_t n_at, bits;
+	unsigned last;
+	uint8_t *v;
+
+	if (!s)
+		return NULL;
+	v = malloc(len);
+	if (!v) {
+		scrub_free(s);
+		errno = ENOMEM;
+		return NULL;
+	}
+	variant(secret, len, 0, false, v, &n_at);
+	bits = n_at < SCRUB_VARIANT_BITS ? n_at : SCRUB_VARIANT_BITS;
+	/* each subset of the first bits, then (more of them) all at once */
+	last = (1u << bits) - (n_at > SCRUB_VARIANT_BITS ? 0 : 1);
+	tail = &s->next;
+	for (unsigned mask = 1; mask <= last && n_at; mask++) {
+		size_t vlen = variant(secret, len, mask, mask == 1u << bits, v, &n_at);
+
+		if ((*tail = scrub_make(v, vlen, repl, repl_len))) {
+			tail = &(*tail)->next;
+		} else if (errno != EINVAL) { /* EINVAL: the variant is in the replacement */
+			explicit_bzero(v, len);
+			free(v);
+			scrub_free(s);
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
+	explicit_bzero(v, len);
+	free(v);
+	return s;
+}
+
 void scrub_free(struct scrub *s)
 {
 	if (!s)
 		return;
+	scrub_free(s->next);
 	if (s->secret)
 		explicit_bzero(s->secret, s->len);
 	/* the held bytes may be most of the secret */
@@ -434,7 +520,7 @@ static int stream_emit(void *ctx, const uint8_t *data, size_t len)
 	return rc < 0 ? rc : 0;
 }
 
-int scrub_feed(struct scrub *s, const uint8_t *in, size_t n, scrub_sink sink, void *ctx)
+static int feed_one(struct scrub *s, const uint8_t *in, size_t n, scrub_sink sink, void *ctx)
 {
 	struct stream_out o = {s, sink, ctx};
 	struct scan *sc = &s->stream;
@@ -474,7 +560,7 @@ static int scan_end(const struct pass *p, uint64_t end)
 	return rc ? rc : emit_range(p, p->sc->base, end);
 }
 
-int scrub_finish(struct scrub *s, scrub_sink sink, void *ctx)
+static int finish_one(struct scrub *s, scrub_sink sink, void *ctx)
 {
 	struct stream_out o = {s, sink, ctx};
 	struct scan *sc = &s->stream;
@@ -528,12 +614,63 @@ uint64_t scrub_steps(const struct scrub *s)
 	return s->stream.steps;
 }
 
-size_t scrub_buffer(struct scrub *s, const uint8_t *in, size_t n, uint8_t *out, size_t cap)
+static size_t buffer_one(struct scrub *s, const uint8_t *in, size_t n, uint8_t *out, size_t cap)
 {
 	struct buffer_out b = {out, cap, 0};
 
 	buffer_scan(s, in, n, &b);
 	return b.len;
+}
+
+/* What a scrubber passes on goes to the next, a variant of its value. */
+struct forward {
+	struct scrub *next;
+	scrub_sink sink;
+	void *ctx;
+};
+
+static int forward_sink(void *ctx, const uint8_t *data, size_t len)
+{
+	struct forward *f = ctx;
+
+	return scrub_feed(f->next, data, len, f->sink, f->ctx);
+}
+
+int scrub_feed(struct scrub *s, const uint8_t *in, size_t n, scrub_sink sink, void *ctx)
+{
+	struct forward f = {s->next, sink, ctx};
+
+	return s->next ? feed_one(s, in, n, forward_sink, &f) : feed_one(s, in, n, sink, ctx);
+}
+
+int scrub_finish(struct scrub *s, scrub_sink sink, void *ctx)
+{
+	struct forward f = {s->next, sink, ctx};
+	int rc;
+
+	if (!s->next)
+		return finish_one(s, sink, ctx);
+	rc = finish_one(s, forward_sink, &f);
+	return rc ? rc : scrub_finish(s->next, sink, ctx);
+}
+
+size_t scrub_buffer(struct scrub *s, const uint8_t *in, size_t n, uint8_t *out, size_t cap)
+{
+	size_t len, got;
+	uint8_t *mid;
+
+	if (!s->next)
+		return buffer_one(s, in, n, out, cap);
+	/* through each variant in turn; with no memory for that, nothing */
+	len = buffer_one(s, in, n, NULL, 0);
+	mid = malloc(len ? len : 1);
+	if (!mid)
+		return 0;
+	buffer_one(s, in, n, mid, len);
+	got = scrub_buffer(s->next, mid, len, out, cap);
+	explicit_bzero(mid, len);
+	free(mid);
+	return got;
 }
 
 /* Whether in[0..n) holds the secret in any encoding. */

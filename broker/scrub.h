@@ -1,7 +1,9 @@
 /* Streaming redaction of one secret (a provider's real key) from what the
  * broker relays back to a session: every occurrence becomes "[redacted]",
  * raw or percent-encoded (each byte raw or %XX, hex of either case), also
- * across the boundaries of the pieces an answer arrives in. */
+ * across the boundaries of the pieces an answer arrives in. A value that
+ * holds "%XX" itself is found with those decoded too (up to four of them in
+ * any combination, and all at once). */
 #ifndef ERRAND_BROKER_SCRUB_H
 #define ERRAND_BROKER_SCRUB_H
 
@@ -42,7 +44,8 @@ int scrub_finish(struct scrub *s, scrub_sink sink, void *ctx);
 size_t scrub_buffer(struct scrub *s, const uint8_t *in, size_t n, uint8_t *out, size_t cap);
 
 /* The comparisons the stream's matchers have made since scrub_new(): at most
- * 8 a byte fed, whatever the input (for tests of the scan's linear time). */
+ * 8 a byte fed, whatever the input (for tests of the scan's linear time; a
+ * value's variants count their own). */
 uint64_t scrub_steps(const struct scrub *s);
 
 #endif

@@ -1,8 +1,9 @@
 /* libFuzzer target for the broker's key scrubber (broker/scrub.c): a secret
  * and an input from the fuzzer, the input fed in pieces it chooses; the
  * output must equal scrub_buffer()'s, never hold the key raw, equal a plain
- * whole-buffer replacement where the input holds no "%", and where the secret
- * holds none, equal a brute-force replacement of every encoding of it. */
+ * whole-buffer replacement (of the key, then of its variants with its own
+ * "%XX" decoded) where the input holds no "%", and where the secret holds
+ * none, equal a brute-force replacement of every encoding of it. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -114,6 +115,53 @@ static size_t reference_enc(const uint8_t *v, size_t len, const uint8_t *in, siz
 	return o + n - base;
 }
 
+/* Whether v[i..] begins with "%XX". */
+static bool pct_at(const uint8_t *v, size_t len, size_t i)
+{
+	return i + 2 < len && v[i] == '%' && hex_of(v[i + 1]) >= 0 && hex_of(v[i + 2]) >= 0;
+}
+
+/* The reference with the value's variants after it, as broker/scrub.c has
+ * them: its "%XX" (from the left) decoded, each subset of the first four,
+ * then all at once where it holds more; one found in the replacement left
+ * out. out and tmp hold n * 10 bytes. */
+static size_t reference_variants(const uint8_t *sec, size_t slen, const uint8_t *in, size_t n,
+				 uint8_t *out, uint8_t *tmp)
+{
+	const size_t rlen = strlen(SCRUB_REPLACEMENT);
+	size_t len = reference(sec, slen, in, n, out), k = 0, bits;
+	uint8_t v[64];
+
+	for (size_t i = 0; i < slen; i++)
+		if (pct_at(sec, slen, i))
+			k++, i += 2;
+	bits = k < 4 ? k : 4;
+	for (unsigned mask = 1; k && mask <= (1u << bits) - (k > 4 ? 0 : 1); mask++) {
+		bool all = mask == 1u << bits;
+		size_t vlen = 0, j = 0;
+
+		for (size_t i = 0; i < slen; i++) {
+			if (!pct_at(sec, slen, i)) {
+				v[vlen++] = sec[i];
+				continue;
+			}
+			if (all || (j < 4 && (mask >> j & 1))) {
+				v[vlen++] = (uint8_t)(hex_of(sec[i + 1]) << 4 | hex_of(sec[i + 2]));
+			} else {
+				memcpy(v + vlen, sec + i, 3);
+				vlen += 3;
+			}
+			i += 2;
+			j++;
+		}
+		if (within((const uint8_t *)SCRUB_REPLACEMENT, rlen, v, vlen))
+			continue;
+		memcpy(tmp, out, len);
+		len = reference(v, vlen, tmp, len, out);
+	}
+	return len;
+}
+
 /* Input: byte 0 the secret's length (1..64), bytes 1-4 seed the cuts, then
  * the secret, then what is scrubbed. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -169,7 +217,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!memchr(sec, '%', slen) && n <= 1024)
 		wlen = reference_enc(sec, slen, in, n, want);
 	else if (!memchr(in, '%', n))
-		wlen = reference(sec, slen, in, n, want);
+		wlen = reference_variants(sec, slen, in, n, want, buf);
 	else
 		wlen = scrub_buffer(s, in, n, want, n * 10);
 	INV(got.len == wlen);

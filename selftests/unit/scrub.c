@@ -646,6 +646,85 @@ static void test_encoded_linear(void)
 	scrub_free(s);
 }
 
+/* echo of v[0..len) into out, each byte raw or %XX (hex of either case)
+ * by r's bits, the value's own '%' raw where keep_pct: its length. */
+static size_t echo(const char *v, size_t len, uint32_t r, bool keep_pct, char *out)
+{
+	static const char up[] = "0123456789ABCDEF", lo[] = "0123456789abcdef";
+	size_t o = 0;
+
+	for (size_t i = 0; i < len; i++, r = r * 1103515245u + 12345u) {
+		uint8_t c = (uint8_t)v[i];
+
+		if ((r >> 16) % 2 || (keep_pct && c == '%')) {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '%';
+			out[o++] = ((r >> 20) & 1 ? up : lo)[c >> 4];
+			out[o++] = ((r >> 21) & 1 ? up : lo)[c & 15];
+		}
+	}
+	return o;
+}
+
+/* A value that holds "%XX" itself, echoed with its '%' raw and the two hex
+ * digits after it raw too, reads as one decoded byte there: still found. */
+static void test_percent_value(void)
+{
+	static const char *const vals[] = {"ab%41cd", "x%2Fy%41z", "%41", "k%4%41%%42-"};
+	char in[256], expect[256];
+	size_t fails = 0, runs = 0;
+
+	for (size_t v = 0; v < ARRAY_SIZE(vals); v++) {
+		size_t len = strlen(vals[v]);
+		struct scrub *s = scrub_new((const uint8_t *)vals[v], len);
+
+		if (!CHECK_TRUE(s != NULL, "scrub_new of %s", vals[v]))
+			continue;
+		for (uint32_t r = 1; r < 2000; r++) {
+			size_t n = 0, cuts[3];
+			uint8_t buf[1024];
+
+			n += (size_t)snprintf(in, sizeof(in), "pre ");
+			n += echo(vals[v], len, r * 2654435761u, r % 3 != 0, in + n);
+			n += (size_t)snprintf(in + n, sizeof(in) - n, " post");
+			snprintf(expect, sizeof(expect), "pre [redacted] post");
+			for (size_t c = 0; c < 3; c++)
+				cuts[c] = (r * (c + 7)) % (n + 1);
+			for (size_t i = 1; i < 3; i++)
+				for (size_t j = i; j && cuts[j - 1] > cuts[j]; j--) {
+					size_t t = cuts[j];
+
+					cuts[j] = cuts[j - 1];
+					cuts[j - 1] = t;
+				}
+			runs++;
+			got.len = 0;
+			for (size_t c = 0, at = 0; c <= 3; c++) {
+				size_t to = c < 3 ? cuts[c] : n;
+
+				scrub_feed(s, (const uint8_t *)in + at, to - at, out_take, &got);
+				at = to;
+			}
+			scrub_finish(s, out_take, &got);
+			if (got.len != strlen(expect) || memcmp(got.b, expect, got.len) ||
+			    scrub_buffer(s, (const uint8_t *)in, n, buf, sizeof(buf)) !=
+				    strlen(expect) ||
+			    memcmp(buf, expect, strlen(expect))) {
+				if (!fails)
+					printf("# %s: \"%.*s\" came out \"%.*s\"\n", vals[v],
+					       (int)n, in, (int)got.len, got.b);
+				fails++;
+			}
+		}
+		scrub_free(s);
+	}
+	CHECK_INT(fails, 0,
+		  "values holding %%XX, echoed each byte raw or encoded, their own %%XX raw or "
+		  "not, in pieces: always redacted (%zu runs)",
+		  runs);
+}
+
 int main(void)
 {
 	test_basic();
@@ -660,5 +739,6 @@ int main(void)
 	test_encoded_random();
 	test_encoded_held();
 	test_encoded_linear();
+	test_percent_value();
 	return test_exit();
 }
