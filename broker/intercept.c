@@ -797,10 +797,15 @@ static int put_scrubbed(const struct chain *x, const char *p, size_t len, struct
 		if ((rc = buf_room(b, cap)))
 			break;
 		out = scrub_buffer(x->sc[i], (const uint8_t *)cur, len, (uint8_t *)b->p, cap);
+		if (out == SIZE_MAX) {
+			rc = -ENOMEM;
+			break;
+		}
 		if (out > cap)
 			explicit_bzero(b->p, cap); /* realloc may leave it behind */
-		if (out > cap && !(rc = buf_room(b, out)))
-			scrub_buffer(x->sc[i], (const uint8_t *)cur, len, (uint8_t *)b->p, out);
+		if (out > cap && !(rc = buf_room(b, out)) &&
+		    scrub_buffer(x->sc[i], (const uint8_t *)cur, len, (uint8_t *)b->p, out) != out)
+			rc = -ENOMEM;
 		len = out;
 		cur = b->p;
 	}

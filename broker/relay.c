@@ -336,6 +336,8 @@ static int relay_head(struct rconn *c, struct call *k)
 			     http_reason(r));
 	n = scrub_buffer(k->scrub, line, n < sizeof(line) ? n : sizeof(line) - 1, clean,
 			 sizeof(clean));
+	if (n == SIZE_MAX)
+		return -ENOMEM;
 	if ((rc = conn_put(o, clean, n < sizeof(clean) ? n : sizeof(clean))) ||
 	    (rc = conn_put(o, "\r\n", 2)))
 		return rc;
@@ -348,6 +350,8 @@ static int relay_head(struct rconn *c, struct call *k)
 			continue;
 		n = (size_t)snprintf((char *)line, sizeof(line), "%s: %s", h->name, h->value);
 		n = scrub_buffer(k->scrub, line, n, clean, sizeof(clean));
+		if (n == SIZE_MAX)
+			return -ENOMEM;
 		if (n > sizeof(clean))
 			continue;
 		if ((rc = conn_put(o, clean, n)) || (rc = conn_put(o, "\r\n", 2)))

@@ -26,8 +26,13 @@
  * "%XX" becomes one decoded byte. So such a value has variants, each with
  * some of its "%XX" decoded (all of them for the first SCRUB_VARIANT_BITS,
  * and all decoded at once beyond), each a scrubber of its own chained after
- * it: what one passes on, the next reads. A variant found in the
- * replacement is not looked for (it could not be redacted there). */
+ * it: what one passes on, the next reads. A value with a variant the
+ * replacement holds, or one with a bracket, is refused as a value the
+ * replacement holds is. Decoded forms are redacted wherever they come,
+ * even where the host wrote them for another reason. Not found: a value
+ * with more than four "%XX", echoed with some of those past the fourth
+ * bare and others encoded; one that ends in "%" or "%X" echoed with hex
+ * digits right after it. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -251,15 +256,22 @@ struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *rep
 	for (unsigned mask = 1; mask <= last && n_at; mask++) {
 		size_t vlen = variant(secret, len, mask, mask == 1u << bits, v, &n_at);
 
-		if ((*tail = scrub_make(v, vlen, repl, repl_len))) {
-			tail = &(*tail)->next;
-		} else if (errno != EINVAL) { /* EINVAL: the variant is in the replacement */
+		/* a variant the replacement holds could not be redacted, nor one
+		 * with a bracket, which could match across a "[redacted]" */
+		if (memchr(v, '[', vlen) || memchr(v, ']', vlen))
+			*tail = NULL, errno = EINVAL;
+		else
+			*tail = scrub_make(v, vlen, repl, repl_len);
+		if (!*tail) {
+			int e = errno;
+
 			explicit_bzero(v, len);
 			free(v);
 			scrub_free(s);
-			errno = ENOMEM;
+			errno = e;
 			return NULL;
 		}
+		tail = &(*tail)->next;
 	}
 	explicit_bzero(v, len);
 	free(v);
@@ -651,7 +663,9 @@ int scrub_finish(struct scrub *s, scrub_sink sink, void *ctx)
 	if (!s->next)
 		return finish_one(s, sink, ctx);
 	rc = finish_one(s, forward_sink, &f);
-	return rc ? rc : scrub_finish(s->next, sink, ctx);
+	if (!rc && (rc = scrub_finish(s->next, sink, ctx)))
+		s->error = rc; /* the sink's, final for the whole chain */
+	return rc;
 }
 
 size_t scrub_buffer(struct scrub *s, const uint8_t *in, size_t n, uint8_t *out, size_t cap)
@@ -661,11 +675,11 @@ size_t scrub_buffer(struct scrub *s, const uint8_t *in, size_t n, uint8_t *out, 
 
 	if (!s->next)
 		return buffer_one(s, in, n, out, cap);
-	/* through each variant in turn; with no memory for that, nothing */
+	/* through each variant in turn; with no memory for that, SIZE_MAX */
 	len = buffer_one(s, in, n, NULL, 0);
 	mid = malloc(len ? len : 1);
 	if (!mid)
-		return 0;
+		return SIZE_MAX;
 	buffer_one(s, in, n, mid, len);
 	got = scrub_buffer(s->next, mid, len, out, cap);
 	explicit_bzero(mid, len);

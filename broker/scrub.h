@@ -24,15 +24,20 @@ struct scrub;
  * a secret could show up again in the output. */
 struct scrub *scrub_new(const uint8_t *secret, size_t len);
 /* The same with each occurrence replaced by repl[0..repl_len) (a secret's
- * placeholder): EINVAL when the secret occurs within repl. */
+ * placeholder): EINVAL when the secret occurs within repl. A secret that
+ * holds "%XX" is looked for with some of those decoded too (every
+ * combination of the first four, and all at once), each such variant a
+ * scrubber chained after its own: EINVAL as well when a variant occurs
+ * within repl or holds "[" or "]". */
 struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *repl, size_t repl_len);
 /* NULL-safe; wipes the copy of the secret. */
 void scrub_free(struct scrub *s);
 
 /* Scrubs in[0..n) into sink. Up to 3 * len - 1 bytes that could begin the
  * secret (in some encoding) are held until the next feed or scrub_finish();
- * len - 1 when the input holds no "%". Returns 0, or the sink's error, after
- * which s only returns that error. */
+ * len - 1 when the input holds no "%" (and as much again in each variant's
+ * scrubber). Returns 0, or the sink's error, after which s only returns
+ * that error. */
 int scrub_feed(struct scrub *s, const uint8_t *in, size_t n, scrub_sink sink, void *ctx);
 
 /* The stream ended: the held bytes go out. s is ready for a new stream. */
@@ -40,12 +45,13 @@ int scrub_finish(struct scrub *s, scrub_sink sink, void *ctx);
 
 /* Scrubs one whole buffer (a header value), independent of any stream fed to
  * s (it uses scratch of its own in s, hence not const). Writes at most cap bytes to out and returns
- * the scrubbed length, which is more than cap when out was too small, as snprintf does. */
+ * the scrubbed length, which is more than cap when out was too small, as snprintf does;
+ * SIZE_MAX, with nothing written, when a secret with variants finds no memory for their pass. */
 size_t scrub_buffer(struct scrub *s, const uint8_t *in, size_t n, uint8_t *out, size_t cap);
 
 /* The comparisons the stream's matchers have made since scrub_new(): at most
- * 8 a byte fed, whatever the input (for tests of the scan's linear time; a
- * value's variants count their own). */
+ * 8 a byte fed, whatever the input (for tests of the scan's linear time; the
+ * secret's own scrubber's, not its variants'). */
 uint64_t scrub_steps(const struct scrub *s);
 
 #endif

@@ -121,45 +121,69 @@ static bool pct_at(const uint8_t *v, size_t len, size_t i)
 	return i + 2 < len && v[i] == '%' && hex_of(v[i + 1]) >= 0 && hex_of(v[i + 2]) >= 0;
 }
 
-/* The reference with the value's variants after it, as broker/scrub.c has
- * them: its "%XX" (from the left) decoded, each subset of the first four,
- * then all at once where it holds more; one found in the replacement left
- * out. out and tmp hold n * 10 bytes. */
-static size_t reference_variants(const uint8_t *sec, size_t slen, const uint8_t *in, size_t n,
-				 uint8_t *out, uint8_t *tmp)
+/* The value's variants, as broker/scrub.c makes them: its "%XX" (from the
+ * left) decoded, each subset of the first four, then all at once where it
+ * holds more. Their number (up to 16), each in v[k][0..len[k]). */
+static size_t variants(const uint8_t *sec, size_t slen, uint8_t v[16][64], size_t len[16])
 {
-	const size_t rlen = strlen(SCRUB_REPLACEMENT);
-	size_t len = reference(sec, slen, in, n, out), k = 0, bits;
-	uint8_t v[64];
+	size_t k = 0, bits, nv = 0;
 
 	for (size_t i = 0; i < slen; i++)
 		if (pct_at(sec, slen, i))
 			k++, i += 2;
 	bits = k < 4 ? k : 4;
-	for (unsigned mask = 1; k && mask <= (1u << bits) - (k > 4 ? 0 : 1); mask++) {
+	for (unsigned mask = 1; k && mask <= (1u << bits) - (k > 4 ? 0 : 1); mask++, nv++) {
 		bool all = mask == 1u << bits;
-		size_t vlen = 0, j = 0;
+		size_t j = 0;
 
+		len[nv] = 0;
 		for (size_t i = 0; i < slen; i++) {
 			if (!pct_at(sec, slen, i)) {
-				v[vlen++] = sec[i];
+				v[nv][len[nv]++] = sec[i];
 				continue;
 			}
 			if (all || (j < 4 && (mask >> j & 1))) {
-				v[vlen++] = (uint8_t)(hex_of(sec[i + 1]) << 4 | hex_of(sec[i + 2]));
+				v[nv][len[nv]++] =
+					(uint8_t)(hex_of(sec[i + 1]) << 4 | hex_of(sec[i + 2]));
 			} else {
-				memcpy(v + vlen, sec + i, 3);
-				vlen += 3;
+				memcpy(v[nv] + len[nv], sec + i, 3);
+				len[nv] += 3;
 			}
 			i += 2;
 			j++;
 		}
-		if (within((const uint8_t *)SCRUB_REPLACEMENT, rlen, v, vlen))
-			continue;
-		memcpy(tmp, out, len);
-		len = reference(v, vlen, tmp, len, out);
 	}
-	return len;
+	return nv;
+}
+
+/* Whether a variant could not be redacted: inside the replacement, or
+ * holding a bracket (scrub_new refuses the value then). */
+static bool variant_refused(const uint8_t *sec, size_t slen)
+{
+	static uint8_t v[16][64];
+	size_t len[16], nv = variants(sec, slen, v, len);
+
+	for (size_t k = 0; k < nv; k++)
+		if (memchr(v[k], '[', len[k]) || memchr(v[k], ']', len[k]) ||
+		    within((const uint8_t *)SCRUB_REPLACEMENT, strlen(SCRUB_REPLACEMENT), v[k],
+			   len[k]))
+			return true;
+	return false;
+}
+
+/* The reference with the value's variants after it, in their order. out and
+ * tmp hold n * 10 bytes. */
+static size_t reference_variants(const uint8_t *sec, size_t slen, const uint8_t *in, size_t n,
+				 uint8_t *out, uint8_t *tmp)
+{
+	static uint8_t v[16][64];
+	size_t len[16], nv = variants(sec, slen, v, len), olen = reference(sec, slen, in, n, out);
+
+	for (size_t k = 0; k < nv; k++) {
+		memcpy(tmp, out, olen);
+		olen = reference(v[k], len[k], tmp, olen, out);
+	}
+	return olen;
 }
 
 /* Input: byte 0 the secret's length (1..64), bytes 1-4 seed the cuts, then
@@ -187,7 +211,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		INV(errno == EINVAL);
 		INV(memchr(sec, '[', slen) || memchr(sec, ']', slen) ||
 		    within((const uint8_t *)SCRUB_REPLACEMENT, strlen(SCRUB_REPLACEMENT), sec,
-			   slen));
+			   slen) ||
+		    variant_refused(sec, slen));
 		return 0;
 	}
 	/* exact-size copies, so ASan sees a read past either */

@@ -671,7 +671,8 @@ static size_t echo(const char *v, size_t len, uint32_t r, bool keep_pct, char *o
  * digits after it raw too, reads as one decoded byte there: still found. */
 static void test_percent_value(void)
 {
-	static const char *const vals[] = {"ab%41cd", "x%2Fy%41z", "%41", "k%4%41%%42-"};
+	static const char *const vals[] = {"ab%41cd",	  "x%2Fy%41z",	   "%2541",
+					   "k%4%41%%42-", "a%2Fb%3Dc%2Bd", "%41%42%43%44"};
 	char in[256], expect[256];
 	size_t fails = 0, runs = 0;
 
@@ -720,9 +721,20 @@ static void test_percent_value(void)
 		scrub_free(s);
 	}
 	CHECK_INT(fails, 0,
-		  "values holding %%XX, echoed each byte raw or encoded, their own %%XX raw or "
-		  "not, in pieces: always redacted (%zu runs)",
+		  "values holding %%XX (up to four), echoed each byte raw or encoded, their own "
+		  "%%XX raw or not, in pieces: always redacted (%zu runs)",
 		  runs);
+	errno = 0;
+	CHECK_TRUE(!scrub_new((const uint8_t *)"r%65d", 5) && errno == EINVAL,
+		   "a value whose variant \"[redacted]\" holds (r%%65d: red) is refused");
+	errno = 0;
+	CHECK_TRUE(!scrub_new((const uint8_t *)"a%5Db", 5) && errno == EINVAL,
+		   "... and one whose variant holds a bracket (a%%5Db: a]b)");
+	errno = 0;
+	CHECK_TRUE(!scrub_new_as((const uint8_t *)"%65rrand", 8,
+				 (const uint8_t *)"errand-secret-0123", 18) &&
+			   errno == EINVAL,
+		   "... and one whose variant its placeholder holds (%%65rrand: errand)");
 }
 
 int main(void)
