@@ -53,7 +53,7 @@ UNIT_SRCS     := $(wildcard selftests/unit/*.c)
 # HTTP parser or scrubber (broker/http.c, scrub.c): the broker and the tests
 # of them alone link those (mk/broker.mk). The errand-broker binary itself is
 # built by mk/broker.mk.
-BROKER_CLIENT_SRCS := broker/registry.c broker/receipts.c
+BROKER_CLIENT_SRCS := broker/registry.c broker/receipts.c broker/scrub.c
 
 LIB_OBJS    := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 AGENT_OBJS  := $(AGENT_SRCS:%.c=$(BUILD)/%.o)

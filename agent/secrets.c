@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "agent/secrets.h"
+#include "broker/scrub.h"
 #include "lib/strv.h"
 
 /* A value every placeholder may hold: part of its prefix, or a few hex
@@ -30,6 +31,24 @@ static bool in_placeholder(const char *v, size_t len)
 		hex = (v[i] >= '0' && v[i] <= '9') || (v[i] >= 'a' && v[i] <= 'f') ||
 		      (v[i] >= 'A' && v[i] <= 'F');
 	return hex || strcasestr(SECRET_PLACEHOLDER_PREFIX, v);
+}
+
+/* A value that holds "%XX" is looked for with those decoded too (broker/
+ * scrub.c); a variant a placeholder may hold, or with a bracket, could not
+ * be, and the broker refuses the value: said here at start instead. */
+static bool variant_unscrubbable(const char *v, size_t len)
+{
+	char w[SECRET_VALUE_MAX + 1];
+	size_t n;
+	bool bad = false;
+
+	for (unsigned k = 1; !bad && (n = scrub_variant((const uint8_t *)v, len, k, (uint8_t *)w));
+	     k++) {
+		w[n] = '\0';
+		bad = in_placeholder(w, n) || memchr(w, '[', n) || memchr(w, ']', n);
+	}
+	explicit_bzero(w, sizeof(w));
+	return bad;
 }
 
 int secret_read(const char *dir, const char *name, char *buf, size_t cap)
@@ -80,6 +99,8 @@ int secret_read(const char *dir, const char *name, char *buf, size_t cap)
 		rc = -EBADMSG;
 	else if (in_placeholder(buf, len))
 		rc = -EDOM;
+	else if (variant_unscrubbable(buf, len))
+		rc = -EILSEQ;
 	if (rc)
 		explicit_bzero(buf, cap);
 	return rc ? rc : (int)len;
@@ -102,6 +123,10 @@ const char *secret_strerror(int rc)
 		return "it holds a CR, LF or NUL, which a header cannot carry";
 	case -EFBIG:
 		return "over 4095 bytes";
+	case -EILSEQ:
+		return "with a %XX in it decoded, it holds a bracket, or what errand's "
+		       "placeholders "
+		       "may hold, so the broker could not find it decoded in an answer";
 	case -EDOM:
 		return "errand's placeholders (errand-secret- and 64 hex digits) may hold it, so "
 		       "no "

@@ -19,7 +19,8 @@
  * file, or a name that leaves dir), -EPERM (not owned by root, or open to
  * its group or others), -ENODATA (empty), -EBADMSG (CR, LF or NUL inside),
  * -EFBIG (over SECRET_VALUE_MAX), -EDOM (a value a placeholder may hold:
- * part of its prefix, or fewer than 8 hex digits). */
+ * part of its prefix, or fewer than 8 hex digits), -EILSEQ (one that, with
+ * a "%XX" in it decoded, a placeholder may hold or holds a bracket). */
 int secret_read(const char *dir, const char *name, char *buf, size_t cap);
 /* What secret_read's rc means, for a message naming the file. */
 const char *secret_strerror(int rc);

@@ -233,11 +233,22 @@ static size_t variant(const uint8_t *secret, size_t len, unsigned mask, bool all
 	return o;
 }
 
+size_t scrub_variant(const uint8_t *secret, size_t len, unsigned k, uint8_t *out)
+{
+	size_t n_at, bits;
+
+	variant(secret, len, 0, false, out, &n_at);
+	bits = n_at < SCRUB_VARIANT_BITS ? n_at : SCRUB_VARIANT_BITS;
+	/* each subset of the first bits, then (more of them) all at once */
+	if (!n_at || k < 1 || k > (1u << bits) - (n_at > SCRUB_VARIANT_BITS ? 0 : 1))
+		return 0;
+	return variant(secret, len, k, k == 1u << bits, out, &n_at);
+}
+
 struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *repl, size_t repl_len)
 {
 	struct scrub *s = scrub_make(secret, len, repl, repl_len), **tail;
-	size_t n_at, bits;
-	unsigned last;
+	size_t vlen;
 	uint8_t *v;
 
 	if (!s)
@@ -248,14 +259,8 @@ struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *rep
 		errno = ENOMEM;
 		return NULL;
 	}
-	variant(secret, len, 0, false, v, &n_at);
-	bits = n_at < SCRUB_VARIANT_BITS ? n_at : SCRUB_VARIANT_BITS;
-	/* each subset of the first bits, then (more of them) all at once */
-	last = (1u << bits) - (n_at > SCRUB_VARIANT_BITS ? 0 : 1);
 	tail = &s->next;
-	for (unsigned mask = 1; mask <= last && n_at; mask++) {
-		size_t vlen = variant(secret, len, mask, mask == 1u << bits, v, &n_at);
-
+	for (unsigned k = 1; (vlen = scrub_variant(secret, len, k, v)); k++) {
 		/* a variant the replacement holds could not be redacted, nor one
 		 * with a bracket, which could match across a "[redacted]" */
 		if (memchr(v, '[', vlen) || memchr(v, ']', vlen))

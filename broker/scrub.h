@@ -30,6 +30,10 @@ struct scrub *scrub_new(const uint8_t *secret, size_t len);
  * scrubber chained after its own: EINVAL as well when a variant occurs
  * within repl or holds "[" or "]". */
 struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *repl, size_t repl_len);
+/* The k-th variant of secret (k from 1) that scrub_new_as looks for, into
+ * out (len bytes): its length, 0 past the last (at once for a secret with no
+ * "%XX"). */
+size_t scrub_variant(const uint8_t *secret, size_t len, unsigned k, uint8_t *out);
 /* NULL-safe; wipes the copy of the secret. */
 void scrub_free(struct scrub *s);
 

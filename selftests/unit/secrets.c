@@ -64,6 +64,19 @@ static void test_read(void)
 	put("hexup", "C0FFEE\n", 7, 0600);
 	CHECK_INT(secret_read(dir, "hexup", buf, sizeof(buf)), -EDOM,
 		  "... and upper-case hex digits");
+	put("pctph", "d%2Dsecret-\n", 12, 0600);
+	CHECK_INT(secret_read(dir, "pctph", buf, sizeof(buf)), -EILSEQ,
+		  "a value that with its %%XX decoded every placeholder holds (d%%2Dsecret-: "
+		  "d-secret-) is refused");
+	put("pcthex", "%41\n", 4, 0600);
+	CHECK_INT(secret_read(dir, "pcthex", buf, sizeof(buf)), -EILSEQ,
+		  "... and one that decodes to a few hex digits (%%41: A)");
+	put("pctbr", "ab%5Dcdefgh\n", 12, 0600);
+	CHECK_INT(secret_read(dir, "pctbr", buf, sizeof(buf)), -EILSEQ,
+		  "... and one that decodes to a bracket (%%5D)");
+	put("pctok", "ab%41cdefgh\n", 12, 0600);
+	CHECK_INT(secret_read(dir, "pctok", buf, sizeof(buf)), 11,
+		  "a value with a %%XX whose variants are fine is a value");
 	put("hex8", "c0ffee00\n", 9, 0600);
 	CHECK_INT(secret_read(dir, "hex8", buf, sizeof(buf)), 8, "eight hex digits are a value");
 	put("empty", "\n", 1, 0600);
