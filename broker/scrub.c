@@ -251,8 +251,9 @@ struct scrub *scrub_new_as(const uint8_t *secret, size_t len, const uint8_t *rep
 	size_t vlen;
 	uint8_t *v;
 
-	if (!s)
-		return NULL;
+	/* variants come only from a %XX in the value */
+	if (!s || !memchr(secret, '%', len))
+		return s;
 	v = malloc(len);
 	if (!v) {
 		scrub_free(s);
