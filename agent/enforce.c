@@ -718,64 +718,34 @@ static __u32 tcx_type(enum bpf_tc_attach_point at)
 	return at == BPF_TC_INGRESS ? TCX_INGRESS : TCX_EGRESS;
 }
 
-/* Whether this kernel takes tcx links: unknown until the first attach
- * says (0), yes (1), no (-1: 6.1 to 6.5, where clsact does it all). Set
- * and read by pool threads without set_lock. */
+/* Whether this kernel has tcx: unknown until a query says (0), no (-1:
+ * 6.1 to 6.5). Set and read without set_lock. */
 static _Atomic int tcx_state;
 
 /* The program a veth's tcx hook runs first on that side, which decides
- * (errand's programs pass or drop, never hand on to the next): its id, 0
- * when the hook has none or the kernel no tcx (before 6.6). */
+ * alone, before any clsact filter: its id, 0 when the hook has none or the
+ * kernel no tcx (before 6.6). errand puts none there (link_tc_one says
+ * why); one there is an older errand's (tcx_detach) or another's. */
 static __u32 tcx_first(int ifindex, enum bpf_tc_attach_point at)
 {
 	__u32 ids[4] = {0}, n = ARRAY_SIZE(ids);
 
 	if (tcx_state < 0)
 		return 0;
-	if (bpf_prog_query(ifindex, tcx_type(at), 0, NULL, ids, &n) && errno != ENOSPC)
+	if (bpf_prog_query(ifindex, tcx_type(at), 0, NULL, ids, &n) && errno != ENOSPC) {
+		if (errno == EINVAL)
+			tcx_state = -1;
 		return 0;
+	}
 	return n ? ids[0] : 0;
 }
 
-/* The backstop on the host side of the veth's ingress, the flow guard on
- * its egress (bpf/egress.bpf.c, errand_tc_out), in a network prepared
- * ahead: as a tcx link where the kernel has them, pinned in the session's
- * directory (a link lives as long as its pin, not as the device); a
- * prepared network made again under a new set has its link's program
- * replaced in place, so the veth is never without one. An empty program as
- * a clsact filter cost 2 us of a connection's 70, as a tcx link nothing
- * measurable (BENCHMARKS.md); but a tcx attach, and its detach, wait for an
- * RCU grace period (7 to 16 ms here): a start that prepares its own network
- * (no pool, or an errandctl without the agent) uses clsact. */
-static int link_tcx(int fd, const struct enforce_params *p, enum bpf_tc_attach_point at,
-		    const char *name)
-{
-	char path[PATH_MAX];
-	int link, rc;
-
-	if (path_fmt(path, sizeof(path), "%s/%s_link", p->pin_dir, name))
-		return -ENAMETOOLONG;
-	link = bpf_obj_get(path);
-	if (link >= 0) {
-		rc = bpf_link_update(link, fd, NULL) ? -errno : 0;
-		close(link);
-		/* ENOLINK: its device went; the pin is a link to nothing. */
-		if (rc != -ENOLINK)
-			return rc;
-		unlink(path);
-	}
-	link = bpf_link_create(fd, p->host_ifindex, tcx_type(at), NULL);
-	if (link < 0)
-		return -errno;
-	rc = bpf_obj_pin(link, path) ? -errno : 0;
-	close(link);
-	return rc;
-}
-
-/* Takes a session's tcx links off its veth now. Unpinned, a link is
- * released later, by a kernel worker: a start that makes a stale prepared
- * network its own again, with clsact, would find the old set's program
- * still first on the hook, deciding alone. */
+/* Takes a session's tcx links off its veth now: those of a network an
+ * older errand prepared (it pinned its tc programs as tcx links in the
+ * session's directory). Unpinned, a link is released later, by a kernel
+ * worker: a start that makes such a network its own again, with clsact,
+ * would find the old set's program still first on the hook, deciding
+ * alone. */
 static void tcx_detach(const char *pin_dir)
 {
 	static const char *const name[2] = {"tc_ingress_link", "tc_egress_link"};
@@ -792,37 +762,36 @@ static void tcx_detach(const char *pin_dir)
 	}
 }
 
-/* Else clsact: a legacy tc filter, which lives as long as the device and
- * needs no pin. The program is pinned in the session's directory either
- * way, for show and to keep it while the session lives whatever becomes of
- * its set. */
+/* The backstop on the host side of the veth's ingress, the flow guard on
+ * its egress (bpf/egress.bpf.c, errand_tc_out): clsact filters, which live
+ * as long as the device and need no pin; made again under a new set, a
+ * prepared network's filter is replaced in place, so the veth is never
+ * without one. Not tcx links, though the tc hook costs a clsact filter
+ * about 2 us of a connection's 70 and a tcx link nothing measurable
+ * (BENCHMARKS.md): a tcx attach, and its removal with the device, each wait
+ * for an RCU grace period holding the RTNL lock (8 to 30 ms), four a
+ * session, in which no link, address or namespace of the host's is made or
+ * removed by anyone, and a pool's preparations back to back took 45 ms a
+ * start. The program is pinned in the session's directory, for show and to
+ * keep it while the session lives whatever becomes of its set. */
 static int link_tc_one(int fd, const struct enforce_params *p, enum bpf_tc_attach_point at,
-		       int tcx_rc, const char *name, const char *what, char *err, size_t errlen)
+		       const char *name, const char *what, char *err, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = p->host_ifindex, .attach_point = at);
-	/* Replace: a prepared network made again under a new set still has the
-	 * old set's filter on its veth. */
-	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1, .flags = BPF_TC_F_REPLACE);
+	LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1, .flags = BPF_TC_F_REPLACE,
+		    .prog_fd = fd);
 	char path[PATH_MAX];
-	int rc = tcx_rc;
+	int rc = 0;
 
-	/* clsact is made with the ingress filter; on egress only when its own
-	 * tcx attach failed (then the ingress one may be a tcx link). */
-	if (rc && (at == BPF_TC_INGRESS || rc != -EOPNOTSUPP)) {
-		rc = bpf_tc_hook_create(&hook);
-		if (rc && rc != -EEXIST) {
-			snprintf(err, errlen,
-				 "cannot add clsact to ifindex %d: %s; errand needs tc's clsact "
-				 "qdisc (CONFIG_NET_SCH_INGRESS, module sch_ingress)",
-				 p->host_ifindex, strerror(-rc));
-			return rc;
-		}
-		rc = -EOPNOTSUPP;
+	/* clsact is made with the ingress filter */
+	if (at == BPF_TC_INGRESS && (rc = bpf_tc_hook_create(&hook)) && rc != -EEXIST) {
+		snprintf(err, errlen,
+			 "cannot add clsact to ifindex %d: %s; errand needs tc's clsact "
+			 "qdisc (CONFIG_NET_SCH_INGRESS, module sch_ingress)",
+			 p->host_ifindex, strerror(-rc));
+		return rc;
 	}
-	if (rc) {
-		opts.prog_fd = fd;
-		rc = bpf_tc_attach(&hook, &opts);
-	}
+	rc = bpf_tc_attach(&hook, &opts);
 	if (rc) {
 		snprintf(err, errlen,
 			 "cannot attach the tc %s to ifindex %d: %s; errand needs BPF "
@@ -1140,47 +1109,14 @@ static int set_replaced(const char *bpf_dir, char *err, size_t errlen)
 	return -EAGAIN;
 }
 
-/* The tc programs of a network prepared ahead as tcx links (link_tcx),
- * their results in tcx[] (nonzero: clsact then). Each attach waits for an
- * RCU grace period: set_lock is given up meanwhile, as around the maps'
- * insertions, so that a start is not held behind a refill; the programs
- * are held by duplicates. -EAGAIN when the set was replaced meanwhile. */
-static int link_tcx_unlocked(const struct progset *ps, const struct enforce_params *p, int tcx[2])
-{
-	static const enum bpf_tc_attach_point at[2] = {BPF_TC_INGRESS, BPF_TC_EGRESS};
-	static const char *const name[2] = {"tc_ingress", "tc_egress"};
-	unsigned gen = set_gen;
-	int fd[2];
-
-	for (int i = 0; i < 2; i++)
-		fd[i] = fcntl(ps->prog[i ? P_TC_OUT : P_TC_IN], F_DUPFD_CLOEXEC, 3);
-	pthread_mutex_unlock(&set_lock);
-	for (int i = 0; i < 2; i++) {
-		/* Once a kernel said it has no tcx, neither side asks again. */
-		tcx[i] = fd[i] < 0	 ? -EBADF
-			 : tcx_state < 0 ? -EOPNOTSUPP
-					 : link_tcx(fd[i], p, at[i], name[i]);
-		if (tcx[i] == -EINVAL && !tcx_state)
-			tcx_state = -1;
-		else if (!tcx[i])
-			tcx_state = 1;
-		if (fd[i] >= 0)
-			close(fd[i]);
-	}
-	pthread_mutex_lock(&set_lock);
-	return gen == set_gen ? 0 : -EAGAIN;
-}
-
 /* The session's veth, once its maps are in the set: its ifindex and
  * addresses in its config (the mode still none: enforce_unpin finds the
  * veth's key through it), the session's key under the ifindex in veth_sess,
  * and its tc filters. Under set_lock, ps the set's. */
 static int prepare_veth_locked(struct enforce *e, const struct progset *ps,
-			       const struct enforce_params *p, bool ahead, char *err, size_t errlen)
+			       const struct enforce_params *p, char *err, size_t errlen)
 {
 	struct sess_cfg cfg = session_cfg_of(p, ps->hash);
-	int tcx[2] = {-EOPNOTSUPP, -EOPNOTSUPP};
-	char dir[PATH_MAX];
 	__u32 zero = 0;
 	int rc;
 
@@ -1192,15 +1128,11 @@ static int prepare_veth_locked(struct enforce *e, const struct progset *ps,
 		snprintf(err, errlen, "cannot add the session's veth: %s", strerror(-rc));
 		return rc;
 	}
-	if (ahead && tcx_state >= 0 && link_tcx_unlocked(ps, p, tcx)) {
-		parent_dir(p->pin_dir, dir, sizeof(dir));
-		return set_replaced(dir, err, errlen);
-	}
-	rc = link_tc_one(ps->prog[P_TC_IN], p, BPF_TC_INGRESS, tcx[0], "tc_ingress", "backstop",
-			 err, errlen);
+	rc = link_tc_one(ps->prog[P_TC_IN], p, BPF_TC_INGRESS, "tc_ingress", "backstop", err,
+			 errlen);
 	if (!rc)
-		rc = link_tc_one(ps->prog[P_TC_OUT], p, BPF_TC_EGRESS, tcx[1], "tc_egress",
-				 "flow guard", err, errlen);
+		rc = link_tc_one(ps->prog[P_TC_OUT], p, BPF_TC_EGRESS, "tc_egress", "flow guard",
+				 err, errlen);
 	return rc;
 }
 
@@ -1313,7 +1245,7 @@ static int prepare_locked(struct enforce *e, const struct enforce_params *p, boo
 	if (!rc)
 		rc = link_cgroup(ps, p, err, errlen);
 	if (!rc && p->host_ifindex)
-		rc = prepare_veth_locked(e, ps, p, !wait, err, errlen);
+		rc = prepare_veth_locked(e, ps, p, err, errlen);
 	e->prepared = !rc;
 	return rc;
 }
@@ -1414,7 +1346,7 @@ int enforce_prepare_veth(struct enforce *e, const struct enforce_params *p, char
 	else if (ps->hash != e->set_hash || e->set_gen != set_gen)
 		rc = set_replaced(bpf_dir, err, errlen);
 	else
-		rc = prepare_veth_locked(e, ps, p, true, err, errlen);
+		rc = prepare_veth_locked(e, ps, p, err, errlen);
 	e->prepared = e->prepared && !rc;
 	pthread_mutex_unlock(&set_lock);
 	return rc;

@@ -50,7 +50,11 @@ static int mkdir_p(const char *dir)
  * embedded errandctl) each found it no mount point and each bound it, and
  * the second bind stacked on the first, so every namespace file mounted
  * after was mounted twice (once a peer), and a launcher's shedding of the
- * top one left the other in its session's copy of the host's mounts. */
+ * top one left the other in its session's copy of the host's mounts. The
+ * bind is made private before it is made shared: a bind of a directory on
+ * a shared mount (systemd makes /run one) is a peer of that mount, and
+ * every namespace file mounted on it was mounted again, by propagation, on
+ * the mount beneath, at the same path. */
 static int make_shared(const char *dir)
 {
 	cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -68,7 +72,8 @@ static int make_shared(const char *dir)
 			log_warnx("netns dir %s: make it a shared mount: %s", dir, strerror(-err));
 			return err;
 		}
-		if (mount(dir, dir, NULL, MS_BIND | MS_REC, NULL) < 0) {
+		if (mount(dir, dir, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+		    mount("none", dir, NULL, MS_PRIVATE | MS_REC, NULL) < 0) {
 			err = -errno;
 			log_warnx("netns dir %s: bind it onto itself: %s", dir, strerror(-err));
 			return err;

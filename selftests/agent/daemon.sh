@@ -88,7 +88,7 @@ agent_kill9
 bg_rounds 2 20
 assert_eq "$(bg_result allowed)" "ok hello $HOST_A:443" "agent killed: the allowed host is still reached"
 assert_eq "$(bg_result forbidden)" EPERM "agent killed: the forbidden host is still refused"
-# The backstop too (a prepared network's: tcx links from Linux 6.6, pinned),
+# The backstop too (a prepared network's clsact filters),
 # for a process in the session's namespace outside its cgroup.
 assert_eq "$(in_session "$SESSION" "$PROBE" tcp $HOST_A 443)" "ok hello $HOST_A:443" "agent killed: the backstop passes the allowed host"
 assert_eq "$(in_session "$SESSION" "$PROBE" tcp $HOST_B 443 --timeout 2)" ETIMEDOUT "agent killed: the backstop still drops another host"

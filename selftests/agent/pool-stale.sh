@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a network the pool prepared under a program set that has since been replaced (the object changed, or its set's pins went) is made the start's own again under the current set: its old tc programs (tcx links from Linux 6.6) are taken off its veth before the new ones go on, so the start is verified and enforced by the current set's programs alone, its backstop and flow guard among them.
+# Guarantee: a network the pool prepared under a program set that has since been replaced (the object changed, or its set's pins went) is made the start's own again under the current set: its old tc programs (and, from Linux 6.6, the tcx links an older errand pinned for them) are taken off its veth before the new ones go on, so the start is verified and enforced by the current set's programs alone, its backstop and flow guard among them.
 # selftests-timeout: 120
 . "$(dirname "$0")/../lib/world.sh"
 need_errandctl
@@ -12,49 +12,64 @@ prepared() { find "/sys/fs/bpf/$W" -mindepth 1 -maxdepth 1 -type d ! -name prog 
 agent_start || { world_finish; exit 1; }
 tcx=0
 [ "$(printf '6.6\n%s\n' "$(uname -r)" | sort -V | head -n 1)" = 6.6 ] && tcx=1
-# Prepared: both networks there, and from 6.6 their links pinned (a
-# preparation attaches them once its directory is made).
-links_pinned() { find "/sys/fs/bpf/$W" -mindepth 2 -maxdepth 2 -name 'tc_*_link' | grep -c .; }
+# Prepared: both networks there, their veths' filters on.
 for _ in $(seq 1 100); do
-	[ "$(prepared | grep -c .)" = 2 ] && { [ $tcx = 0 ] || [ "$(links_pinned)" = 4 ]; } && break
+	[ "$(prepared | grep -c .)" = 2 ] && break
 	sleep 0.1
+done
+for id in $(prepared); do
+	for _ in $(seq 1 50); do
+		in_host tc filter show dev "eh$id" egress 2>/dev/null | grep -q . && break
+		sleep 0.1
+	done
 done
 pool=$(prepared)
 assert_eq "$(echo "$pool" | grep -c .)" 2 "the pool prepared two networks"
 old=$(find "$P" -mindepth 1 -maxdepth 1 -type d -printf '%f\n')
 assert_match "$old" '^[0-9a-f]{16}$' "... under one program set"
-if [ $tcx = 1 ]; then
-	for id in $pool; do
-		assert_eq "$(for l in tc_ingress_link tc_egress_link; do [ -e "/sys/fs/bpf/$W/$id/$l" ] && echo "$l"; done | grep -c .)" 2 \
-			"$id's tc programs are tcx links"
-	done
-fi
-# A tool holding the links open (bpftool link show, a monitor) keeps them
-# attached past their unpinning: only a detach takes them off.
-hold_links() {
-	python3 - "$@" <<'PY' &
-import ctypes, struct, sys, time
+# An older errand's prepared networks had their tc programs as tcx links,
+# pinned in the session's directory, which run before any clsact filter
+# and decide alone: from 6.6 each network gets the old set's two as such,
+# as that errand left them, and a tool (bpftool link show, a monitor) holds
+# them open, which keeps them attached past their unpinning: only a detach
+# takes them off.
+old_links() {
+	in_host python3 - "$@" <<'PY' &
+import ctypes, socket, struct, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
-fds = []
-for path in sys.argv[1:]:
+def bpf(cmd, attr):
+    return libc.syscall(321, cmd, attr, 128)
+def obj_get(path):
     name = ctypes.create_string_buffer(path.encode())
     attr = (ctypes.c_uint8 * 128)()
     struct.pack_into("QII", attr, 0, ctypes.addressof(name), 0, 0)
-    fds.append(libc.syscall(321, 7, attr, 128))  # bpf(BPF_OBJ_GET)
-print("held", sum(1 for fd in fds if fd >= 0), flush=True)
+    return bpf(7, attr)  # BPF_OBJ_GET
+progs, held = sys.argv[1], []
+for sess in sys.argv[2:]:
+    ifindex = socket.if_nametoindex("eh" + sess.rsplit("/", 1)[1])
+    for prog, at, pin in (("errand_tc_in", 46, "tc_ingress_link"), ("errand_tc_out", 47, "tc_egress_link")):
+        attr = (ctypes.c_uint8 * 128)()
+        struct.pack_into("IIII", attr, 0, obj_get(progs + "/" + prog), ifindex, at, 0)
+        link = bpf(28, attr)  # BPF_LINK_CREATE
+        name = ctypes.create_string_buffer((sess + "/" + pin).encode())
+        attr = (ctypes.c_uint8 * 128)()
+        struct.pack_into("QI", attr, 0, ctypes.addressof(name), link)
+        if link >= 0 and bpf(6, attr) == 0:  # BPF_OBJ_PIN
+            held.append(link)
+print("held", len(held), flush=True)
 time.sleep(600)
 PY
 	W_PIDS+=($!)
 }
 if [ $tcx = 1 ]; then
-	links=()
-	for id in $pool; do links+=("/sys/fs/bpf/$W/$id/tc_ingress_link" "/sys/fs/bpf/$W/$id/tc_egress_link"); done
-	hold_links "${links[@]}" >"$W_DIR/held.out"
+	sessions=()
+	for id in $pool; do sessions+=("/sys/fs/bpf/$W/$id"); done
+	old_links "$P/$old" "${sessions[@]}" >"$W_DIR/held.out"
 	for _ in $(seq 1 50); do
 		grep -q '^held' "$W_DIR/held.out" && break
 		sleep 0.1
 	done
-	assert_eq "$(cat "$W_DIR/held.out")" "held 4" "a tool holds the four links open"
+	assert_eq "$(cat "$W_DIR/held.out")" "held 4" "each network has the old set's programs as tcx links, pinned and held open"
 fi
 # The set's pins gone from where the agent finds them: its next start
 # loads the set again, and the prepared networks are of a set replaced.

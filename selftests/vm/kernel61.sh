@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: the egress core (cgroup sock_addr hooks, the tc backstop for IPv4 and IPv6, dual-stack sessions with NAT66, the ring buffer, sk_storage, LPM tries), the DNS redirection, the session's namespaces, and the agent (restart and re-adoption, once grants spent in the kernel) work on Debian 12's 6.1 kernel, the oldest errand supports, with ERRAND_MUST_WORK=1 (nothing may skip there).
+# Guarantee: the egress core (cgroup sock_addr hooks, the tc backstop for IPv4 and IPv6, dual-stack sessions with NAT66, the ring buffer, sk_storage, LPM tries), the DNS redirection, the session's namespaces, and the agent (restart and re-adoption, once grants spent in the kernel, the warm pool with each namespace file mounted once on a /run that is a shared mount, as systemd makes it) work on Debian 12's 6.1 kernel, the oldest errand supports, with ERRAND_MUST_WORK=1 (nothing may skip there).
 # selftests-timeout: 1900
 #
 # Boots Debian 12's kernel (linux-image-amd64, fetched with apt-get download
@@ -10,7 +10,8 @@
 # it runs egress/, launcher/ and unit/ whole and, of dns/, the two tests that
 # exercise the kernel's part of DNS (resolve: answers writing the allow map;
 # anyaddr: UDP, connected UDP, TCP and v4-mapped redirection with the recvmsg
-# and getpeername rewrites); ERRAND_VM61_TESTS=F1,F2 overrides. make vmcheck
+# and getpeername rewrites) and agent/pool, whose /run here is shared as on a
+# systemd host (the host's own may not be); ERRAND_VM61_TESTS=F1,F2 overrides. make vmcheck
 # runs every test on every kernel. Skips (77) when qemu, the initramfs tools
 # or the kernel package cannot be had here.
 set -u
@@ -36,4 +37,4 @@ if ! out=$("$ROOT/vmtests/run" --fetch-only debian-6.1 2>&1); then
 fi
 echo "# $out"
 
-exec "$ROOT/vmtests/run" --tests "${ERRAND_VM61_TESTS:-egress/,launcher/,unit/,dns/resolve,dns/anyaddr,agent/daemon,agent/grants}" --timeout 1800 debian-6.1
+exec "$ROOT/vmtests/run" --tests "${ERRAND_VM61_TESTS:-egress/,launcher/,unit/,dns/resolve,dns/anyaddr,agent/daemon,agent/grants,agent/pool}" --timeout 1800 debian-6.1
