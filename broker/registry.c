@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "broker/registry.h"
+#include "broker/scrub.h"
 #include "lib/log.h"
 #include "lib/strv.h"
 #include "lib/util.h"
@@ -125,6 +126,7 @@ int broker_key_read(const char *path, char *buf, size_t cap, unsigned int *mode)
 	 * must still be a regular file */
 	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	char tmp[BROKER_KEY_MAX + 2];
+	struct scrub *sc;
 	size_t len = 0;
 	struct stat st;
 	ssize_t n;
@@ -168,6 +170,16 @@ int broker_key_read(const char *path, char *buf, size_t cap, unsigned int *mode)
 		rc = -ENOBUFS;
 		goto out;
 	}
+	/* a key the broker could not find in an answer (scrub_new: one that
+	 * "[redacted]" holds, or with a %XX decoded a bracket or what it
+	 * holds) is refused here, at the session's start, not by a 502 at
+	 * each call */
+	sc = scrub_new((const uint8_t *)tmp, len);
+	if (!sc && errno == EINVAL) {
+		rc = -EILSEQ;
+		goto out;
+	}
+	scrub_free(sc);
 	memcpy(buf, tmp, len + 1);
 	if (mode)
 		*mode = st.st_mode & 07777;
@@ -189,6 +201,11 @@ const char *broker_key_strerror(int rc)
 		return "its first line holds a control character, [ or ], which no key holds";
 	case -EFBIG:
 		return "its first line is longer than 4095 bytes";
+	case -EILSEQ:
+		return "the broker could not find it in an answer to redact it: \"[redacted]\" "
+		       "holds "
+		       "it, or with a %XX in it decoded it holds a bracket or what \"[redacted]\" "
+		       "holds";
 	default:
 		return strerror(-rc);
 	}

@@ -43,4 +43,4 @@ $(BUILD)/selftests/unit-fiber: PKG_LIBS += -luring -lpthread
 
 
 # The registry's message format, the one thing the broker parses from the agent.
-FUZZ_SRCS_registry := broker/registry.c lib/addr.c lib/strv.c
+FUZZ_SRCS_registry := broker/registry.c broker/scrub.c lib/addr.c lib/strv.c

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Guarantee: a provider's key kept the natural way (root's, 0600) works end to end: the agent reads it as root and hands it to the session's broker over its registry, and the broker's account cannot open the file, holds it open nowhere, and has the key in no argument, environment, log or file it writes; a key rewritten in place or renamed over is picked up after the provider's 401, and while no agent can be asked the broker keeps the key it has; a file others may read is named at start as a weakened guarantee, on errandctl's stderr through errand-agent too; one that cannot be read (missing, a directory, empty) refuses the session with 125 and one line naming it, through errand-agent too.
+# Guarantee: a provider's key kept the natural way (root's, 0600) works end to end: the agent reads it as root and hands it to the session's broker over its registry, and the broker's account cannot open the file, holds it open nowhere, and has the key in no argument, environment, log or file it writes; a key rewritten in place or renamed over is picked up after the provider's 401, and while no agent can be asked the broker keeps the key it has; a file others may read is named at start as a weakened guarantee, on errandctl's stderr through errand-agent too; one that cannot be read (missing, a directory, empty) or that the broker could not redact from an answer refuses the session with 125 and one line naming it, through errand-agent too.
 # shellcheck disable=SC2016 # $PROV_API_KEY and the like expand in the session's shell
 # selftests-timeout: 180
 . "$(dirname "$0")/common.sh"
@@ -96,6 +96,12 @@ refuse "that is a directory" "$W_DIR/keys"
 : >"$W_DIR/keys/empty"
 chmod 0600 "$W_DIR/keys/empty"
 refuse "that is empty" "$W_DIR/keys/empty"
+# a key the broker could not redact from an answer (a %XX of it decodes to a
+# bracket), which its calls would each have met as a 502
+echo 'sk-%5Bx' >"$W_DIR/keys/unredactable"
+chmod 0600 "$W_DIR/keys/unredactable"
+refuse "the broker could not redact" "$W_DIR/keys/unredactable"
+assert_contains "$(cat "$RUN_ERR")" "could not find it in an answer to redact it" "... saying why"
 
 # others may read it: it works, and is named as weakened
 chmod 0644 "$KEY_FILE"

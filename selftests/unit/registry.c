@@ -1,10 +1,14 @@
 /* Guarantee: the broker's registry takes only well-formed messages (a session
  * id, an address, provider=stand-in pairs of the stand-in's exact form, no
  * provider twice), stand-ins are errand-session- and 64 fresh hex digits, and
- * a session's environment names each provider's variables by its kind. */
+ * a session's environment names each provider's variables by its kind; a
+ * provider's key file is read to its first line, and a key the broker could
+ * not redact from an answer is refused when it is read. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "broker/registry.h"
 #include "lib/strv.h"
@@ -145,9 +149,48 @@ static void test_env(void)
 		  "a provider without a stand-in is an error");
 }
 
+/* broker_key_read of a file holding text: its rc, the key in out */
+static int key_read(const char *text, char *out, size_t cap)
+{
+	char path[] = "/tmp/errt-unit-key-XXXXXX";
+	int fd = mkstemp(path), rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = write(fd, text, strlen(text)) == (ssize_t)strlen(text) ? 0 : -EIO;
+	close(fd);
+	if (!rc)
+		rc = broker_key_read(path, out, cap, NULL);
+	unlink(path);
+	return rc;
+}
+
+static void test_key_read(void)
+{
+	/* each a key "[redacted]" holds, itself or with a %XX decoded, or
+	 * whose %XX decodes to a bracket: found in no answer */
+	static const char *const unredactable[] = {"dacted", "%72edacted", "sk-%5Bx", "sk-%5dx",
+						   "sk-%41%5Bx"};
+	char key[BROKER_KEY_MAX + 1];
+
+	CHECK_INT(key_read("sk-live-1\nsecond line\n", key, sizeof(key)), 9,
+		  "a key: its first line");
+	CHECK_STR(key, "sk-live-1", "... the key");
+	CHECK_INT(key_read("sk-ab%41cd\n", key, sizeof(key)), 10,
+		  "a key with a %%XX in it is read");
+	CHECK_INT(key_read("sk-[x]\n", key, sizeof(key)), -EBADMSG,
+		  "a key with a bracket is refused");
+	for (size_t i = 0; i < sizeof(unredactable) / sizeof(unredactable[0]); i++)
+		CHECK_INT(key_read(unredactable[i], key, sizeof(key)), -EILSEQ,
+			  "refused: \"%s\", which the broker could not redact", unredactable[i]);
+	CHECK_CONTAINS(broker_key_strerror(-EILSEQ), "could not find it in an answer",
+		       "... and why is said");
+}
+
 int main(void)
 {
 	test_parse();
+	test_key_read();
 	test_secret();
 	test_mint();
 	test_env();
