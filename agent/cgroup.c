@@ -24,6 +24,7 @@
 
 #include "agent/cgroup.h"
 #include "agent/spawn.h"
+#include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/strv.h"
 #include "lib/util.h"
@@ -31,23 +32,6 @@
 /* cgroup_session_remove waits this long for killed processes to leave. */
 #define KILL_WAIT_MS 2000
 #define POLL_MS 10
-
-/* Undoes the octal escapes (\040 for a space) mountinfo puts in paths. */
-static void unescape_mountinfo(char *s)
-{
-	char *w = s;
-
-	for (char *r = s; *r; r++) {
-		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-		    r[3] >= '0' && r[3] <= '7') {
-			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
-			r += 3;
-		} else {
-			*w++ = *r;
-		}
-	}
-	*w = '\0';
-}
 
 static int cgroup2_mount_read(char *out, size_t len)
 {
@@ -83,7 +67,7 @@ static int cgroup2_mount_read(char *out, size_t len)
 		 * the rest of the hierarchy; errand wants the whole of it. */
 		if (!sep || !tok || strcmp(tok, "cgroup2") != 0 || !root || strcmp(root, "/") != 0)
 			continue;
-		unescape_mountinfo(mnt);
+		esc_mountinfo_undo(mnt);
 		if (strlen(mnt) >= len) {
 			ret = -ENAMETOOLONG;
 			break;

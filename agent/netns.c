@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent/netns.h"
+#include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/strv.h"
 #include "lib/util.h"
@@ -55,6 +56,74 @@ static int mkdir_p(const char *dir)
  * a shared mount (systemd makes /run one) is a peer of that mount, and
  * every namespace file mounted on it was mounted again, by propagation, on
  * the mount beneath, at the same path. */
+/* The peer group of mount id (its shared:N in mountinfo), or of the
+ * topmost mount on path when id is 0, with that mount's parent in *parent;
+ * -1 when it has none (not shared) or is not found. */
+static long peer_group(FILE *f, unsigned long id, const char *path, unsigned long *parent)
+{
+	cleanup_free char *line = NULL;
+	size_t cap = 0;
+	long group = -1;
+
+	rewind(f);
+	while (getline(&line, &cap, f) > 0) {
+		unsigned long mid, pid;
+		char *save = NULL, *tok, *mnt;
+		long g = -1;
+		int field = 0;
+
+		if (sscanf(line, "%lu %lu", &mid, &pid) != 2 || (id && mid != id))
+			continue;
+		for (tok = strtok_r(line, " ", &save), mnt = NULL; tok && strcmp(tok, "-");
+		     tok = strtok_r(NULL, " ", &save), field++) {
+			if (field == 4)
+				mnt = tok;
+			else if (field >= 6 && !strncmp(tok, "shared:", 7))
+				g = strtol(tok + 7, NULL, 10);
+		}
+		if (!id) {
+			if (!mnt)
+				continue;
+			esc_mountinfo_undo(mnt);
+			if (strcmp(mnt, path))
+				continue;
+			*parent = pid;
+		}
+		group = g; /* the last on path is the topmost */
+		if (id)
+			break;
+	}
+	return group;
+}
+
+/* An older errand bound dir onto itself as a peer of the mount beneath it
+ * (see make_shared): dir gets a peer group of its own, once a process and
+ * dir, so that namespace files mounted from now on are mounted once. Those
+ * mounted before stay as they are. Under make_shared's lock. */
+static void unpeer_once(const char *dir)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static char done[PATH_MAX];
+	unsigned long parent = 0;
+	FILE *f;
+	long group;
+
+	pthread_mutex_lock(&mu);
+	if (!strcmp(done, dir) || !(f = fopen("/proc/self/mountinfo", "re"))) {
+		pthread_mutex_unlock(&mu);
+		return;
+	}
+	group = peer_group(f, 0, dir, &parent);
+	if (group >= 0 && parent && peer_group(f, parent, NULL, &parent) == group &&
+	    (mount("none", dir, NULL, MS_PRIVATE, NULL) ||
+	     mount("none", dir, NULL, MS_SHARED, NULL)))
+		log_warnx("netns dir %s: give it a peer group of its own: %s", dir,
+			  strerror(errno));
+	fclose(f);
+	snprintf(done, sizeof(done), "%s", dir);
+	pthread_mutex_unlock(&mu);
+}
+
 static int make_shared(const char *dir)
 {
 	cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -80,6 +149,8 @@ static int make_shared(const char *dir)
 		}
 		bound = true;
 	}
+	if (!bound)
+		unpeer_once(dir);
 	return 0;
 }
 

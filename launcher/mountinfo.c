@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "launcher/launch.h"
+#include "lib/escape.h"
 #include "lib/util.h"
 
 /* What of a mount both namespaces show alike: where it is (relative to the
@@ -57,23 +58,6 @@ static char *read_all(const char *path)
 	return buf;
 }
 
-/* mountinfo's \ooo escapes (space, tab, newline, backslash) undone in place. */
-static void unescape(char *s)
-{
-	char *out = s;
-
-	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
-			s += 3;
-		} else {
-			*out++ = *s;
-		}
-	}
-	*out = '\0';
-}
-
 /* The mounts of buf (cut up in place) under `under` ("" for all), with
  * their points made relative to it, but those at or below skip, and those
  * `along` does not want. The count, or -errno. */
@@ -100,7 +84,7 @@ static ssize_t parse(char *buf, const char *under, const char *skip,
 		}
 		if (k < 6)
 			continue; /* not a mount's line */
-		unescape(f[4]);
+		esc_mountinfo_undo(f[4]);
 		if (strncmp(f[4], under, under_len) || (f[4][under_len] && f[4][under_len] != '/'))
 			continue;
 		point = f[4][under_len] ? f[4] + under_len : "/";

@@ -131,3 +131,19 @@ void esc_fputs(const char *s, FILE *f)
 		fwrite(e, 1, esc_byte((unsigned char)*s, false, e), f);
 	}
 }
+
+void esc_mountinfo_undo(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}

@@ -26,6 +26,9 @@ const char *esc_textn(const char *s, size_t n, char *buf, size_t len);
  * that is not printable ASCII) as bash's $'...' with \xNN. A word cut to fit
  * len is cut whole: buf is then empty. Returns buf. */
 const char *esc_shell(const char *s, char *buf, size_t len);
+/* Undoes, in place, the octal escapes (\040 for a space; tab, newline and
+ * backslash too) /proc/PID/mountinfo puts in a path. */
+void esc_mountinfo_undo(char *s);
 /* Writes s to f as esc_text() does, whatever its length. */
 void esc_fputs(const char *s, FILE *f);
 
