@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "agent/netns.h"
-#include "lib/escape.h"
 #include "lib/log.h"
 #include "lib/strv.h"
 #include "lib/util.h"
@@ -56,69 +55,78 @@ static int mkdir_p(const char *dir)
  * a shared mount (systemd makes /run one) is a peer of that mount, and
  * every namespace file mounted on it was mounted again, by propagation, on
  * the mount beneath, at the same path. */
-/* The peer group of mount id (its shared:N in mountinfo), or of the
- * topmost mount on path when id is 0, with that mount's parent in *parent;
- * -1 when it has none (not shared) or is not found. */
-static long peer_group(FILE *f, unsigned long id, const char *path, unsigned long *parent)
+/* What mountinfo says of mount id: its peer group (its shared:N; -1 when it
+ * is not shared), its parent and how many mounts are on it. -ENOENT when
+ * it is not there. */
+struct mount_peer {
+	long group;
+	unsigned long parent;
+	size_t children;
+};
+
+static int mount_peer(FILE *f, unsigned long id, struct mount_peer *out)
 {
 	cleanup_free char *line = NULL;
 	size_t cap = 0;
-	long group = -1;
+	int rc = -ENOENT;
 
+	*out = (struct mount_peer){.group = -1};
 	rewind(f);
 	while (getline(&line, &cap, f) > 0) {
 		unsigned long mid, pid;
-		char *save = NULL, *tok, *mnt;
-		long g = -1;
+		char *save = NULL, *tok;
 		int field = 0;
 
-		if (sscanf(line, "%lu %lu", &mid, &pid) != 2 || (id && mid != id))
+		if (sscanf(line, "%lu %lu", &mid, &pid) != 2)
 			continue;
-		for (tok = strtok_r(line, " ", &save), mnt = NULL; tok && strcmp(tok, "-");
-		     tok = strtok_r(NULL, " ", &save), field++) {
-			if (field == 4)
-				mnt = tok;
-			else if (field >= 6 && !strncmp(tok, "shared:", 7))
-				g = strtol(tok + 7, NULL, 10);
-		}
-		if (!id) {
-			if (!mnt)
-				continue;
-			esc_mountinfo_undo(mnt);
-			if (strcmp(mnt, path))
-				continue;
-			*parent = pid;
-		}
-		group = g; /* the last on path is the topmost */
-		if (id)
-			break;
+		if (pid == id && mid != id)
+			out->children++;
+		if (mid != id)
+			continue;
+		rc = 0;
+		out->parent = pid;
+		/* the optional fields, from the seventh up to "-" */
+		for (tok = strtok_r(line, " ", &save); tok && strcmp(tok, "-");
+		     tok = strtok_r(NULL, " ", &save), field++)
+			if (field >= 6 && !strncmp(tok, "shared:", 7))
+				out->group = strtol(tok + 7, NULL, 10);
 	}
-	return group;
+	return rc;
 }
 
 /* An older errand bound dir onto itself as a peer of the mount beneath it
- * (see make_shared): dir gets a peer group of its own, once a process and
- * dir, so that namespace files mounted from now on are mounted once. Those
- * mounted before stay as they are. Under make_shared's lock. */
+ * (see make_shared): dir gets a peer group of its own, so that namespace
+ * files mounted from now on are mounted once. Only while no file is
+ * mounted on it: each has a twin beneath, which only the propagation of
+ * its unmount removes, so a directory with some keeps its group (their
+ * sessions, an agent's adopted ones, end as before) until an agent starts
+ * with none. Once a process and dir, under make_shared's lock. */
 static void unpeer_once(const char *dir)
 {
 	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 	static char done[PATH_MAX];
-	unsigned long parent = 0;
+	struct mount_peer self, parent;
+	struct statx stx;
 	FILE *f;
-	long group;
 
 	pthread_mutex_lock(&mu);
-	if (!strcmp(done, dir) || !(f = fopen("/proc/self/mountinfo", "re"))) {
+	if (!strcmp(done, dir) || statx(AT_FDCWD, dir, 0, STATX_MNT_ID, &stx) ||
+	    !(stx.stx_mask & STATX_MNT_ID) || !(f = fopen("/proc/self/mountinfo", "re"))) {
 		pthread_mutex_unlock(&mu);
 		return;
 	}
-	group = peer_group(f, 0, dir, &parent);
-	if (group >= 0 && parent && peer_group(f, parent, NULL, &parent) == group &&
-	    (mount("none", dir, NULL, MS_PRIVATE, NULL) ||
-	     mount("none", dir, NULL, MS_SHARED, NULL)))
-		log_warnx("netns dir %s: give it a peer group of its own: %s", dir,
-			  strerror(errno));
+	if (!mount_peer(f, stx.stx_mnt_id, &self) && self.group >= 0 &&
+	    !mount_peer(f, self.parent, &parent) && parent.group == self.group) {
+		if (self.children)
+			log_info("netns dir %s: a peer of the mount beneath it (an older errand's "
+				 "bind) with %zu namespace files on it: left so, each file mounted "
+				 "twice, until an agent starts with none",
+				 dir, self.children);
+		else if (mount("none", dir, NULL, MS_PRIVATE, NULL) ||
+			 mount("none", dir, NULL, MS_SHARED, NULL))
+			log_warnx("netns dir %s: give it a peer group of its own: %s", dir,
+				  strerror(errno));
+	}
 	fclose(f);
 	snprintf(done, sizeof(done), "%s", dir);
 	pthread_mutex_unlock(&mu);
@@ -142,7 +150,7 @@ static int make_shared(const char *dir)
 			return err;
 		}
 		if (mount(dir, dir, NULL, MS_BIND | MS_REC, NULL) < 0 ||
-		    mount("none", dir, NULL, MS_PRIVATE | MS_REC, NULL) < 0) {
+		    mount("none", dir, NULL, MS_PRIVATE, NULL) < 0) {
 			err = -errno;
 			log_warnx("netns dir %s: bind it onto itself: %s", dir, strerror(-err));
 			return err;

@@ -296,6 +296,12 @@ void scrub_free(struct scrub *s)
 		explicit_bzero(s->held, s->held_cap);
 	explicit_bzero(s->out, sizeof(s->out));
 	explicit_bzero(s->stream.pend, sizeof(s->stream.pend));
+	explicit_bzero(s->scratch.pend, sizeof(s->scratch.pend));
+	/* what the secret's borders and first byte say of it */
+	explicit_bzero(s->lead, sizeof(s->lead));
+	for (size_t c = 0; c < 3; c++)
+		if (s->fail[c])
+			explicit_bzero(s->fail[c], (s->len - c) * sizeof(*s->fail[c]));
 	free(s->secret);
 	free(s->repl);
 	free(s->held);
