@@ -43,18 +43,6 @@ static int mkdir_p(const char *dir)
 	return 0;
 }
 
-/* Makes dir a shared mount point, binding it onto itself when it is not a
- * mount point yet. Shared, so that mount namespaces made later (a session's
- * launcher, say) still see namespace files mounted here after they forked.
- * Under a lock on dir: two preparations side by side (or an agent and an
- * embedded errandctl) each found it no mount point and each bound it, and
- * the second bind stacked on the first, so every namespace file mounted
- * after was mounted twice (once a peer), and a launcher's shedding of the
- * top one left the other in its session's copy of the host's mounts. The
- * bind is made private before it is made shared: a bind of a directory on
- * a shared mount (systemd makes /run one) is a peer of that mount, and
- * every namespace file mounted on it was mounted again, by propagation, on
- * the mount beneath, at the same path. */
 /* What mountinfo says of mount id: its peer group (its shared:N; -1 when it
  * is not shared), its parent and how many mounts are on it. -ENOENT when
  * it is not there. */
@@ -132,6 +120,18 @@ static void unpeer_once(const char *dir)
 	pthread_mutex_unlock(&mu);
 }
 
+/* Makes dir a shared mount point, binding it onto itself when it is not a
+ * mount point yet. Shared, so that mount namespaces made later (a session's
+ * launcher, say) still see namespace files mounted here after they forked.
+ * Under a lock on dir: two preparations side by side (or an agent and an
+ * embedded errandctl) each found it no mount point and each bound it, and
+ * the second bind stacked on the first, so every namespace file mounted
+ * after was mounted twice (once a peer), and a launcher's shedding of the
+ * top one left the other in its session's copy of the host's mounts. The
+ * bind is made private before it is made shared: a bind of a directory on
+ * a shared mount (systemd makes /run one) is a peer of that mount, and
+ * every namespace file mounted on it was mounted again, by propagation, on
+ * the mount beneath, at the same path. */
 static int make_shared(const char *dir)
 {
 	cleanup_close int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
