@@ -202,10 +202,9 @@ const char *broker_key_strerror(int rc)
 	case -EFBIG:
 		return "its first line is longer than 4095 bytes";
 	case -EILSEQ:
-		return "the broker could not find it in an answer to redact it: \"[redacted]\" "
-		       "holds "
-		       "it, or with a %XX in it decoded it holds a bracket or what \"[redacted]\" "
-		       "holds";
+		return "the broker could not find it in an answer to redact it: "
+		       "\"[redacted]\" holds it, or with a %XX in it decoded it holds "
+		       "a bracket or what \"[redacted]\" holds";
 	default:
 		return strerror(-rc);
 	}
