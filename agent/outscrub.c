@@ -230,10 +230,7 @@ static int values_add(const struct errand_config *cfg, char *const *secret_env,
 		len = broker_key_read(p->credential_file, value, BROKER_KEY_MAX + 1, &mode);
 		if (len < 0) {
 			rc = len;
-			snprintf(err, errlen,
-				 "agent.providers.%s: credentialFile %s cannot be read (%s); write "
-				 "the key there (root, 0600), or remove the provider",
-				 p->name, p->credential_file, broker_key_strerror(len));
+			broker_key_refusal(p->name, p->credential_file, len, err, errlen);
 			break;
 		}
 		for (int k = 0; k < 2 && !rc; k++)

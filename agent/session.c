@@ -2570,10 +2570,7 @@ static int session_keys_check(const struct session *s, FILE *say, char *err, siz
 
 		explicit_bzero(key, sizeof(key));
 		if (rc < 0) {
-			snprintf(err, errlen,
-				 "agent.providers.%s: credentialFile %s cannot be read (%s); write "
-				 "the key there (root, 0600), or remove the provider",
-				 p->name, p->credential_file, broker_key_strerror(rc));
+			broker_key_refusal(p->name, p->credential_file, rc, err, errlen);
 			return rc;
 		}
 		if (mode & 077)

@@ -210,6 +210,21 @@ const char *broker_key_strerror(int rc)
 	}
 }
 
+void broker_key_refusal(const char *provider, const char *file, int rc, char *buf, size_t len)
+{
+	/* read, but no key errand can use: its text is what to change */
+	if (rc == -EBADMSG || rc == -EILSEQ || rc == -EFBIG)
+		snprintf(buf, len,
+			 "agent.providers.%s: credentialFile %s holds no key errand can use (%s); "
+			 "put the provider's real key there, or remove the provider",
+			 provider, file, broker_key_strerror(rc));
+	else
+		snprintf(buf, len,
+			 "agent.providers.%s: credentialFile %s cannot be read (%s); write the key "
+			 "there (root, 0600), or remove the provider",
+			 provider, file, broker_key_strerror(rc));
+}
+
 int broker_key_hand(int fd, const char *provider, const char *key, size_t len, bool wait)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -271,10 +286,7 @@ static int key_hand_one(int fd, const struct config_provider *p, bool wait, char
 	int rc = broker_key_read(p->credential_file, key, sizeof(key), NULL);
 
 	if (rc < 0) {
-		snprintf(err, errlen,
-			 "provider %s: credentialFile %s cannot be read (%s); write the key there "
-			 "(root, 0600)",
-			 p->name, p->credential_file, broker_key_strerror(rc));
+		broker_key_refusal(p->name, p->credential_file, rc, err, errlen);
 	} else {
 		rc = broker_key_hand(fd, p->name, key, (size_t)rc, wait);
 		if (rc)

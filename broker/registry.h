@@ -105,6 +105,9 @@ int broker_session_env(const struct errand_config *cfg, const char *gateway, uin
 int broker_key_read(const char *path, char *buf, size_t cap, unsigned int *mode);
 /* What broker_key_read's rc means, for a message. */
 const char *broker_key_strerror(int rc);
+/* The line refusing provider's credentialFile file, whose broker_key_read
+ * said rc: what is wrong with it and what to change. */
+void broker_key_refusal(const char *provider, const char *file, int rc, char *buf, size_t len);
 /* Hands provider's key to the broker on fd: the message only (the broker's
  * "ok" comes later), or, with wait, its answer too. 0 or -errno (-ENOENT: the
  * broker has no such provider). */

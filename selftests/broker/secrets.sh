@@ -83,12 +83,12 @@ errand_stop
 # gap and weakened lines apart)
 refusal_lines() { grep -vc '^errand: \(gap\|weakened\): ' "$RUN_ERR"; }
 refuse() {
-	local what=$1 file=$2
+	local what=$1 file=$2 says=${3:-cannot be read}
 	W_CONFIG=$(cfg "refuse$RANDOM" "$file")
 	errand_run -- true
 	assert_eq "$RUN_RC" 125 "a credentialFile $what refuses the session (125)"
 	assert_eq "$(refusal_lines)" 1 "... in one line"
-	assert_contains "$(cat "$RUN_ERR")" "credentialFile $file cannot be read" "... naming the file"
+	assert_contains "$(cat "$RUN_ERR")" "credentialFile $file $says" "... naming the file"
 	assert_empty "$(leftovers)" "... and nothing is left behind"
 }
 refuse "that is missing" "$W_DIR/keys/missing"
@@ -100,8 +100,9 @@ refuse "that is empty" "$W_DIR/keys/empty"
 # bracket), which its calls would each have met as a 502
 echo 'sk-%5Bx' >"$W_DIR/keys/unredactable"
 chmod 0600 "$W_DIR/keys/unredactable"
-refuse "the broker could not redact" "$W_DIR/keys/unredactable"
+refuse "the broker could not redact" "$W_DIR/keys/unredactable" "holds no key errand can use"
 assert_contains "$(cat "$RUN_ERR")" "could not find it in an answer to redact it" "... saying why"
+assert_contains "$(cat "$RUN_ERR")" "put the provider's real key there, or remove the provider" "... and what to change"
 
 # others may read it: it works, and is named as weakened
 chmod 0644 "$KEY_FILE"

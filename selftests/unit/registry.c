@@ -171,7 +171,7 @@ static void test_key_read(void)
 	 * whose %XX decodes to a bracket: found in no answer */
 	static const char *const unredactable[] = {"dacted", "%72edacted", "sk-%5Bx", "sk-%5dx",
 						   "sk-%41%5Bx"};
-	char key[BROKER_KEY_MAX + 1];
+	char key[BROKER_KEY_MAX + 1], line[512];
 
 	CHECK_INT(key_read("sk-live-1\nsecond line\n", key, sizeof(key)), 9,
 		  "a key: its first line");
@@ -185,6 +185,14 @@ static void test_key_read(void)
 			  "refused: \"%s\", which the broker could not redact", unredactable[i]);
 	CHECK_CONTAINS(broker_key_strerror(-EILSEQ), "could not find it in an answer",
 		       "... and why is said");
+	broker_key_refusal("prov", "/k", -EILSEQ, line, sizeof(line));
+	CHECK_CONTAINS(line, "agent.providers.prov: credentialFile /k holds no key errand can use",
+		       "a key read but unusable is not said to be unreadable");
+	CHECK_CONTAINS(line, "put the provider's real key there",
+		       "... and the line says what to do");
+	broker_key_refusal("prov", "/k", -ENOENT, line, sizeof(line));
+	CHECK_CONTAINS(line, "credentialFile /k cannot be read (No such file or directory); write",
+		       "a missing file cannot be read");
 }
 
 int main(void)
